@@ -1,0 +1,121 @@
+import CUV
+
+/// The base of every libuv handle wrapper: owns the handle's memory and its lifetime.
+///
+/// libuv's rule (https://docs.libuv.org/en/v1.x/handle.html#c.uv_close): a handle's memory may be freed only in
+/// its close callback. So the handle's `data` field holds a retained reference to its wrapper from `init` until
+/// the close callback, which releases it and frees the memory; the wrapper therefore lives as long as libuv may
+/// call it, whether or not Swift code still refers to it. Callbacks are dropped on `close()` so that closures
+/// capturing their owner do not keep it alive.
+///
+/// Handles are not `Sendable`: use them on their loop's thread only.
+public class LoopHandle {
+    /// The handle, as the generic `uv_handle_t*`.
+    public let handle: UnsafeMutablePointer<uv_handle_t>
+    /// The loop this handle belongs to.
+    public let loop: EventLoop
+    private var closeCallback: (() -> Void)?
+
+    init(loop: EventLoop, type: uv_handle_type) {
+        self.loop = loop
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(type), alignment: 16)
+        handle = memory.bindMemory(to: uv_handle_t.self, capacity: 1)
+    }
+
+    /// Call right after the `uv_*_init` succeeded: hands libuv its +1 reference.
+    func adopt() {
+        handle.pointee.data = Unmanaged.passRetained(self).toOpaque()
+    }
+
+    /// The wrapper whose handle libuv passes to a callback.
+    static func owner<T>(of raw: UnsafeMutablePointer<T>?) -> Self {
+        let handle = UnsafeMutableRawPointer(raw!).assumingMemoryBound(to: uv_handle_t.self)
+        return unsafeDowncast(Unmanaged<LoopHandle>.fromOpaque(handle.pointee.data).takeUnretainedValue(), to: self)
+    }
+
+    /// Whether `close()` has been called.
+    public var isClosing: Bool { uv_is_closing(handle) != 0 }
+
+    /// Stops the handle and releases it once libuv is done with it. Safe to call more than once.
+    ///
+    /// - Parameter completion: runs on the loop thread after libuv's close callback.
+    public func close(_ completion: (() -> Void)? = nil) {
+        guard !isClosing else { return }
+        closeCallback = completion
+        dropCallbacks()
+        uv_close(handle) { raw in
+            let owner = Unmanaged<LoopHandle>.fromOpaque(raw!.pointee.data)
+            let callback = owner.takeUnretainedValue().closeCallback
+            owner.takeUnretainedValue().closeCallback = nil
+            owner.release()
+            UnsafeMutableRawPointer(raw!).deallocate()
+            callback?()
+        }
+    }
+
+    /// Overridden to drop stored callbacks when the handle closes.
+    func dropCallbacks() {}
+
+    /// Whether the handle keeps the loop running (`uv_ref`) or not (`uv_unref`).
+    public var keepsLoopAlive: Bool {
+        get { uv_has_ref(handle) != 0 }
+        set { newValue ? uv_ref(handle) : uv_unref(handle) }
+    }
+}
+
+/// A one-shot or repeating timer (`uv_timer_t`, https://docs.libuv.org/en/v1.x/timer.html).
+public final class LoopTimer: LoopHandle {
+    private var onFire: (() -> Void)?
+
+    /// Makes a stopped timer on `loop`. Call on the loop thread.
+    public init(loop: EventLoop) {
+        super.init(loop: loop, type: UV_TIMER)
+        precondition(uv_timer_init(loop.raw, UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_timer_t.self)) == 0)
+        adopt()
+    }
+
+    private var timer: UnsafeMutablePointer<uv_timer_t> {
+        UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_timer_t.self)
+    }
+
+    /// Starts (or restarts) the timer.
+    ///
+    /// - Parameters:
+    ///   - milliseconds: delay before the first firing, in milliseconds from the loop's current time.
+    ///   - repeatMilliseconds: interval of later firings in milliseconds; 0 fires once.
+    ///   - body: runs on the loop thread each time the timer fires.
+    public func start(milliseconds: UInt64, repeatMilliseconds: UInt64 = 0, _ body: @escaping () -> Void) {
+        guard !isClosing else { return }
+        onFire = body
+        uv_timer_start(timer, { raw in LoopTimer.owner(of: raw).onFire?() }, milliseconds, repeatMilliseconds)
+    }
+
+    /// Stops the timer; it can be started again.
+    public func stop() {
+        guard !isClosing else { return }
+        uv_timer_stop(timer)
+        onFire = nil
+    }
+
+    /// Whether the timer is started and has not yet fired (for a one-shot timer).
+    public var isActive: Bool { !isClosing && uv_is_active(handle) != 0 }
+
+    override func dropCallbacks() { onFire = nil }
+}
+
+/// Watches a POSIX signal on the loop (`uv_signal_t`, https://docs.libuv.org/en/v1.x/signal.html).
+public final class SignalWatcher: LoopHandle {
+    private var onSignal: ((Int32) -> Void)?
+
+    /// Starts watching `signal` (for example `SIGTERM`); `body` runs on the loop thread on each delivery.
+    public init(loop: EventLoop, signal: Int32, _ body: @escaping (Int32) -> Void) {
+        super.init(loop: loop, type: UV_SIGNAL)
+        let raw = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_signal_t.self)
+        precondition(uv_signal_init(loop.raw, raw) == 0)
+        adopt()
+        onSignal = body
+        uv_signal_start(raw, { raw, signum in SignalWatcher.owner(of: raw).onSignal?(signum) }, signal)
+    }
+
+    override func dropCallbacks() { onSignal = nil }
+}

@@ -1,0 +1,37 @@
+import CSQLite
+
+extension Database {
+    /// Brings the schema up to date: runs each migration whose index is at or past `PRAGMA user_version`.
+    ///
+    /// `migrations[i]` moves the schema from version `i` to `i + 1`; each runs in its own transaction together
+    /// with the version bump, so a crash never leaves a half-migrated store. The version lives in the file's
+    /// header (https://www.sqlite.org/pragma.html#pragma_user_version).
+    /// - Returns: the schema version now in force (`migrations.count`).
+    /// - Throws: `SQLiteError` if a migration fails, or if the file is newer than this program (its version is
+    ///   past `migrations.count`), so an old binary never writes to a store it does not understand.
+    @discardableResult
+    public func migrate(_ migrations: [String]) throws -> Int {
+        let current = Int(try query("PRAGMA user_version").first?.int(0) ?? 0)
+        guard current <= migrations.count else {
+            throw SQLiteError(
+                code: SQLITE_ERROR,
+                message: "store schema version \(current) is newer than this program's \(migrations.count); upgrade trailbook-jobs"
+            )
+        }
+        for version in current..<migrations.count {
+            try transaction {
+                try execute(migrations[version])
+                try execute("PRAGMA user_version = \(version + 1)")
+            }
+        }
+        return migrations.count
+    }
+
+    /// Puts the connection in WAL mode with `synchronous=FULL`, so a committed transaction survives power loss
+    /// (https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous).
+    ///
+    /// - Throws: `SQLiteError` if the journal mode cannot be changed (for example, on a read-only file).
+    public func enableWriteAheadLog() throws {
+        try execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+    }
+}

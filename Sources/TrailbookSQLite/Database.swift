@@ -1,0 +1,248 @@
+import CSQLite
+
+/// An error reported by SQLite: its result code and message.
+///
+/// `code` is SQLite's extended result code (https://www.sqlite.org/rescode.html).
+public struct SQLiteError: Error, CustomStringConvertible, Sendable {
+    /// SQLite's extended result code, for example `SQLITE_CORRUPT` (11) or `SQLITE_BUSY` (5).
+    public let code: Int32
+    /// SQLite's message, with the statement or path it concerns where known.
+    public let message: String
+
+    public init(code: Int32, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "SQLite error \(code): \(message)" }
+}
+
+/// A value bound to or read from a statement column.
+public enum SQLiteValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+}
+
+/// One SQLite connection, used from one thread at a time.
+///
+/// Not `Sendable`: the owner (the daemon's loop, or a test) confines it to its thread, which is how SQLite's
+/// "multi-thread" mode expects a connection to be used (https://www.sqlite.org/threadsafe.html).
+public final class Database {
+    /// The raw `sqlite3*` handle.
+    let handle: OpaquePointer
+    private var cache: [String: Statement] = [:]
+
+    /// Opens (creating if needed) the database at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: file path, or `":memory:"`.
+    ///   - busyTimeout: how long a statement waits for another connection's lock, in milliseconds.
+    /// - Throws: `SQLiteError` if the file cannot be opened or is not a database.
+    public init(path: String, busyTimeout: Int32 = 5_000) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: rc, message: "cannot open \(path): \(message)")
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, busyTimeout)
+    }
+
+    deinit {
+        for statement in cache.values { statement.finalize() }
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that take no parameters and return no rows (DDL, pragmas).
+    ///
+    /// - Throws: `SQLiteError` from the first statement that fails.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+        if rc != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? errorMessage
+            sqlite3_free(message)
+            throw SQLiteError(code: rc, message: text)
+        }
+    }
+
+    /// A prepared statement for `sql`, cached by its text and reset before it is returned.
+    ///
+    /// - Throws: `SQLiteError` if `sql` does not compile.
+    public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        if let statement = cache[sql] {
+            statement.reset()
+            return statement
+        }
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard rc == SQLITE_OK, let raw else {
+            throw SQLiteError(code: rc, message: "\(errorMessage) in: \(sql)")
+        }
+        let statement = Statement(raw: raw, database: self)
+        cache[sql] = statement
+        return statement
+    }
+
+    /// Runs `sql` with `bindings` and returns the rows it yields.
+    ///
+    /// - Throws: `SQLiteError` if the statement fails.
+    @discardableResult
+    public func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws(SQLiteError) -> [Row] {
+        let statement = try prepare(sql)
+        try statement.bind(bindings)
+        var rows: [Row] = []
+        while let row = try statement.step() { rows.append(row) }
+        statement.reset()
+        return rows
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`; rolls back if `body` throws.
+    ///
+    /// `IMMEDIATE` takes the write lock up front, so a writer never fails half way with `SQLITE_BUSY`.
+    /// - Throws: what `body` throws, or `SQLiteError` if the transaction cannot begin or commit.
+    public func transaction<R>(_ body: () throws -> R) throws -> R {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// The rowid of the last row inserted on this connection.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// How many rows the last INSERT, UPDATE or DELETE changed.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    var errorMessage: String { String(cString: sqlite3_errmsg(handle)) }
+}
+
+/// A prepared statement owned by its `Database`'s cache.
+public final class Statement {
+    let raw: OpaquePointer
+    unowned let database: Database
+
+    init(raw: OpaquePointer, database: Database) {
+        self.raw = raw
+        self.database = database
+    }
+
+    func finalize() { sqlite3_finalize(raw) }
+
+    /// Resets the statement and clears its bindings, ready to run again.
+    public func reset() {
+        sqlite3_reset(raw)
+        sqlite3_clear_bindings(raw)
+    }
+
+    /// Binds `values` to parameters 1…n.
+    ///
+    /// - Throws: `SQLiteError` if a value cannot be bound (for example, too many values).
+    public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .null: rc = sqlite3_bind_null(raw, index)
+            case .integer(let v): rc = sqlite3_bind_int64(raw, index, v)
+            case .real(let v): rc = sqlite3_bind_double(raw, index, v)
+            case .text(let v):
+                rc = v.utf8CString.withUnsafeBufferPointer { tb_sqlite3_bind_text(raw, index, $0.baseAddress, -1) }
+            case .blob(let v):
+                rc = v.withUnsafeBytes { tb_sqlite3_bind_blob(raw, index, $0.baseAddress, Int32($0.count)) }
+            }
+            guard rc == SQLITE_OK else {
+                throw SQLiteError(code: rc, message: database.errorMessage)
+            }
+        }
+    }
+
+    /// Steps once: the next row, or `nil` when the statement is done.
+    ///
+    /// - Throws: `SQLiteError` if the step fails (constraint, I/O error, corruption).
+    public func step() throws(SQLiteError) -> Row? {
+        let rc = sqlite3_step(raw)
+        switch rc {
+        case SQLITE_ROW:
+            let count = sqlite3_column_count(raw)
+            var values: [SQLiteValue] = []
+            values.reserveCapacity(Int(count))
+            for column in 0..<count { values.append(value(at: column)) }
+            return Row(values: values)
+        case SQLITE_DONE:
+            return nil
+        default:
+            let message = database.errorMessage
+            sqlite3_reset(raw)
+            throw SQLiteError(code: rc, message: message)
+        }
+    }
+
+    /// Binds `values`, runs the statement to completion and resets it.
+    ///
+    /// - Throws: `SQLiteError` if binding or any step fails.
+    public func run(_ values: [SQLiteValue]) throws(SQLiteError) {
+        reset()
+        try bind(values)
+        while try step() != nil {}
+        sqlite3_reset(raw)
+    }
+
+    private func value(at column: Int32) -> SQLiteValue {
+        switch sqlite3_column_type(raw, column) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(raw, column))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(raw, column))
+        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(raw, column)))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(raw, column))
+            guard count > 0, let bytes = sqlite3_column_blob(raw, column) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
+        default: return .null
+        }
+    }
+}
+
+/// One result row: its column values in select order.
+public struct Row: Sendable {
+    /// The column values, in the order of the SELECT list.
+    public let values: [SQLiteValue]
+
+    /// Column `index` as an integer, or `nil` when it is NULL or not an integer.
+    public func int(_ index: Int) -> Int64? {
+        if case .integer(let v) = values[index] { return v }
+        return nil
+    }
+
+    /// Column `index` as a double (integers are widened), or `nil` when NULL.
+    public func double(_ index: Int) -> Double? {
+        switch values[index] {
+        case .real(let v): return v
+        case .integer(let v): return Double(v)
+        default: return nil
+        }
+    }
+
+    /// Column `index` as text, or `nil` when it is NULL or not text.
+    public func text(_ index: Int) -> String? {
+        if case .text(let v) = values[index] { return v }
+        return nil
+    }
+
+    /// Column `index` as bytes, or `nil` when it is NULL or not a blob.
+    public func blob(_ index: Int) -> [UInt8]? {
+        if case .blob(let v) = values[index] { return v }
+        return nil
+    }
+}
