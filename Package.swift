@@ -18,7 +18,7 @@ let package = Package(
         .target(name: "TrailbookSQLite", dependencies: ["CSQLite"]),
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
-        .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload"),
+        .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload/Job"),
 
         .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
