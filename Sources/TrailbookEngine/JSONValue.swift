@@ -1,0 +1,172 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A JSON value: what the control protocol, the feed and a job's params, result and checkpoint are made of.
+///
+/// Unlike a `Codable` struct with optionals, `.null` is written out as `null`, so the shapes of DESIGN.md keep
+/// every key (`"cancellation": null`).
+public enum JSONValue: Sendable, Equatable, Codable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value):
+            // Whole numbers print without a fraction (byte counts, sequence numbers).
+            if value.rounded() == value, abs(value) < 9.0e15 {
+                try container.encode(Int64(value))
+            } else {
+                try container.encode(value)
+            }
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// The member `key` of an object, or `nil`.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    /// The string, if this is one.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The number, if this is one.
+    public var doubleValue: Double? {
+        if case .number(let value) = self { return value }
+        return nil
+    }
+
+    /// The number as an integer, if this is a whole number.
+    public var intValue: Int64? {
+        if case .number(let value) = self, value.rounded() == value, abs(value) < 9.2e18 { return Int64(value) }
+        return nil
+    }
+
+    /// The Boolean, if this is one.
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements, if this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    /// Whether this is `null`.
+    public var isNull: Bool { self == .null }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+extension JSONValue {
+    /// `value` as a JSON number, or `null` when `nil`.
+    public static func number<N: BinaryInteger>(_ value: N?) -> JSONValue {
+        value.map { .number(Double($0)) } ?? .null
+    }
+
+    /// `value` as a JSON string, or `null` when `nil`.
+    public static func string(_ value: String?) -> JSONValue {
+        value.map { .string($0) } ?? .null
+    }
+}
+
+/// Encoding and decoding between JSON text and values, with the project's settings: sorted keys (stable output
+/// for tests and diffs) and unescaped slashes (paths and URLs stay readable).
+public enum JSONCoding {
+    /// One line of compact JSON, without a trailing newline.
+    public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding our own Codable values cannot fail (no floats that are NaN or infinite are produced).
+        return Array((try? encoder.encode(value)) ?? Data("null".utf8))
+    }
+
+    /// Human-readable JSON, indented, for `show --json` on a terminal.
+    public static func encodePretty<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted]
+        return String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self)
+    }
+
+    /// Decodes `T` from JSON `bytes`.
+    /// - Throws: `DecodingError` with the path of the bad member.
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>) throws -> T {
+        try JSONDecoder().decode(type, from: Data(bytes))
+    }
+
+    /// Converts a `Codable` value to a `JSONValue` (through its JSON text).
+    public static func value<T: Encodable>(of value: T) -> JSONValue {
+        (try? decode(JSONValue.self, from: encode(value))) ?? .null
+    }
+
+    /// Converts a `JSONValue` to a `Decodable` type.
+    /// - Throws: `DecodingError` when the value does not have the type's shape.
+    public static func convert<T: Decodable>(_ value: JSONValue, to type: T.Type) throws -> T {
+        try decode(type, from: encode(value))
+    }
+
+    /// A readable one-line account of a `DecodingError` ("params.files: expected an array").
+    public static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        func path(_ codingPath: [any CodingKey]) -> String {
+            let text = codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            return text.isEmpty ? "the value" : text
+        }
+        switch error {
+        case .typeMismatch(let type, let context): return "\(path(context.codingPath)): expected \(type)"
+        case .valueNotFound(let type, let context): return "\(path(context.codingPath)): missing \(type)"
+        case .keyNotFound(let key, let context):
+            return "\(path(context.codingPath + [key])): required but missing"
+        case .dataCorrupted(let context):
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+}

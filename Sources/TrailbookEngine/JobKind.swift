@@ -1,0 +1,108 @@
+import TrailbookLoop
+
+/// Where a job kind's code may run (DESIGN.md, "Execution targets").
+public enum ExecutionTarget: String, Sendable, Codable, CaseIterable {
+    /// On the daemon's loop thread: the single writer of the stores. Only short, non-blocking steps.
+    case daemonLoop = "daemon_loop"
+    /// On libuv's thread pool: blocking file I/O and CPU work, no writes to the stores.
+    case threadPool = "thread_pool"
+    /// In an isolated worker process: decoding untrusted files, so a crash or hang cannot take the daemon down.
+    case workerProcess = "worker_process"
+}
+
+/// Static facts about a job kind that the scheduler uses.
+public struct JobKindTraits: Sendable {
+    /// The unit its progress counts.
+    public var unit: ProgressUnit
+    /// Long-running kinds get a 1 h default deadline; others the classic 30 s (DESIGN.md).
+    public var isLongRunning: Bool
+    /// Where its code may run; the engine refuses the others (`execution_target_not_allowed`).
+    public var executionTargets: Set<ExecutionTarget>
+
+    public init(unit: ProgressUnit, isLongRunning: Bool, executionTargets: Set<ExecutionTarget>) {
+        self.unit = unit
+        self.isLongRunning = isLongRunning
+        self.executionTargets = executionTargets.union([.daemonLoop])
+    }
+
+    /// Default deadline of one attempt, in seconds.
+    public var defaultTimeoutSeconds: Double { isLongRunning ? 3_600 : 30 }
+}
+
+/// A kind of job: the code that does one kind of long, cancellable work (an upload, a tagging run).
+///
+/// Modelled on App Intents' long-running, cancellable intents: `run` does the work and reports progress through
+/// its `JobContext`, saves a checkpoint whenever the work behind it is durable, and returns a result; when the
+/// scheduler stops it, the task is cancelled and `onCancel` is told why, to clean up (`user_stop`) or just leave
+/// the checkpoint for the next run (`timeout`, `resource_reclaim`). Kinds never touch libuv or SQLite: the
+/// context gives them what they need.
+///
+/// Kinds run on the daemon's loop (`LoopActor`); blocking work goes through `JobContext.runOnPool`.
+@LoopActor
+public protocol JobKind: Sendable {
+    /// The kind's parameters, as submitted (JSON).
+    associatedtype Params: Codable & Sendable
+
+    /// The name used by `submit`, in `list` and in the JSON (`"upload"`).
+    static var name: String { get }
+    /// Unit, deadline class and execution targets.
+    static var traits: JobKindTraits { get }
+
+    /// Checks `params` at submit time, so a bad request is refused at once with a clear error and never queued.
+    ///
+    /// The same conditions may change before the job runs (a file deleted later): `run` checks again.
+    /// - Throws: `JobError` with a stable code and a message saying what to do.
+    func validate(_ params: Params) async throws(JobError)
+
+    /// Does the work, from the checkpoint if there is one.
+    ///
+    /// - Returns: the job's result (JSON), shown by `show`.
+    /// - Throws: `JobError` on failure; anything else is reported as code `internal`. When the job is being
+    ///   stopped, throw whatever cancellation produced (`CancellationError`, `JobStopped`): the scheduler knows why.
+    func run(_ params: Params, in job: JobContext) async throws -> JSONValue
+
+    /// Cleans up after a stop: for `user_stop` remove partial output for good; for `timeout` and
+    /// `resource_reclaim` keep what the checkpoint needs. Not called after a crash.
+    func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async
+}
+
+extension JobKind {
+    public func validate(_ params: Params) async throws(JobError) {}
+    public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {}
+}
+
+/// Thrown by `JobContext.checkCancellation()` when the job is being stopped.
+public struct JobStopped: Error, Sendable {
+    public let reason: CancellationReason
+}
+
+/// A type-erased job kind, as the scheduler's registry holds it.
+@LoopActor
+struct AnyJobKind {
+    let name: String
+    let traits: JobKindTraits
+    let validate: (JSONValue) async throws(JobError) -> Void
+    let run: (JSONValue, JobContext) async throws -> JSONValue
+    let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
+
+    init<K: JobKind>(_ kind: K) {
+        name = K.name
+        traits = K.traits
+        validate = { (json: JSONValue) async throws(JobError) in
+            try await kind.validate(try Self.decode(json, as: K.Params.self))
+        }
+        run = { json, context in try await kind.run(try Self.decode(json, as: K.Params.self), in: context) }
+        onCancel = { reason, json, context in
+            guard let params = try? Self.decode(json, as: K.Params.self) else { return }
+            await kind.onCancel(reason, params: params, in: context)
+        }
+    }
+
+    static func decode<P: Decodable>(_ json: JSONValue, as type: P.Type) throws(JobError) -> P {
+        do {
+            return try JSONCoding.convert(json, to: type)
+        } catch {
+            throw JobError(code: "invalid_params", message: "bad params: \(JSONCoding.describe(error))")
+        }
+    }
+}

@@ -1,0 +1,222 @@
+/// A job's lifecycle state (DESIGN.md, "Job states").
+///
+/// `queued → running → succeeded | failed | cancelled | needs_retry | queued`, plus `paused`.
+/// `succeeded`, `failed` and `cancelled` are terminal.
+public enum JobState: String, Codable, Sendable, CaseIterable {
+    case queued
+    case running
+    case paused
+    case needsRetry = "needs_retry"
+    case succeeded
+    case failed
+    case cancelled
+
+    /// Whether the job can never run again.
+    public var isTerminal: Bool {
+        switch self {
+        case .succeeded, .failed, .cancelled: return true
+        case .queued, .running, .paused, .needsRetry: return false
+        }
+    }
+}
+
+/// Why a running job is told to stop (DESIGN.md, "Cancellation is part of the contract").
+public enum CancellationReason: String, Codable, Sendable, CaseIterable {
+    /// A person asked. Clean up for good; terminal state `cancelled`.
+    case userStop = "user_stop"
+    /// Past its deadline or stalled. Keep the resumable state; `needs_retry`, then `failed` after the last attempt.
+    case timeout
+    /// The daemon needs the slot or is shutting down. Checkpoint; back to `queued` (or `paused`).
+    case resourceReclaim = "resource_reclaim"
+}
+
+/// A recorded stop: the reason, when (ISO 8601, UTC) and a human detail.
+public struct Cancellation: Codable, Sendable, Equatable {
+    public var reason: CancellationReason
+    public var at: String
+    public var detail: String
+
+    public init(reason: CancellationReason, at: String, detail: String) {
+        self.reason = reason
+        self.at = at
+        self.detail = detail
+    }
+}
+
+/// A job's failure: a stable machine code and a message for people (DESIGN.md, "Job as JSON").
+///
+/// Codes are part of the contract; scripts match on them. Job kinds throw these from `run`.
+public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    /// Stable machine code, e.g. `source_changed`, `source_missing`, `timeout`.
+    public var code: String
+    /// What went wrong and, where possible, what to do about it.
+    public var message: String
+    /// Whether another attempt may succeed (transient I/O); the scheduler then retries with backoff.
+    public var retryable: Bool
+
+    public init(code: String, message: String, retryable: Bool = false) {
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+    }
+
+    enum CodingKeys: String, CodingKey { case code, message }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        code = try container.decode(String.self, forKey: .code)
+        message = try container.decode(String.self, forKey: .message)
+        retryable = false
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// The unit a job's progress counts (DESIGN.md: "units that match real work").
+public enum ProgressUnit: String, Codable, Sendable {
+    case bytes
+    case photos
+    case files
+    case items
+}
+
+/// One sub-part of a job's progress, e.g. one file of a multi-file upload.
+public struct ProgressItem: Codable, Sendable, Equatable {
+    /// Short label, e.g. the file name.
+    public var label: String
+    /// Units done of this part.
+    public var completed: Int64
+    /// Units in this part.
+    public var total: Int64
+
+    public init(label: String, completed: Int64, total: Int64) {
+        self.label = label
+        self.completed = completed
+        self.total = total
+    }
+}
+
+/// A job's progress as published: `completedUnitCount` of `totalUnitCount` units, with rate and ETA.
+public struct JobProgress: Sendable, Equatable {
+    /// Units done (`completedUnitCount`).
+    public var completed: Int64
+    /// Units in all (`totalUnitCount`); 0 while unknown.
+    public var total: Int64
+    public var unit: ProgressUnit
+    /// Smoothed units per second (exponential moving average), or `nil` before two samples.
+    public var ratePerSecond: Double?
+    /// Seconds left at the current rate, or `nil` when unknown.
+    public var etaSeconds: Double?
+    /// Label of the part being worked on now (e.g. the file being uploaded).
+    public var current: String?
+    /// Per-part progress, for jobs with several parts.
+    public var items: [ProgressItem]
+
+    public init(
+        completed: Int64 = 0, total: Int64 = 0, unit: ProgressUnit, ratePerSecond: Double? = nil,
+        etaSeconds: Double? = nil, current: String? = nil, items: [ProgressItem] = []
+    ) {
+        self.completed = completed
+        self.total = total
+        self.unit = unit
+        self.ratePerSecond = ratePerSecond
+        self.etaSeconds = etaSeconds
+        self.current = current
+        self.items = items
+    }
+
+    /// `completed / total`, in 0…1; 0 while the total is unknown.
+    public var fraction: Double {
+        total > 0 ? min(1, max(0, Double(completed) / Double(total))) : 0
+    }
+
+    /// The DESIGN.md shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
+    /// `items` (sub-rows for `watch --expand`).
+    public var json: JSONValue {
+        var members: [String: JSONValue] = [
+            "completed": .number(Double(completed)), "total": .number(Double(total)), "unit": .string(unit.rawValue),
+            "fraction": .number((fraction * 10_000).rounded() / 10_000),
+            "rate_per_s": ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null,
+            "eta_s": etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null,
+            "current": .string(current),
+        ]
+        if !items.isEmpty { members["items"] = JSONCoding.value(of: items) }
+        return .object(members)
+    }
+
+    /// Reads the shape `json` writes.
+    public init?(json: JSONValue) {
+        guard let completed = json["completed"]?.intValue, let total = json["total"]?.intValue,
+            let unit = json["unit"]?.stringValue.flatMap(ProgressUnit.init(rawValue:))
+        else { return nil }
+        self.init(
+            completed: completed, total: total, unit: unit, ratePerSecond: json["rate_per_s"]?.doubleValue,
+            etaSeconds: json["eta_s"]?.doubleValue, current: json["current"]?.stringValue,
+            items: json["items"].flatMap { try? JSONCoding.convert($0, to: [ProgressItem].self) } ?? [])
+    }
+}
+
+/// Per-job scheduling options, given at submit time.
+public struct JobOptions: Codable, Sendable, Equatable {
+    /// Higher runs first; FIFO within a priority. May be negative.
+    public var priority: Int
+    /// Deadline for one attempt, in seconds from its start.
+    public var timeoutSeconds: Double
+    /// A running job whose progress does not move for this many seconds is stopped with `timeout`.
+    public var stallTimeoutSeconds: Double
+    /// Attempts before a job that keeps timing out or failing transiently ends `failed`.
+    public var maxAttempts: Int
+
+    public init(priority: Int, timeoutSeconds: Double, stallTimeoutSeconds: Double, maxAttempts: Int) {
+        self.priority = priority
+        self.timeoutSeconds = timeoutSeconds
+        self.stallTimeoutSeconds = stallTimeoutSeconds
+        self.maxAttempts = maxAttempts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case priority
+        case timeoutSeconds = "timeout_s"
+        case stallTimeoutSeconds = "stall_timeout_s"
+        case maxAttempts = "max_attempts"
+    }
+}
+
+/// A job as the store keeps it and as `show --json` prints it.
+public struct JobRecord: Sendable, Equatable {
+    /// A UUID, lower case.
+    public var id: String
+    public var kind: String
+    public var state: JobState
+    public var options: JobOptions
+    /// The number of the current or last attempt; 0 before the first start.
+    public var attempt: Int
+    public var progress: JobProgress
+    public var cancellation: Cancellation?
+    public var error: JobError?
+    /// ISO 8601 UTC timestamps.
+    public var createdAt: String
+    public var updatedAt: String
+    public var params: JSONValue
+    public var result: JSONValue
+    /// When a `needs_retry` job becomes `queued` again, in Unix seconds; `nil` otherwise.
+    public var retryAt: Double?
+    /// Submission order: the FIFO key within a priority.
+    public var sequence: Int64
+
+    /// The DESIGN.md "Job as JSON" shape.
+    public var json: JSONValue {
+        [
+            "id": .string(id), "kind": .string(kind), "state": .string(state.rawValue),
+            "priority": .number(Double(options.priority)), "attempt": .number(Double(attempt)),
+            "max_attempts": .number(Double(options.maxAttempts)),
+            "timeout_s": .number(options.timeoutSeconds), "stall_timeout_s": .number(options.stallTimeoutSeconds),
+            "progress": progress.json,
+            "cancellation": cancellation.map { JSONCoding.value(of: $0) } ?? .null,
+            "error": error.map { JSONCoding.value(of: $0) } ?? .null,
+            "created_at": .string(createdAt), "updated_at": .string(updatedAt),
+            "retry_at": retryAt.map { .string(Timestamp.iso8601(unixSeconds: $0)) } ?? .null,
+            "params": params, "result": result,
+        ]
+    }
+}

@@ -1,0 +1,215 @@
+import TrailbookSQLite
+
+/// The persistent job store: one SQLite database in WAL mode under `$TRAILBOOK_JOBS_HOME`.
+///
+/// It owns all SQL about jobs. The daemon is its only writer and uses it from the loop thread; the CLI never
+/// opens it (it asks the daemon). Every write is its own transaction, so a `kill -9` at any moment leaves either
+/// the old or the new row, never half of one. A checkpoint is written by the job only after the work it
+/// describes is durable (see `JobContext.saveCheckpoint`), so resuming from it never skips work.
+public final class JobStore {
+    /// Schema migrations; index i moves the schema from version i to i + 1. Append, never edit.
+    static let migrations = [
+        """
+        CREATE TABLE jobs (
+            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,
+            state TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            timeout_s REAL NOT NULL,
+            stall_timeout_s REAL NOT NULL,
+            max_attempts INTEGER NOT NULL,
+            attempt INTEGER NOT NULL DEFAULT 0,
+            params TEXT NOT NULL,
+            progress TEXT,
+            checkpoint TEXT,
+            cancellation TEXT,
+            error TEXT,
+            result TEXT,
+            retry_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX jobs_by_state ON jobs (state, priority DESC, sequence);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """
+    ]
+
+    let database: Database
+    static var columnList: String { columns }
+    static func decodeRecord(_ row: Row) -> JobRecord? { record(row) }
+    private static let columns = """
+        id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
+        cancellation, error, result, retry_at, created_at, updated_at, sequence
+        """
+
+    /// Opens (creating and migrating if needed) the store at `path`.
+    ///
+    /// - Throws: `SQLiteError` if the file cannot be opened, is not a database, or is from a newer version.
+    public init(path: String) throws {
+        database = try Database(path: path)
+        try database.enableWriteAheadLog()
+        try database.migrate(Self.migrations)
+    }
+
+    /// Adds a new job; fills in its `sequence` (submission order).
+    /// - Throws: `SQLiteError` (for example, a duplicate id or a full disk).
+    public func insert(_ job: inout JobRecord) throws {
+        try database.query(
+            """
+            INSERT INTO jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params,
+                progress, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
+                .real(job.options.timeoutSeconds), .real(job.options.stallTimeoutSeconds),
+                .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(Self.text(job.params)),
+                .text(Self.text(job.progress.json)), .real(Timestamp.now()), .real(Timestamp.now()),
+            ])
+        job.sequence = database.lastInsertRowID
+    }
+
+    /// Writes a job's lifecycle fields: state, attempt, cancellation, error, result, retry time and progress.
+    /// - Throws: `SQLiteError`.
+    public func update(_ job: JobRecord) throws {
+        try database.query(
+            """
+            UPDATE jobs SET state = ?, attempt = ?, cancellation = ?, error = ?, result = ?, retry_at = ?,
+                progress = ?, updated_at = ? WHERE id = ?
+            """,
+            [
+                .text(job.state.rawValue), .integer(Int64(job.attempt)),
+                job.cancellation.map { .text(Self.text(JSONCoding.value(of: $0))) } ?? .null,
+                job.error.map { .text(Self.text(JSONCoding.value(of: $0))) } ?? .null,
+                job.result.isNull ? .null : .text(Self.text(job.result)),
+                job.retryAt.map { .real($0) } ?? .null, .text(Self.text(job.progress.json)), .real(Timestamp.now()),
+                .text(job.id),
+            ])
+    }
+
+    /// Writes a job's latest progress (throttled by the caller).
+    /// - Throws: `SQLiteError`.
+    public func saveProgress(id: String, _ progress: JobProgress) throws {
+        try database.query(
+            "UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ?",
+            [.text(Self.text(progress.json)), .real(Timestamp.now()), .text(id)])
+    }
+
+    /// Replaces a job's checkpoint (its resumable state, opaque JSON) and progress in one transaction.
+    /// - Throws: `SQLiteError`.
+    public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
+        try database.query(
+            "UPDATE jobs SET checkpoint = ?, progress = ?, updated_at = ? WHERE id = ?",
+            [.text(Self.text(checkpoint)), .text(Self.text(progress.json)), .real(Timestamp.now()), .text(id)])
+    }
+
+    /// A job's checkpoint, or `nil` if it has none yet.
+    /// - Throws: `SQLiteError`.
+    public func checkpoint(id: String) throws -> JSONValue? {
+        guard let text = try database.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.text(0)
+        else { return nil }
+        return try? JSONCoding.decode(JSONValue.self, from: Array(text.utf8))
+    }
+
+    /// The job with `id`, or `nil`.
+    /// - Throws: `SQLiteError`.
+    public func job(id: String) throws -> JobRecord? {
+        try database.query("SELECT \(Self.columns) FROM jobs WHERE id = ?", [.text(id)]).first.flatMap(Self.record)
+    }
+
+    /// The jobs whose id starts with `prefix` (at most `limit`), for `show 9b2f`-style lookups.
+    /// - Throws: `SQLiteError`.
+    public func jobs(idPrefix prefix: String, limit: Int = 2) throws -> [JobRecord] {
+        let escaped = prefix.lowercased().filter { $0.isHexDigit || $0 == "-" }
+        return try database.query(
+            "SELECT \(Self.columns) FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+            [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))]
+        ).compactMap(Self.record)
+    }
+
+    /// Jobs in submission order, optionally only those in `states` and of `kind`, the newest `limit`.
+    /// - Throws: `SQLiteError`.
+    public func jobs(states: [JobState]? = nil, kind: String? = nil, limit: Int = 1_000) throws -> [JobRecord] {
+        var conditions: [String] = []
+        var bindings: [SQLiteValue] = []
+        if let states {
+            conditions.append("state IN (\(states.map { _ in "?" }.joined(separator: ",")))")
+            bindings += states.map { .text($0.rawValue) }
+        }
+        if let kind {
+            conditions.append("kind = ?")
+            bindings.append(.text(kind))
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        bindings.append(.integer(Int64(limit)))
+        let rows = try database.query(
+            "SELECT * FROM (SELECT \(Self.columns) FROM jobs \(filter) ORDER BY sequence DESC LIMIT ?) ORDER BY sequence",
+            bindings)
+        return rows.compactMap(Self.record)
+    }
+
+    /// The queued jobs in run order: higher priority first, FIFO within a priority.
+    /// - Throws: `SQLiteError`.
+    public func queuedJobs(limit: Int) throws -> [JobRecord] {
+        try database.query(
+            "SELECT \(Self.columns) FROM jobs WHERE state = 'queued' ORDER BY priority DESC, sequence LIMIT ?",
+            [.integer(Int64(limit))]
+        ).compactMap(Self.record)
+    }
+
+    /// Reserves a block of `count` feed sequence numbers above any handed out before, and returns its first.
+    ///
+    /// So `seq` keeps increasing across daemon restarts without a write per event.
+    /// - Throws: `SQLiteError`.
+    public func reserveSequenceBlock(count: Int64) throws -> Int64 {
+        try database.transaction {
+            let current = try database.query("SELECT value FROM meta WHERE key = 'seq_reserved'").first?.text(0)
+            let first = Int64(current ?? "0") ?? 0
+            try database.query(
+                "INSERT INTO meta (key, value) VALUES ('seq_reserved', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [.text(String(first + count))])
+            return first + 1
+        }
+    }
+
+    static func text(_ value: JSONValue) -> String { String(decoding: JSONCoding.encode(value), as: UTF8.self) }
+
+    private static func json(_ row: Row, _ index: Int) -> JSONValue? {
+        row.text(index).flatMap { try? JSONCoding.decode(JSONValue.self, from: Array($0.utf8)) }
+    }
+
+    private static func record(_ row: Row) -> JobRecord? {
+        guard let id = row.text(0), let kind = row.text(1), let state = row.text(2).flatMap(JobState.init(rawValue:))
+        else { return nil }
+        let options = JobOptions(
+            priority: Int(row.int(3) ?? 0), timeoutSeconds: row.double(4) ?? 0, stallTimeoutSeconds: row.double(5) ?? 0,
+            maxAttempts: Int(row.int(6) ?? 1))
+        let progress = json(row, 9).flatMap(JobProgress.init(json:)) ?? JobProgress(unit: .items)
+        return JobRecord(
+            id: id, kind: kind, state: state, options: options, attempt: Int(row.int(7) ?? 0), progress: progress,
+            cancellation: json(row, 10).flatMap { try? JSONCoding.convert($0, to: Cancellation.self) },
+            error: json(row, 11).flatMap { try? JSONCoding.convert($0, to: JobError.self) },
+            createdAt: Timestamp.iso8601(unixSeconds: row.double(14) ?? 0),
+            updatedAt: Timestamp.iso8601(unixSeconds: row.double(15) ?? 0),
+            params: json(row, 8) ?? .null, result: json(row, 12) ?? .null, retryAt: row.double(13),
+            sequence: row.int(16) ?? 0)
+    }
+}
+
+extension JobStore {
+    /// The earliest `retry_at` of the `needs_retry` jobs, in Unix seconds, or `nil` if there are none.
+    /// - Throws: `SQLiteError`.
+    public func nextRetryAt() throws -> Double? {
+        try database.query("SELECT MIN(retry_at) FROM jobs WHERE state = 'needs_retry'").first?.double(0)
+    }
+
+    /// The `needs_retry` jobs whose backoff has expired at `now` (Unix seconds).
+    /// - Throws: `SQLiteError`.
+    public func dueRetries(now: Double) throws -> [JobRecord] {
+        try database.query(
+            "SELECT \(Self.columnList) FROM jobs WHERE state = 'needs_retry' AND retry_at <= ? ORDER BY retry_at",
+            [.real(now)]
+        ).compactMap(Self.decodeRecord)
+    }
+}

@@ -1,0 +1,218 @@
+import TrailbookLoop
+
+/// The live progress feed (DESIGN.md, "Feed events"): every job change as a numbered event, kept in a replay
+/// buffer and pushed to subscribers.
+///
+/// Progress events are coalesced to at most one per job per `progressInterval`; state events are never dropped or
+/// coalesced (a pending progress event of the same job is flushed before them, so the order stays true). Each
+/// event is encoded once and the same bytes go to every subscriber, so 20 watchers cost little more than one.
+/// A subscriber that stops reading is never waited for: past `progressSkipBytes` queued it gets no progress
+/// events, past `cutOffBytes` it is disconnected (it can come back with `--since`), so the daemon's memory stays
+/// bounded.
+@LoopActor
+public final class ProgressFeed {
+    /// One event as published.
+    public struct Event: Sendable {
+        public var seq: Int64
+        public var job: String
+        public var kind: String
+        public var isProgress: Bool
+        /// The encoded line, with its trailing newline.
+        public var line: [UInt8]
+    }
+
+    /// A subscriber's filter and connection.
+    final class Subscriber {
+        let connection: PipeConnection
+        let jobs: Set<String>
+        let kinds: Set<String>
+        var skippedProgress = 0
+
+        init(connection: PipeConnection, jobs: Set<String>, kinds: Set<String>) {
+            self.connection = connection
+            self.jobs = jobs
+            self.kinds = kinds
+        }
+
+        func wants(_ event: Event) -> Bool {
+            (jobs.isEmpty || jobs.contains(event.job)) && (kinds.isEmpty || kinds.contains(event.kind))
+        }
+    }
+
+    /// Minimum seconds between two progress events of one job.
+    public let progressInterval: Double
+    /// Events kept for `--since` replay.
+    public let replayCapacity: Int
+    /// Queued bytes past which a subscriber gets no progress events.
+    public let progressSkipBytes: Int
+    /// Queued bytes past which a subscriber is disconnected.
+    public let cutOffBytes: Int
+
+    private(set) var nextSeq: Int64
+    private var buffer: [Event] = []
+    private var bufferStart = 0
+    private var subscribers: [ObjectIdentifier: Subscriber] = [:]
+    private var lastProgressAt: [String: Double] = [:]
+    private var pendingProgress: [String: (kind: String, progress: JSONValue)] = [:]
+    private var flushTimer: LoopTimer?
+
+    /// Makes a feed whose first event has sequence number `firstSeq`.
+    public init(
+        firstSeq: Int64, progressInterval: Double = 0.25, replayCapacity: Int = 4_096,
+        progressSkipBytes: Int = 256 * 1024, cutOffBytes: Int = 4 * 1024 * 1024
+    ) {
+        nextSeq = firstSeq
+        self.progressInterval = progressInterval
+        self.replayCapacity = replayCapacity
+        self.progressSkipBytes = progressSkipBytes
+        self.cutOffBytes = cutOffBytes
+    }
+
+    /// The sequence number of the last event published, or `firstSeq - 1`.
+    public var lastSeq: Int64 { nextSeq - 1 }
+
+    /// The oldest sequence number still in the replay buffer, or `nil` if it is empty.
+    public var oldestSeq: Int64? { buffer.isEmpty ? nil : buffer[bufferStart].seq }
+
+    /// Publishes a `submitted` event.
+    public func submitted(_ job: JobRecord) {
+        publish(job: job.id, kind: job.kind, type: "submitted", fields: ["state": .string(job.state.rawValue)])
+    }
+
+    /// Publishes a `state` event (`from`, `to`, and the cancellation or error when relevant). Never dropped.
+    public func stateChanged(_ job: JobRecord, from: JobState) {
+        flushProgress(job: job.id)
+        var fields: [String: JSONValue] = [
+            "from": .string(from.rawValue), "to": .string(job.state.rawValue),
+            "attempt": .number(Double(job.attempt)),
+        ]
+        if let cancellation = job.cancellation, job.state != .running {
+            fields["cancellation"] = JSONCoding.value(of: cancellation)
+        }
+        if let error = job.error { fields["error"] = JSONCoding.value(of: error) }
+        if let retryAt = job.retryAt, job.state == .needsRetry {
+            fields["retry_at"] = .string(Timestamp.iso8601(unixSeconds: retryAt))
+            fields["retry_in_s"] = .number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10)
+        }
+        if job.state.isTerminal { fields["result"] = job.result }
+        publish(job: job.id, kind: job.kind, type: "state", fields: fields)
+        lastProgressAt[job.id] = nil
+    }
+
+    /// Publishes a `log` event.
+    public func log(job: String, kind: String, level: LogLevel, message: String) {
+        publish(job: job, kind: kind, type: "log", fields: ["level": .string(level.rawValue), "message": .string(message)])
+    }
+
+    /// Offers a `progress` event; published now, or coalesced into one published at most `progressInterval`
+    /// after the previous one of this job.
+    public func progress(job: String, kind: String, _ progress: JobProgress) {
+        let now = Timestamp.monotonic()
+        let last = lastProgressAt[job] ?? -.infinity
+        if now - last >= progressInterval {
+            pendingProgress[job] = nil
+            lastProgressAt[job] = now
+            publish(job: job, kind: kind, type: "progress", fields: ["progress": progress.json])
+        } else {
+            pendingProgress[job] = (kind, progress.json)
+            armFlush(after: last + progressInterval - now)
+        }
+    }
+
+    /// Adds a subscriber and replays the buffered events after `since` that match its filter.
+    ///
+    /// - Returns: whether the replay is complete (`false` if events after `since` have already left the buffer).
+    @discardableResult
+    public func subscribe(_ connection: PipeConnection, since: Int64?, jobs: Set<String>, kinds: Set<String>) -> Bool {
+        let subscriber = Subscriber(connection: connection, jobs: jobs, kinds: kinds)
+        subscribers[ObjectIdentifier(connection)] = subscriber
+        guard let since else { return true }
+        for event in buffer[bufferStart...] where event.seq > since && subscriber.wants(event) {
+            connection.write(event.line)
+        }
+        return (oldestSeq ?? nextSeq) <= since + 1
+    }
+
+    /// Removes a subscriber (its connection closed).
+    public func unsubscribe(_ connection: PipeConnection) {
+        subscribers[ObjectIdentifier(connection)] = nil
+    }
+
+    /// The number of subscribers.
+    public var subscriberCount: Int { subscribers.count }
+
+    /// Drops every subscriber and the flush timer (daemon shutdown).
+    public func close() {
+        flushTimer?.close()
+        flushTimer = nil
+        for subscriber in subscribers.values { subscriber.connection.close() }
+        subscribers.removeAll()
+    }
+
+    private func flushProgress(job: String) {
+        guard let pending = pendingProgress.removeValue(forKey: job) else { return }
+        lastProgressAt[job] = Timestamp.monotonic()
+        publish(job: job, kind: pending.kind, type: "progress", fields: ["progress": pending.progress])
+    }
+
+    private func armFlush(after seconds: Double) {
+        let timer = flushTimer ?? LoopTimer(loop: .main)
+        flushTimer = timer
+        guard !timer.isActive else { return }
+        timer.start(milliseconds: UInt64(max(1, (seconds * 1000).rounded(.up)))) { [weak self] in
+            self?.flushDue()
+        }
+    }
+
+    private func flushDue() {
+        let now = Timestamp.monotonic()
+        var nextDue = Double.infinity
+        for (job, _) in pendingProgress {
+            let due = (lastProgressAt[job] ?? 0) + progressInterval
+            if due <= now + 0.001 { flushProgress(job: job) } else { nextDue = min(nextDue, due) }
+        }
+        if nextDue.isFinite { armFlush(after: nextDue - now) }
+    }
+
+    private func publish(job: String, kind: String, type: String, fields: [String: JSONValue]) {
+        var members = fields
+        members["seq"] = .number(Double(nextSeq))
+        members["at"] = .string(Timestamp.nowISO8601())
+        members["job"] = .string(job)
+        members["kind"] = .string(kind)
+        members["type"] = .string(type)
+        let event = Event(
+            seq: nextSeq, job: job, kind: kind, isProgress: type == "progress",
+            line: JSONCoding.encode(JSONValue.object(members)) + [0x0A])
+        nextSeq += 1
+        append(event)
+        for subscriber in subscribers.values where subscriber.wants(event) {
+            deliver(event, to: subscriber)
+        }
+    }
+
+    private func deliver(_ event: Event, to subscriber: Subscriber) {
+        let queued = subscriber.connection.pendingWriteBytes
+        if queued > cutOffBytes {
+            unsubscribe(subscriber.connection)
+            subscriber.connection.close()
+            return
+        }
+        if event.isProgress && queued > progressSkipBytes {
+            subscriber.skippedProgress += 1
+            return
+        }
+        subscriber.connection.write(event.line)
+    }
+
+    private func append(_ event: Event) {
+        buffer.append(event)
+        if buffer.count - bufferStart > replayCapacity {
+            bufferStart += 1
+            if bufferStart > replayCapacity {
+                buffer.removeFirst(bufferStart)
+                bufferStart = 0
+            }
+        }
+    }
+}

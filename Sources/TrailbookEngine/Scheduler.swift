@@ -1,0 +1,551 @@
+import TrailbookLoop
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Defaults and limits of the scheduler, set by the daemon's command line.
+public struct SchedulerOptions: Sendable {
+    /// Jobs running at once (`--concurrency`, default 4: two cores, jobs mostly waiting on I/O).
+    public var concurrency: Int = 4
+    /// Default stall timeout in seconds (`--stall-timeout`, default 60 s).
+    public var stallTimeoutSeconds: Double = 60
+    /// Default deadline in seconds of one attempt (`--timeout`); `nil` uses the kind's (1 h long-running, 30 s).
+    public var timeoutSeconds: Double?
+    /// Default attempts (`--max-attempts`, default 5).
+    public var maxAttempts: Int = 5
+    /// Backoff between attempts (`--retry-base`, default 1 s doubling up to 5 min).
+    public var backoff = RetryBackoff()
+    /// How often a running job's progress is written to the store, in seconds (the feed gets it live).
+    public var progressPersistInterval: Double = 1
+    /// How long shutdown waits for running jobs to checkpoint, in seconds (the daemon must exit within 2 s).
+    public var shutdownGraceSeconds: Double = 1.5
+
+    public init() {}
+}
+
+/// Per-submission overrides of the defaults; `nil` takes the daemon's default.
+public struct SubmitOptions: Codable, Sendable, Equatable {
+    public var priority: Int?
+    public var timeoutSeconds: Double?
+    public var stallTimeoutSeconds: Double?
+    public var maxAttempts: Int?
+
+    public init(priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil) {
+        self.priority = priority
+        self.timeoutSeconds = timeoutSeconds
+        self.stallTimeoutSeconds = stallTimeoutSeconds
+        self.maxAttempts = maxAttempts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case priority
+        case timeoutSeconds = "timeout_s"
+        case stallTimeoutSeconds = "stall_timeout_s"
+        case maxAttempts = "max_attempts"
+    }
+}
+
+/// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
+/// timeouts, retries with backoff, preemption, pause, cancel and shutdown.
+///
+/// It applies `JobLifecycle` (the one place where transitions are decided), persists each transition in the
+/// `JobStore` before announcing it on the `ProgressFeed`, and runs each job as a task on the loop. Timers exist only
+/// while something is due (a running job's watchdog, the next retry), so an idle daemon uses no CPU.
+@LoopActor
+public final class Scheduler {
+    /// A job that holds a slot.
+    final class RunningJob {
+        var record: JobRecord
+        let context: JobContext
+        let kind: AnyJobKind
+        let watchdog: LoopTimer
+        let startedAt = Timestamp.monotonic()
+        var lastMoveAt = Timestamp.monotonic()
+        var lastCompleted: Int64
+        var lastSample: (at: Double, completed: Int64)
+        var rate: Double?
+        var lastPersistAt = Timestamp.monotonic()
+        var pausing = false
+        var stopDetail = ""
+        var waiters: [CheckedContinuation<Void, Never>] = []
+
+        init(record: JobRecord, context: JobContext, kind: AnyJobKind) {
+            self.record = record
+            self.context = context
+            self.kind = kind
+            watchdog = LoopTimer(loop: .main)
+            lastCompleted = record.progress.completed
+            lastSample = (Timestamp.monotonic(), record.progress.completed)
+        }
+    }
+
+    enum Outcome {
+        case succeeded(JSONValue)
+        case failed(JobError)
+        case stopped(CancellationReason)
+    }
+
+    public let options: SchedulerOptions
+    public let feed: ProgressFeed
+    let store: JobStore
+    private var kinds: [String: AnyJobKind] = [:]
+    private var running: [String: RunningJob] = [:]
+    private var retryTimer: LoopTimer?
+    private var isShuttingDown = false
+
+    /// Makes a scheduler over `store`, publishing to `feed`.
+    public init(store: JobStore, feed: ProgressFeed, options: SchedulerOptions) {
+        self.store = store
+        self.feed = feed
+        self.options = options
+    }
+
+    /// Makes `kind` available to `submit`.
+    public func register<K: JobKind>(_ kind: K) {
+        kinds[K.name] = AnyJobKind(kind)
+    }
+
+    /// The names of the registered kinds.
+    public var kindNames: [String] { kinds.keys.sorted() }
+
+    /// The jobs holding a slot now.
+    public var runningCount: Int { running.count }
+
+    /// On daemon start: puts jobs left `running` by a crash back in the queue (they resume from their checkpoint),
+    /// arms the retry timer and starts what can run.
+    /// - Throws: `SQLiteError` if the store cannot be read or written.
+    public func start() throws {
+        for var job in try store.jobs(states: [.running], limit: Int.max) {
+            var lifecycle = JobLifecycle(state: job.state, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+            guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
+            job.state = lifecycle.state
+            job.attempt = lifecycle.attempt
+            try store.update(job)
+            feed.stateChanged(job, from: .running)
+            feed.log(job: job.id, kind: job.kind, level: .warning, message: "resuming after the daemon stopped unexpectedly")
+        }
+        armRetryTimer()
+        schedule()
+    }
+
+    // MARK: - Requests
+
+    /// Validates and queues a new job.
+    ///
+    /// - Returns: the job as stored (state `queued`).
+    /// - Throws: `JobError` `unknown_kind`, `invalid_params`, `invalid_options`, the kind's own validation codes,
+    ///   `shutting_down`, or `store_error`.
+    public func submit(kind name: String, params: JSONValue, options submitted: SubmitOptions) async throws(JobError)
+        -> JobRecord
+    {
+        guard !isShuttingDown else { throw JobError(code: "shutting_down", message: "the daemon is shutting down") }
+        guard let kind = kinds[name] else {
+            throw JobError(
+                code: "unknown_kind", message: "unknown job kind '\(name)'; known: \(kindNames.joined(separator: ", "))")
+        }
+        let jobOptions = JobOptions(
+            priority: submitted.priority ?? 0,
+            timeoutSeconds: submitted.timeoutSeconds ?? options.timeoutSeconds ?? kind.traits.defaultTimeoutSeconds,
+            stallTimeoutSeconds: submitted.stallTimeoutSeconds ?? options.stallTimeoutSeconds,
+            maxAttempts: submitted.maxAttempts ?? options.maxAttempts)
+        guard jobOptions.timeoutSeconds > 0, jobOptions.stallTimeoutSeconds > 0, jobOptions.maxAttempts >= 1,
+            jobOptions.maxAttempts <= 1_000, abs(jobOptions.priority) <= 1_000_000
+        else {
+            throw JobError(
+                code: "invalid_options",
+                message: "timeouts must be positive, max_attempts between 1 and 1000, priority within ±1000000")
+        }
+        try await kind.validate(params)
+        let now = Timestamp.nowISO8601()
+        var job = JobRecord(
+            id: UUID.random(), kind: name, state: .queued, options: jobOptions, attempt: 0,
+            progress: JobProgress(unit: kind.traits.unit), cancellation: nil, error: nil, createdAt: now,
+            updatedAt: now, params: params, result: .null, retryAt: nil, sequence: 0)
+        do {
+            try store.insert(&job)
+        } catch {
+            throw JobError(code: "store_error", message: "cannot store the job: \(error)")
+        }
+        feed.submitted(job)
+        schedule()
+        return (try? store.job(id: job.id)) ?? job
+    }
+
+    /// The job whose id is `idOrPrefix` or starts with it, with live progress if it is running.
+    /// - Throws: `JobError` `no_such_job`, or `ambiguous_id` when the prefix names several jobs.
+    public func job(_ idOrPrefix: String) throws(JobError) -> JobRecord {
+        let id = try resolve(idOrPrefix)
+        if let active = running[id] { return live(active) }
+        guard let job = try? store.job(id: id) else { throw JobError(code: "no_such_job", message: "no job \(id)") }
+        return job
+    }
+
+    /// Jobs, optionally filtered by state and kind, oldest first; running ones with live progress.
+    /// - Throws: `JobError` `store_error`.
+    public func list(states: [JobState]?, kind: String?, limit: Int) throws(JobError) -> [JobRecord] {
+        do {
+            return try store.jobs(states: states, kind: kind, limit: limit).map { running[$0.id].map(live) ?? $0 }
+        } catch {
+            throw JobError(code: "store_error", message: "\(error)")
+        }
+    }
+
+    /// Cancels a job (reason `user_stop`): a running job is stopped and cleans up; a waiting one is cancelled and
+    /// its partial output removed. Returns once the job is `cancelled`.
+    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, or `invalid_state` for a job already ended.
+    public func cancel(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
+        let id = try resolve(idOrPrefix)
+        if let active = running[id] {
+            stop(active, .userStop, detail: "cancelled by user")
+            await waitUntilStopped(active)
+            return try job(id)
+        }
+        var job = try job(id)
+        try transition(&job, .cancelWhileWaiting, verb: "cancel")
+        job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
+        if let kind = kinds[job.kind] {
+            let context = makeContext(for: job, kind: kind)
+            await kind.onCancel(.userStop, job.params, context)
+        }
+        try commit(job, from: job.state == .cancelled ? nil : job.state)
+        return job
+    }
+
+    /// Pauses a job: a running one checkpoints and stops (`resource_reclaim`, "paused by user"); a queued or
+    /// retry-waiting one is held. `resume` puts it back in the queue.
+    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, `invalid_state`.
+    public func pause(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
+        let id = try resolve(idOrPrefix)
+        if let active = running[id] {
+            active.pausing = true
+            stop(active, .resourceReclaim, detail: "paused by user")
+            await waitUntilStopped(active)
+            return try job(id)
+        }
+        var job = try job(id)
+        try transition(&job, .pauseWhileWaiting, verb: "pause")
+        job.retryAt = nil
+        try commit(job)
+        armRetryTimer()
+        return job
+    }
+
+    /// Puts a paused job back in the queue.
+    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, `invalid_state` if it is not paused.
+    public func resume(_ idOrPrefix: String) throws(JobError) -> JobRecord {
+        var job = try job(try resolve(idOrPrefix))
+        try transition(&job, .resume, verb: "resume")
+        try commit(job)
+        schedule()
+        return (try? self.job(job.id)) ?? job
+    }
+
+    /// Stops every running job with `resource_reclaim` ("daemon shutting down") and waits up to
+    /// `shutdownGraceSeconds` for them to checkpoint. Jobs still running after that are left `running` in the store
+    /// and resume on the next start, as after a crash.
+    public func shutdown() async {
+        isShuttingDown = true
+        retryTimer?.close()
+        retryTimer = nil
+        let active = Array(running.values)
+        for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }
+        let deadline = LoopTimer(loop: .main)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            var resumed = false
+            let finish = {
+                if !resumed {
+                    resumed = true
+                    continuation.resume()
+                }
+            }
+            deadline.start(milliseconds: UInt64(options.shutdownGraceSeconds * 1000)) { finish() }
+            Task { @LoopActor in
+                for job in active { await self.waitUntilStopped(job) }
+                finish()
+            }
+        }
+        deadline.close()
+        for job in running.values { job.watchdog.close() }
+    }
+
+    // MARK: - Running
+
+    private func schedule() {
+        guard !isShuttingDown else { return }
+        let free = options.concurrency - running.count
+        if free > 0, let queued = try? store.queuedJobs(limit: free) {
+            for job in queued { start(job) }
+        }
+        preemptIfNeeded()
+    }
+
+    /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
+    /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
+    private func preemptIfNeeded() {
+        guard running.count >= options.concurrency,
+            let waiting = try? store.queuedJobs(limit: options.concurrency), !waiting.isEmpty
+        else { return }
+        var freeing = running.values.filter { $0.context.stopReason != nil }.count
+        var candidates = running.values.filter { $0.context.stopReason == nil }
+            .sorted { ($0.record.options.priority, -$0.startedAt) < ($1.record.options.priority, -$1.startedAt) }
+        for job in waiting {
+            if freeing > 0 {
+                freeing -= 1
+                continue
+            }
+            guard let victim = candidates.first, victim.record.options.priority < job.options.priority else { return }
+            candidates.removeFirst()
+            stop(victim, .resourceReclaim, detail: "paused to free a slot for job \(job.id) (priority \(job.options.priority))")
+        }
+    }
+
+    private func start(_ queued: JobRecord) {
+        var job = queued
+        guard let kind = kinds[job.kind] else {
+            job.state = .failed
+            job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
+            try? commit(job, from: .queued)
+            return
+        }
+        var lifecycle = JobLifecycle(state: job.state, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+        guard lifecycle.handle(.start) == .run else { return }
+        job.state = lifecycle.state
+        job.attempt = lifecycle.attempt
+        job.error = nil
+        job.progress.unit = kind.traits.unit
+        job.progress.ratePerSecond = nil
+        job.progress.etaSeconds = nil
+        do {
+            try store.update(job)
+        } catch {
+            return
+        }
+        let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
+        running[job.id] = active
+        feed.stateChanged(job, from: .queued)
+        armWatchdog(active)
+        Task { @LoopActor in
+            let outcome = await self.execute(active)
+            self.finish(active, outcome)
+        }
+    }
+
+    private func makeContext(for job: JobRecord, kind: AnyJobKind) -> JobContext {
+        let context = JobContext(
+            id: job.id, kind: job.kind, attempt: job.attempt, maxAttempts: job.options.maxAttempts, traits: kind.traits,
+            progress: job.progress)
+        context.host = self
+        return context
+    }
+
+    private func execute(_ active: RunningJob) async -> Outcome {
+        let context = active.context
+        var outcome: Outcome
+        do {
+            outcome = .succeeded(try await active.kind.run(active.record.params, context))
+        } catch let error as JobError {
+            outcome = context.stopReason.map { .stopped($0) } ?? .failed(error)
+        } catch {
+            outcome =
+                context.stopReason.map { .stopped($0) }
+                ?? .failed(JobError(code: "internal", message: "job failed unexpectedly: \(error)"))
+        }
+        if case .stopped(let reason) = outcome {
+            await active.kind.onCancel(reason, active.record.params, context)
+        }
+        return outcome
+    }
+
+    private func finish(_ active: RunningJob, _ outcome: Outcome) {
+        var job = live(active)
+        var lifecycle = JobLifecycle(state: .running, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+        let effect: JobLifecycle.Effect?
+        switch outcome {
+        case .succeeded(let result):
+            effect = lifecycle.handle(.succeed)
+            job.result = result
+            job.progress.etaSeconds = 0
+        case .failed(let error):
+            effect = lifecycle.handle(.fail(retryable: error.retryable))
+            job.error = error
+        case .stopped(let reason):
+            effect = lifecycle.handle(.stopped(reason, pausing: active.pausing))
+            job.cancellation = Cancellation(reason: reason, at: Timestamp.nowISO8601(), detail: active.stopDetail)
+            if reason == .timeout && lifecycle.state == .failed {
+                job.error = JobError(
+                    code: "timeout",
+                    message: "\(active.stopDetail); gave up after \(job.attempt) of \(job.options.maxAttempts) attempts")
+            }
+        }
+        job.state = lifecycle.state
+        job.attempt = lifecycle.attempt
+        job.retryAt = nil
+        if case .scheduleRetry(let attempt)? = effect {
+            job.retryAt = Timestamp.now() + options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
+        }
+        if job.state != .running { job.progress.ratePerSecond = nil }
+        active.watchdog.close()
+        running[job.id] = nil
+        try? commit(job, from: .running)
+        for waiter in active.waiters { waiter.resume() }
+        active.waiters.removeAll()
+        armRetryTimer()
+        schedule()
+    }
+
+    private func stop(_ active: RunningJob, _ reason: CancellationReason, detail: String) {
+        guard active.context.stopReason == nil else { return }
+        active.stopDetail = detail
+        active.context.stop(reason)
+        feed.log(job: active.record.id, kind: active.record.kind, level: .info, message: "stopping (\(reason.rawValue)): \(detail)")
+    }
+
+    private func waitUntilStopped(_ active: RunningJob) async {
+        guard running[active.record.id] === active else { return }
+        await withCheckedContinuation { active.waiters.append($0) }
+    }
+
+    // MARK: - Timers
+
+    /// One timer per running job, due at whichever comes first: its deadline or its stall limit.
+    private func armWatchdog(_ active: RunningJob) {
+        let now = Timestamp.monotonic()
+        let deadline = active.startedAt + active.record.options.timeoutSeconds
+        let stallAt = active.lastMoveAt + active.record.options.stallTimeoutSeconds
+        if now >= deadline {
+            stop(active, .timeout, detail: "ran past its deadline of \(Self.seconds(active.record.options.timeoutSeconds))")
+            return
+        }
+        if now >= stallAt {
+            stop(active, .timeout, detail: "no progress for \(Self.seconds(active.record.options.stallTimeoutSeconds))")
+            return
+        }
+        let due = min(deadline, stallAt) - now
+        active.watchdog.start(milliseconds: UInt64((due * 1000).rounded(.up))) { [weak self, weak active] in
+            guard let self, let active, active.context.stopReason == nil else { return }
+            self.armWatchdog(active)
+        }
+    }
+
+    private func armRetryTimer() {
+        guard !isShuttingDown else { return }
+        guard let next = try? store.nextRetryAt() else {
+            retryTimer?.stop()
+            return
+        }
+        let timer = retryTimer ?? LoopTimer(loop: .main)
+        retryTimer = timer
+        let delay = max(0, next - Timestamp.now())
+        timer.start(milliseconds: UInt64((delay * 1000).rounded(.up))) { [weak self] in self?.retryDue() }
+    }
+
+    private func retryDue() {
+        for var job in (try? store.dueRetries(now: Timestamp.now() + 0.001)) ?? [] {
+            guard (try? transition(&job, .retryDue, verb: "retry")) != nil else { continue }
+            job.retryAt = nil
+            try? commit(job, from: .needsRetry)
+        }
+        armRetryTimer()
+        schedule()
+    }
+
+    // MARK: - Helpers
+
+    private func resolve(_ idOrPrefix: String) throws(JobError) -> String {
+        let key = idOrPrefix.lowercased()
+        guard !key.isEmpty, key.count <= 36, key.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
+            throw JobError(code: "no_such_job", message: "'\(idOrPrefix)' is not a job id (a UUID or its prefix)")
+        }
+        let matches = (try? store.jobs(idPrefix: key, limit: 2)) ?? []
+        if let exact = matches.first(where: { $0.id == key }) { return exact.id }
+        switch matches.count {
+        case 0: throw JobError(code: "no_such_job", message: "no job with id \(idOrPrefix); see `trailbook-jobs list`")
+        case 1: return matches[0].id
+        default:
+            throw JobError(code: "ambiguous_id", message: "'\(idOrPrefix)' matches several jobs; give more of the id")
+        }
+    }
+
+    private func transition(_ job: inout JobRecord, _ event: JobEvent, verb: String) throws(JobError) {
+        var lifecycle = JobLifecycle(state: job.state, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+        guard lifecycle.handle(event) != nil else {
+            throw JobError(code: "invalid_state", message: "cannot \(verb) job \(job.id): it is \(job.state.rawValue)")
+        }
+        job.state = lifecycle.state
+        job.attempt = lifecycle.attempt
+    }
+
+    /// Persists `job` and announces the transition from `from` (the state before, read from the store if `nil`).
+    private func commit(_ job: JobRecord, from: JobState? = nil) throws(JobError) {
+        let previous = from ?? (try? store.job(id: job.id))?.state ?? job.state
+        do {
+            try store.update(job)
+        } catch {
+            throw JobError(code: "store_error", message: "cannot record the job's state: \(error)")
+        }
+        feed.stateChanged((try? store.job(id: job.id)) ?? job, from: previous)
+    }
+
+    private func live(_ active: RunningJob) -> JobRecord {
+        var job = active.record
+        job.progress = active.context.progress
+        return job
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value >= 1 && value.rounded() == value ? "\(Int(value)) s" : "\(value) s"
+    }
+}
+
+extension Scheduler: JobHost {
+    func jobDidReportProgress(_ job: JobContext) {
+        guard let active = running[job.id], active.context === job else { return }
+        let now = Timestamp.monotonic()
+        let completed = job.progress.completed
+        if completed != active.lastCompleted {
+            active.lastCompleted = completed
+            active.lastMoveAt = now
+        }
+        // Rate: exponential moving average with a 3 s time constant over samples at least 200 ms apart.
+        let elapsed = now - active.lastSample.at
+        if elapsed >= 0.2 {
+            let instant = Double(completed - active.lastSample.completed) / elapsed
+            let alpha = 1 - exp(-elapsed / 3)
+            active.rate = active.rate.map { $0 + alpha * (instant - $0) } ?? instant
+            active.lastSample = (now, completed)
+        }
+        let remaining = Double(max(0, job.progress.total - completed))
+        let eta = active.rate.flatMap { $0 > 0 ? remaining / $0 : nil }
+        job.setRate(active.rate.map { max(0, $0) }, eta: eta)
+        feed.progress(job: job.id, kind: job.kind, job.progress)
+        if now - active.lastPersistAt >= options.progressPersistInterval {
+            active.lastPersistAt = now
+            try? store.saveProgress(id: job.id, job.progress)
+        }
+    }
+
+    func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
+        try store.saveCheckpoint(id: job.id, checkpoint, progress: job.progress)
+        running[job.id]?.lastPersistAt = Timestamp.monotonic()
+    }
+
+    func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
+        try store.checkpoint(id: job.id)
+    }
+
+    func jobLog(_ job: JobContext, level: LogLevel, message: String) {
+        feed.log(job: job.id, kind: job.kind, level: level, message: message)
+    }
+}
+
+extension UUID {
+    /// A random (version 4) UUID in lower case, for job ids.
+    static func random() -> String { UUID().uuidString.lowercased() }
+}
