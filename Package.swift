@@ -19,8 +19,9 @@ let package = Package(
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
         .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload/Job"),
+        .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
 
-        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob"]),
+        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
 
         .testTarget(

@@ -1,1 +1,120 @@
 import TrailbookEngine
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// Process exit codes (DESIGN.md, "Exit codes").
+public enum ExitCode {
+    /// Success.
+    public static let success: Int32 = 0
+    /// The job (with `--wait`) ended `failed` or `cancelled`, or the daemon refused the request.
+    public static let jobFailed: Int32 = 1
+    /// Usage error: bad arguments or a request the daemon rejected as invalid.
+    public static let usage: Int32 = 2
+    /// The daemon is not reachable.
+    public static let daemonUnreachable: Int32 = 3
+    /// No such job or photo.
+    public static let notFound: Int32 = 4
+}
+
+/// Where the CLI finds the daemon, from the environment and `--socket`.
+public struct Endpoint {
+    /// The state directory: `$TRAILBOOK_JOBS_HOME`, else `$XDG_STATE_HOME/trailbook-jobs`, else
+    /// `~/.local/state/trailbook-jobs`.
+    public static func home(environment: [String: String]) -> String {
+        if let home = environment["TRAILBOOK_JOBS_HOME"], !home.isEmpty { return home }
+        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/trailbook-jobs" }
+        return (environment["HOME"] ?? "/tmp") + "/.local/state/trailbook-jobs"
+    }
+}
+
+/// The `trailbook-jobs` command line: parses arguments, talks to the daemon, prints results.
+public enum CLI {
+    /// Runs the command in `arguments` (without the program name) and returns the exit code.
+    public static func run(_ arguments: [String]) -> Int32 {
+        setvbuf(stdout, nil, _IOLBF, 0)
+        let environment = Self.environment()
+        do {
+            let (spec, rest) = try ArgumentParser.command(for: arguments, in: Commands.all)
+            let parsed = try ArgumentParser.parse(rest, for: spec)
+            if parsed.wantsHelp || spec.path.isEmpty {
+                print(spec.path.isEmpty ? Commands.overview : spec.helpText)
+                return ExitCode.success
+            }
+            let context = CommandContext(arguments: parsed, environment: environment)
+            return try Commands.handler(for: spec.path)(context)
+        } catch let error as UsageError {
+            printError(error.message)
+            if !error.message.contains("\n") { printError("Run 'trailbook-jobs --help' for the commands.") }
+            return ExitCode.usage
+        } catch let error as ClientError {
+            printError(error.message)
+            return ExitCode.daemonUnreachable
+        } catch let error as DaemonReply {
+            printError("\(error.error.message) [\(error.error.code)]")
+            return error.exitCode
+        } catch {
+            printError("\(error)")
+            return ExitCode.jobFailed
+        }
+    }
+
+    static func environment() -> [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+
+    /// Writes `message` and a newline to stderr.
+    public static func printError(_ message: String) {
+        fputs("trailbook-jobs: \(message)\n", stderr)
+    }
+}
+
+/// An error reply from the daemon, carried to the exit code.
+struct DaemonReply: Error {
+    var error: JobError
+
+    var exitCode: Int32 {
+        switch error.code {
+        case "no_such_job", "ambiguous_id", "no_such_photo": return ExitCode.notFound
+        case "invalid_state", "internal", "store_error", "shutting_down": return ExitCode.jobFailed
+        default: return ExitCode.usage
+        }
+    }
+}
+
+/// What a command handler gets: its parsed arguments and the environment.
+struct CommandContext {
+    var arguments: ParsedArguments
+    var environment: [String: String]
+
+    var home: String { Endpoint.home(environment: environment) }
+    var socketPath: String { arguments.value("socket") ?? home + "/daemon.sock" }
+    var json: Bool { arguments.flag("json") }
+
+    func connect() throws(ClientError) -> DaemonClient { try DaemonClient(socketPath: socketPath) }
+
+    /// Sends `request` and returns the reply, throwing `DaemonReply` for an error reply.
+    func call(_ request: JSONValue) throws -> JSONValue {
+        let reply = try connect().request(request)
+        try Self.check(reply)
+        return reply
+    }
+
+    static func check(_ reply: JSONValue) throws {
+        if reply["ok"]?.boolValue != true {
+            let error = reply["error"].flatMap { try? JSONCoding.convert($0, to: JobError.self) }
+                ?? JobError(code: "bad_reply", message: "unexpected reply from the daemon")
+            throw DaemonReply(error: error)
+        }
+    }
+}

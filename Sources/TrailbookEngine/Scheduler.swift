@@ -390,7 +390,10 @@ public final class Scheduler {
         if case .scheduleRetry(let attempt)? = effect {
             job.retryAt = Timestamp.now() + options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
         }
-        if job.state != .running { job.progress.ratePerSecond = nil }
+        if job.state != .running {
+            job.progress.ratePerSecond = nil
+            if job.state != .succeeded { job.progress.etaSeconds = nil }
+        }
         active.watchdog.close()
         running[job.id] = nil
         try? commit(job, from: .running)

@@ -1,1 +1,7 @@
 import TrailbookCLI
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+exit(CLI.run(Array(CommandLine.arguments.dropFirst())))

@@ -1,0 +1,55 @@
+import TrailbookEngine
+
+/// A job kind for testing the scheduler: counts `units` items, `unit_ms` milliseconds each, with controllable
+/// stalls and failures. Registered only when the daemon runs with `TRAILBOOK_JOBS_TEST_KINDS=1`.
+///
+/// Params: `units` (items to count), `unit_ms` (milliseconds per item), `stall_after` (stop reporting progress
+/// after this many items and wait until stopped), `fail_code` (fail with this error code at the end).
+/// Its checkpoint is the number of items done, saved after each item, so it resumes where it stopped.
+public struct SleepJob: JobKind {
+    public struct Params: Codable, Sendable {
+        public var units: Int64
+        public var unitMilliseconds: Int64?
+        public var stallAfter: Int64?
+        public var failCode: String?
+
+        enum CodingKeys: String, CodingKey {
+            case units
+            case unitMilliseconds = "unit_ms"
+            case stallAfter = "stall_after"
+            case failCode = "fail_code"
+        }
+    }
+
+    struct Checkpoint: Codable {
+        var done: Int64
+    }
+
+    public static let name = "sleep"
+    public static let traits = JobKindTraits(unit: .items, isLongRunning: true, executionTargets: [.daemonLoop])
+
+    public init() {}
+
+    public func validate(_ params: Params) async throws(JobError) {
+        guard params.units >= 0, (params.unitMilliseconds ?? 0) >= 0 else {
+            throw JobError(code: "invalid_params", message: "units and unit_ms must not be negative")
+        }
+    }
+
+    public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
+        var done = try job.loadCheckpoint(as: Checkpoint.self)?.done ?? 0
+        let resumedAt = done
+        job.reportProgress(completed: done, total: params.units)
+        while done < params.units {
+            if let stall = params.stallAfter, done >= stall {
+                try await job.sleep(seconds: 86_400)
+            }
+            try await job.sleep(seconds: Double(params.unitMilliseconds ?? 10) / 1000)
+            done += 1
+            try job.saveCheckpoint(Checkpoint(done: done))
+            job.reportProgress(completed: done, total: params.units)
+        }
+        if let code = params.failCode { throw JobError(code: code, message: "failed on request (\(code))") }
+        return ["units": .number(Double(done)), "resumed_at": .number(Double(resumedAt)), "attempt": .number(Double(job.attempt))]
+    }
+}

@@ -1,0 +1,209 @@
+import TrailbookEngine
+import SleepJob
+import UploadJob
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// The command table: every command's spec and its handler.
+enum Commands {
+    static let json = OptionSpec("json", help: "print JSON (one object, or one per line for watch)")
+    static let socket = OptionSpec("socket", .value(placeholder: "PATH"), help: "the daemon's socket (default $TRAILBOOK_JOBS_HOME/daemon.sock)")
+    static let submitCommon: [OptionSpec] = [
+        OptionSpec("priority", .value(placeholder: "N"), help: "higher runs first; may preempt lower (default 0)"),
+        OptionSpec("timeout", .value(placeholder: "DUR"), help: "deadline of one attempt, e.g. 30m (default 1h for uploads)"),
+        OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "stop with reason timeout after no progress for DUR (default 60s)"),
+        OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
+        OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
+        OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
+        json, socket,
+    ]
+    static let exitCodes = """
+        Exit codes: 0 success; 1 the job ended failed or cancelled; 2 usage error; 3 daemon not reachable; 4 no such job.
+        """
+
+    static let all: [CommandSpec] = [
+        CommandSpec(path: [], summary: "trailbook-jobs: long, cancellable jobs (uploads, tagging) run by a daemon"),
+        CommandSpec(
+            path: ["daemon"], summary: "run the daemon in the foreground (logs to stderr; SIGTERM/Ctrl-C stop it cleanly)",
+            options: [
+                socket,
+                OptionSpec("concurrency", .value(placeholder: "N"), help: "jobs running at once (default 4)"),
+                OptionSpec("timeout", .value(placeholder: "DUR"), help: "default deadline of one attempt (default 1h long-running, 30s others)"),
+                OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
+                OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),
+                OptionSpec("retry-base", .value(placeholder: "DUR"), help: "first retry backoff, doubling up to 5m (default 1s)"),
+            ],
+            details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
+        CommandSpec(
+            path: ["submit", "upload"], summary: "upload files in resumable chunks",
+            positionals: [PositionalSpec(name: "FILE", min: 1, max: nil, help: "files to upload")],
+            options: [
+                OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path)"),
+                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes per checkpoint, e.g. 8MiB (default)"),
+                OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
+            ] + submitCommon,
+            details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n" + exitCodes),
+        CommandSpec(
+            path: ["list"], summary: "list jobs, oldest first",
+            options: [
+                OptionSpec("state", .value(placeholder: "STATE"), repeatable: true, help: "only jobs in STATE (queued, running, paused, needs_retry, succeeded, failed, cancelled)"),
+                OptionSpec("kind", .value(placeholder: "KIND"), help: "only jobs of KIND"),
+                OptionSpec("limit", .value(placeholder: "N"), help: "the newest N jobs (default 1000)"),
+                json, socket,
+            ]),
+        CommandSpec(path: ["show"], summary: "show one job", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
+        CommandSpec(path: ["cancel"], summary: "cancel a job (reason user_stop): it stops and removes its partial output", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
+        CommandSpec(path: ["pause"], summary: "pause a job; it keeps its checkpoint", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
+        CommandSpec(path: ["resume"], summary: "put a paused job back in the queue", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
+        CommandSpec(
+            path: ["watch"], summary: "follow job progress live (plain lines when not on a terminal)",
+            positionals: [PositionalSpec(name: "ID", min: 0, max: nil, help: "only these jobs (full ids)")],
+            options: [
+                OptionSpec("kind", .value(placeholder: "KIND"), repeatable: true, help: "only jobs of KIND"),
+                OptionSpec("since", .value(placeholder: "SEQ"), help: "replay events after sequence number SEQ first"),
+                json, socket,
+            ]),
+    ]
+
+    static var overview: String {
+        """
+        trailbook-jobs: long, cancellable jobs (uploads, tagging) run by a daemon.
+
+        Usage: trailbook-jobs COMMAND [options]
+
+        \(ArgumentParser.commandList(all.filter { !$0.path.isEmpty }))
+
+        Run 'trailbook-jobs COMMAND --help' for a command's options.
+        \(exitCodes)
+        """
+    }
+
+    static func handler(for path: [String]) -> (CommandContext) throws -> Int32 {
+        switch path {
+        case ["daemon"]: return daemon
+        case ["submit", "upload"]: return submitUpload
+        case ["list"]: return list
+        case ["show"]: return show
+        case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }
+        case ["watch"]: return Watch.run
+        default: return { _ in throw UsageError("unknown command") }
+        }
+    }
+
+    // MARK: - Handlers
+
+    static func daemon(_ context: CommandContext) throws -> Int32 {
+        var configuration = DaemonConfiguration(home: context.home, socketPath: context.arguments.value("socket"))
+        let arguments = context.arguments
+        if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
+        if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }
+        if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
+        if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
+        if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = value }
+        let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
+        return Daemon.run(configuration) { scheduler in
+            scheduler.register(UploadJob())
+            if testKinds { scheduler.register(SleepJob()) }
+        }
+    }
+
+    static func positive(_ value: Double, _ name: String) throws(UsageError) -> Double {
+        guard value > 0 else { throw UsageError("option --\(name) must be more than 0") }
+        return value
+    }
+
+    static func submitOptions(_ arguments: ParsedArguments) throws -> JSONValue {
+        var options: [String: JSONValue] = [:]
+        if let value = try arguments.integer("priority", range: -1_000_000...1_000_000) { options["priority"] = .number(Double(value)) }
+        if let value = try arguments.duration("timeout") { options["timeout_s"] = .number(try positive(value, "timeout")) }
+        if let value = try arguments.duration("stall-timeout") { options["stall_timeout_s"] = .number(try positive(value, "stall-timeout")) }
+        if let value = try arguments.integer("max-attempts", range: 1...1_000) { options["max_attempts"] = .number(Double(value)) }
+        return .object(options)
+    }
+
+    static func submitUpload(_ context: CommandContext) throws -> Int32 {
+        let arguments = context.arguments
+        let cwd = currentDirectory()
+        var params: [String: JSONValue] = [
+            "files": .array(arguments.positionals.map { .string(absolute($0, cwd: cwd)) }),
+            "to": .string(destinationURL(arguments.value("to")!, cwd: cwd)),
+        ]
+        if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
+        if let rate = try arguments.size("max-rate") { params["max_rate"] = .number(Double(rate)) }
+        return try submit(kind: "upload", params: .object(params), context)
+    }
+
+    /// Submits a job; with `--wait`/`--watch` follows it to the end and exits with its outcome.
+    static func submit(kind: String, params: JSONValue, _ context: CommandContext) throws -> Int32 {
+        let follow = context.arguments.flag("wait") || context.arguments.flag("watch")
+        // Subscribe before submitting, so no event of the new job can be missed.
+        let watcher = follow ? try Watch.subscribe(context, jobs: [], kinds: [kind], since: nil) : nil
+        let reply = try context.call(["op": "submit", "kind": .string(kind), "params": params, "options": try submitOptions(context.arguments)])
+        let job = reply["job"] ?? .null
+        let id = job["id"]?.stringValue ?? ""
+        if context.json && !context.arguments.flag("watch") {
+            print(JSONCoding.encodePretty(job))
+        } else {
+            print(id)
+        }
+        guard let watcher else { return ExitCode.success }
+        let final = try Watch.follow(watcher, job: id, printing: context.arguments.flag("watch"), json: context.json)
+        if context.arguments.flag("wait") && !context.arguments.flag("watch") {
+            print(context.json ? JSONCoding.encodePretty(final) : JobText.summary(final))
+        }
+        return final["state"]?.stringValue == JobState.succeeded.rawValue ? ExitCode.success : ExitCode.jobFailed
+    }
+
+    static func list(_ context: CommandContext) throws -> Int32 {
+        var request: [String: JSONValue] = ["op": "list"]
+        let states = context.arguments.values("state")
+        for state in states where JobState(rawValue: state) == nil {
+            throw UsageError("unknown state '\(state)'; states: \(JobState.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        if !states.isEmpty { request["states"] = .array(states.map { .string($0) }) }
+        if let kind = context.arguments.value("kind") { request["kind"] = .string(kind) }
+        if let limit = try context.arguments.integer("limit", range: 1...100_000) { request["limit"] = .number(Double(limit)) }
+        let jobs = try context.call(.object(request))["jobs"]?.arrayValue ?? []
+        if context.json {
+            print(JSONCoding.encodePretty(JSONValue.array(jobs)))
+        } else if jobs.isEmpty {
+            print("no jobs")
+        } else {
+            print(JobText.tableHeader)
+            for job in jobs { print(JobText.tableRow(job)) }
+        }
+        return ExitCode.success
+    }
+
+    static func show(_ context: CommandContext) throws -> Int32 {
+        let job = try context.call(["op": "show", "job": .string(context.arguments.positionals[0])])["job"] ?? .null
+        print(context.json ? JSONCoding.encodePretty(job) : JobText.details(job))
+        return ExitCode.success
+    }
+
+    static func control(_ op: String, _ context: CommandContext) throws -> Int32 {
+        let job = try context.call(["op": .string(op), "job": .string(context.arguments.positionals[0])])["job"] ?? .null
+        print(context.json ? JSONCoding.encodePretty(job) : JobText.summary(job))
+        return ExitCode.success
+    }
+
+    // MARK: - Paths
+
+    static func currentDirectory() -> String {
+        guard let cwd = getcwd(nil, 0) else { return "/" }
+        defer { free(cwd) }
+        return String(cString: cwd)
+    }
+
+    static func absolute(_ path: String, cwd: String) -> String {
+        path.hasPrefix("/") ? path : (cwd == "/" ? "" : cwd) + "/" + path
+    }
+
+    /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.
+    static func destinationURL(_ text: String, cwd: String) -> String {
+        if text.contains("://") { return text }
+        return "file://" + absolute(text, cwd: cwd)
+    }
+}

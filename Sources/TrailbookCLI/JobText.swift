@@ -1,0 +1,101 @@
+import TrailbookEngine
+
+/// Human text for jobs and progress: the table of `list`, the block of `show`, the lines of plain `watch`.
+enum JobText {
+    /// `count` in the job's unit: bytes in KiB/MiB/GiB, else "N photos".
+    static func amount(_ count: Int64, unit: String) -> String {
+        unit == ProgressUnit.bytes.rawValue ? ByteCount.format(count) : "\(count) \(unit)"
+    }
+
+    /// A duration in seconds as "4s", "2m05s", "1h02m".
+    static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0 else { return "?" }
+        let total = Int(seconds.rounded())
+        if total < 60 { return "\(total)s" }
+        if total < 3600 { return "\(total / 60)m" + pad2(total % 60) + "s" }
+        return "\(total / 3600)h" + pad2(total / 60 % 60) + "m"
+    }
+
+    private static func pad2(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+
+    /// "45.0% 45.0 MiB/100.0 MiB 12.3 MiB/s ETA 4s" from a progress object.
+    static func progress(_ progress: JSONValue?) -> String {
+        guard let progress, let completed = progress["completed"]?.intValue, let total = progress["total"]?.intValue else {
+            return ""
+        }
+        let unit = progress["unit"]?.stringValue ?? ""
+        var parts: [String] = []
+        if total > 0 {
+            let percent = (progress["fraction"]?.doubleValue ?? 0) * 100
+            parts.append(String(Int(percent * 10) / 10) + "." + String(Int(percent * 10) % 10) + "%")
+            parts.append(amount(completed, unit: unit) + "/" + amount(total, unit: unit))
+        } else {
+            parts.append(amount(completed, unit: unit))
+        }
+        if let rate = progress["rate_per_s"]?.doubleValue, rate > 0 {
+            parts.append(amount(Int64(rate), unit: unit) + "/s")
+        }
+        if let eta = progress["eta_s"]?.doubleValue, total > completed { parts.append("ETA " + duration(eta)) }
+        return parts.joined(separator: " ")
+    }
+
+    /// Why a job stopped, in words ("stopped by you", "timed out — will retry").
+    static func reason(_ job: JSONValue) -> String? {
+        let state = job["state"]?.stringValue
+        if let error = job["error"], !error.isNull, state == JobState.failed.rawValue {
+            return "\(error["message"]?.stringValue ?? "") [\(error["code"]?.stringValue ?? "")]"
+        }
+        guard let cancellation = job["cancellation"], !cancellation.isNull, state != JobState.running.rawValue,
+            state != JobState.succeeded.rawValue
+        else { return nil }
+        let detail = cancellation["detail"]?.stringValue ?? ""
+        switch cancellation["reason"]?.stringValue {
+        case "user_stop": return "stopped by you"
+        case "timeout": return state == JobState.needsRetry.rawValue ? "timed out (\(detail)) — will retry" : "timed out (\(detail))"
+        case "resource_reclaim":
+            return state == JobState.paused.rawValue ? "paused — resume to continue" : "\(detail) — will resume"
+        default: return detail
+        }
+    }
+
+    static let tableHeader = pad("ID", 10) + pad("KIND", 8) + pad("STATE", 12) + pad("PRI", 5) + pad("TRY", 5) + "PROGRESS"
+
+    /// One row of `list`.
+    static func tableRow(_ job: JSONValue) -> String {
+        let attempt = "\(job["attempt"]?.intValue ?? 0)/\(job["max_attempts"]?.intValue ?? 0)"
+        var row = pad(String((job["id"]?.stringValue ?? "").prefix(8)), 10) + pad(job["kind"]?.stringValue ?? "", 8)
+            + pad(job["state"]?.stringValue ?? "", 12) + pad(String(job["priority"]?.intValue ?? 0), 5) + pad(attempt, 5)
+            + progress(job["progress"])
+        if let reason = reason(job) { row += "  (" + reason + ")" }
+        return row
+    }
+
+    /// The one-line outcome printed by `cancel`, `pause`, `resume` and `--wait`.
+    static func summary(_ job: JSONValue) -> String {
+        var line = "\(job["id"]?.stringValue ?? "") \(job["kind"]?.stringValue ?? "") \(job["state"]?.stringValue ?? "")"
+        if let reason = reason(job) { line += ": " + reason }
+        return line
+    }
+
+    /// The block printed by `show`.
+    static func details(_ job: JSONValue) -> String {
+        var lines = [
+            "id:        \(job["id"]?.stringValue ?? "")",
+            "kind:      \(job["kind"]?.stringValue ?? "")",
+            "state:     \(job["state"]?.stringValue ?? "")" + (reason(job).map { " (\($0))" } ?? ""),
+            "priority:  \(job["priority"]?.intValue ?? 0)",
+            "attempt:   \(job["attempt"]?.intValue ?? 0) of \(job["max_attempts"]?.intValue ?? 0)",
+            "progress:  \(progress(job["progress"]))",
+            "created:   \(job["created_at"]?.stringValue ?? "")",
+            "updated:   \(job["updated_at"]?.stringValue ?? "")",
+        ]
+        if let retry = job["retry_at"]?.stringValue { lines.append("retry at:  \(retry)") }
+        if let result = job["result"], !result.isNull { lines.append("result:    " + String(decoding: JSONCoding.encode(result), as: UTF8.self)) }
+        lines.append("params:    " + String(decoding: JSONCoding.encode(job["params"] ?? .null), as: UTF8.self))
+        return lines.joined(separator: "\n")
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}

@@ -1,0 +1,128 @@
+import TrailbookEngine
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// `watch` and `submit --wait/--watch`: follow the daemon's progress feed.
+///
+/// Plain mode prints one line per job update, at most once a second per job, and every state change; `--json`
+/// prints the raw feed events, one per line. If the daemon goes away, it says so, reconnects with `--since` the
+/// last event seen, and carries on.
+enum Watch {
+    /// A feed subscription and what it has seen.
+    final class Subscription {
+        var client: DaemonClient
+        var lastSeq: Int64?
+        let jobs: [String]
+        let kinds: [String]
+        let context: CommandContext
+
+        init(client: DaemonClient, lastSeq: Int64?, jobs: [String], kinds: [String], context: CommandContext) {
+            self.client = client
+            self.lastSeq = lastSeq
+            self.jobs = jobs
+            self.kinds = kinds
+            self.context = context
+        }
+
+        /// The next event, reconnecting (with `since`) if the daemon restarted; `nil` if it does not come back.
+        func next(reconnectSeconds: Double = 30) throws -> JSONValue? {
+            while true {
+                if let event = try client.readLine() {
+                    if let seq = event["seq"]?.intValue { lastSeq = seq }
+                    return event
+                }
+                CLI.printError("lost the daemon; reconnecting…")
+                let deadline = Timestamp.monotonic() + reconnectSeconds
+                var reconnected = false
+                while Timestamp.monotonic() < deadline {
+                    usleep(200_000)
+                    if let fresh = try? Watch.subscribe(context, jobs: jobs, kinds: kinds, since: lastSeq) {
+                        client = fresh.client
+                        reconnected = true
+                        CLI.printError("reconnected to the daemon")
+                        break
+                    }
+                }
+                if !reconnected { return nil }
+            }
+        }
+    }
+
+    /// Opens a connection and subscribes to the feed.
+    /// - Throws: `ClientError` if the daemon is not reachable; `DaemonReply` if it refuses.
+    static func subscribe(_ context: CommandContext, jobs: [String], kinds: [String], since: Int64?) throws -> Subscription {
+        let client = try context.connect()
+        var request: [String: JSONValue] = ["op": "watch"]
+        if !jobs.isEmpty { request["jobs"] = .array(jobs.map { .string($0) }) }
+        if !kinds.isEmpty { request["kinds"] = .array(kinds.map { .string($0) }) }
+        if let since { request["since"] = .number(Double(since)) }
+        let header = try client.request(.object(request))
+        try CommandContext.check(header)
+        return Subscription(client: client, lastSeq: since ?? header["seq"]?.intValue, jobs: jobs, kinds: kinds, context: context)
+    }
+
+    /// `watch [ID…] [--kind K] [--since SEQ] [--json]`.
+    static func run(_ context: CommandContext) throws -> Int32 {
+        let since = try context.arguments.integer("since", range: 0...Int.max).map(Int64.init)
+        let subscription = try subscribe(context, jobs: context.arguments.positionals, kinds: context.arguments.values("kind"), since: since)
+        let printer = LinePrinter(json: context.json)
+        while let event = try subscription.next() { printer.print(event) }
+        return ExitCode.success
+    }
+
+    /// Follows job `id` on `subscription` until it reaches a terminal state; returns the job's final JSON.
+    static func follow(_ subscription: Subscription, job id: String, printing: Bool, json: Bool) throws -> JSONValue {
+        let printer = LinePrinter(json: json)
+        while let event = try subscription.next() {
+            guard event["job"]?.stringValue == id else { continue }
+            if printing { printer.print(event) }
+            if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,
+                JobState(rawValue: to)?.isTerminal == true
+            {
+                break
+            }
+        }
+        return try subscription.context.call(["op": "show", "job": .string(id)])["job"] ?? .null
+    }
+
+    /// Prints feed events as plain lines (rate-limited per job) or raw JSON.
+    final class LinePrinter {
+        let json: Bool
+        private var lastPrinted: [String: Double] = [:]
+
+        init(json: Bool) { self.json = json }
+
+        func print(_ event: JSONValue) {
+            if json {
+                Swift.print(String(decoding: JSONCoding.encode(event), as: UTF8.self))
+                return
+            }
+            guard let job = event["job"]?.stringValue, let type = event["type"]?.stringValue else {
+                if let message = event["message"]?.stringValue { Swift.print("note: \(message)") }
+                return
+            }
+            let now = Timestamp.monotonic()
+            if type == "progress" {
+                if let last = lastPrinted[job], now - last < 1 { return }
+            }
+            lastPrinted[job] = now
+            let head = "\(event["at"]?.stringValue ?? "") \(job.prefix(8)) \(event["kind"]?.stringValue ?? "")"
+            switch type {
+            case "submitted": Swift.print("\(head) submitted")
+            case "progress": Swift.print("\(head) running \(JobText.progress(event["progress"]))")
+            case "state":
+                var line = "\(head) \(event["from"]?.stringValue ?? "") -> \(event["to"]?.stringValue ?? "")"
+                var job: [String: JSONValue] = ["state": event["to"] ?? .null]
+                job["cancellation"] = event["cancellation"] ?? .null
+                job["error"] = event["error"] ?? .null
+                if let reason = JobText.reason(.object(job)) { line += ": " + reason }
+                if let retry = event["retry_in_s"]?.doubleValue { line += " (retry in \(JobText.duration(retry)))" }
+                Swift.print(line)
+            case "log": Swift.print("\(head) \(event["level"]?.stringValue ?? ""): \(event["message"]?.stringValue ?? "")")
+            default: Swift.print("\(head) \(type)")
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+import TrailbookLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon's control protocol: newline-delimited JSON over its Unix socket.
+///
+/// Each request is one JSON object on one line with an `op`; each gets one reply line, `{"ok": true, …}` or
+/// `{"ok": false, "error": {"code", "message"}}`, in order. Ops: `ping`, `submit` (`kind`, `params`, `options`),
+/// `list` (`states`, `kind`, `limit`), `show` / `cancel` / `pause` / `resume` (`job`: id or unique prefix), and
+/// `watch` (`since`, `jobs`, `kinds`), after whose reply the connection carries feed events, one per line.
+///
+/// Lines over 1 MiB, bad JSON and unknown ops get an error reply; none can crash or wedge the daemon. Only the
+/// daemon's own user may connect (the socket is mode 0600 and the peer's uid is checked with SO_PEERCRED).
+@LoopActor
+public final class ControlServer {
+    /// Longest accepted request line, in bytes.
+    public static let maxLineBytes = 1 << 20
+
+    let scheduler: Scheduler
+    let version: String
+    private var server: PipeServer?
+    private var connections: [ObjectIdentifier: Connection] = [:]
+
+    /// One client connection: its read buffer and its queue of requests, answered one at a time, in order.
+    final class Connection {
+        let pipe: PipeConnection
+        var buffer: [UInt8] = []
+        var queue: [[UInt8]] = []
+        var busy = false
+        var watching = false
+        var discardingOversizedLine = false
+
+        init(pipe: PipeConnection) { self.pipe = pipe }
+    }
+
+    /// Makes a server for `scheduler`; `version` is reported by `ping`.
+    public init(scheduler: Scheduler, version: String) {
+        self.scheduler = scheduler
+        self.version = version
+    }
+
+    /// Binds the socket at `path` (mode 0600) and starts accepting.
+    /// - Throws: `UVError` if the socket cannot be bound.
+    public func listen(path: String) throws(UVError) {
+        server = try PipeServer(loop: .main, path: path) { [weak self] pipe in
+            LoopIsolation.assume { self?.accept(pipe) }
+        }
+    }
+
+    /// Stops accepting and closes every connection, watchers included.
+    public func close() {
+        server?.close()
+        server = nil
+        for connection in connections.values {
+            scheduler.feed.unsubscribe(connection.pipe)
+            connection.pipe.close()
+        }
+        connections.removeAll()
+    }
+
+    private func accept(_ pipe: PipeConnection) {
+        guard pipe.peerUID == getuid() else {
+            pipe.write(Self.errorLine(JobError(code: "forbidden", message: "only the daemon's own user may connect")))
+            pipe.close()
+            return
+        }
+        let connection = Connection(pipe: pipe)
+        connections[ObjectIdentifier(pipe)] = connection
+        pipe.startReading(
+            onRead: { [weak self, weak connection] bytes in
+                guard let self, let connection else { return }
+                LoopIsolation.assume { self.received(bytes, on: connection) }
+            },
+            onEnd: { [weak self, weak connection] _ in
+                guard let self, let connection else { return }
+                LoopIsolation.assume { self.drop(connection) }
+            })
+    }
+
+    private func drop(_ connection: Connection) {
+        scheduler.feed.unsubscribe(connection.pipe)
+        connection.pipe.close()
+        connections[ObjectIdentifier(connection.pipe)] = nil
+    }
+
+    private func received(_ bytes: UnsafeRawBufferPointer, on connection: Connection) {
+        var start = bytes.startIndex
+        while let newline = bytes[start...].firstIndex(of: 0x0A) {
+            let piece = bytes[start..<newline]
+            start = newline + 1
+            if connection.discardingOversizedLine {
+                connection.discardingOversizedLine = false
+                connection.buffer.removeAll()
+                continue
+            }
+            if connection.buffer.count + piece.count > Self.maxLineBytes {
+                connection.buffer.removeAll()
+                reply(connection, Self.errorLine(Self.oversized))
+                continue
+            }
+            connection.buffer.append(contentsOf: piece)
+            let line = connection.buffer
+            connection.buffer.removeAll(keepingCapacity: true)
+            enqueue(line, on: connection)
+        }
+        let rest = bytes[start...]
+        guard !rest.isEmpty, !connection.discardingOversizedLine else { return }
+        if connection.buffer.count + rest.count > Self.maxLineBytes {
+            // Answer at once and skip the rest of the line, so a client streaming garbage cannot grow our memory.
+            connection.buffer.removeAll()
+            connection.discardingOversizedLine = true
+            reply(connection, Self.errorLine(Self.oversized))
+        } else {
+            connection.buffer.append(contentsOf: rest)
+        }
+    }
+
+    private static let oversized = JobError(
+        code: "request_too_large", message: "request line is longer than \(maxLineBytes) bytes")
+
+    private func enqueue(_ line: [UInt8], on connection: Connection) {
+        guard !connection.watching else { return }
+        if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { return }
+        connection.queue.append(line)
+        guard !connection.busy else { return }
+        connection.busy = true
+        Task { @LoopActor in
+            while !connection.queue.isEmpty, !connection.watching {
+                let next = connection.queue.removeFirst()
+                await self.handle(next, on: connection)
+            }
+            connection.busy = false
+        }
+    }
+
+    private func reply(_ connection: Connection, _ line: [UInt8]) {
+        connection.pipe.write(line)
+    }
+
+    private func handle(_ line: [UInt8], on connection: Connection) async {
+        let request: JSONValue
+        do {
+            request = try JSONCoding.decode(JSONValue.self, from: line)
+        } catch {
+            reply(connection, Self.errorLine(JobError(code: "bad_request", message: "request is not valid JSON")))
+            return
+        }
+        do {
+            let response = try await respond(to: request, on: connection)
+            if !response.isNull { reply(connection, JSONCoding.encode(response) + [0x0A]) }
+        } catch {
+            reply(connection, Self.errorLine(error))
+        }
+    }
+
+    private func respond(to request: JSONValue, on connection: Connection) async throws(JobError) -> JSONValue {
+        guard case .object = request else {
+            throw JobError(code: "bad_request", message: "a request is a JSON object with an \"op\"")
+        }
+        guard let op = request["op"]?.stringValue else {
+            throw JobError(code: "bad_request", message: "request has no \"op\" string")
+        }
+        switch op {
+        case "ping":
+            return [
+                "ok": true, "version": .string(version), "pid": .number(Double(getpid())),
+                "kinds": .array(scheduler.kindNames.map { .string($0) }), "feed_seq": .number(Double(scheduler.feed.lastSeq)),
+            ]
+        case "submit":
+            guard let kind = request["kind"]?.stringValue else {
+                throw JobError(code: "bad_request", message: "submit needs a \"kind\" string")
+            }
+            let options: SubmitOptions
+            do {
+                options = try JSONCoding.convert(request["options"] ?? [:], to: SubmitOptions.self)
+            } catch {
+                throw JobError(code: "invalid_options", message: "bad options: \(JSONCoding.describe(error))")
+            }
+            let job = try await scheduler.submit(kind: kind, params: request["params"] ?? [:], options: options)
+            return ["ok": true, "job": job.json]
+        case "list":
+            var states: [JobState]?
+            if let names = request["states"]?.arrayValue {
+                states = try names.map { (name: JSONValue) throws(JobError) -> JobState in
+                    guard let state = name.stringValue.flatMap(JobState.init(rawValue:)) else {
+                        throw JobError(code: "bad_request", message: "unknown state \(name)")
+                    }
+                    return state
+                }
+            }
+            let limit = Int(request["limit"]?.intValue ?? 1_000)
+            let jobs = try scheduler.list(states: states, kind: request["kind"]?.stringValue, limit: max(1, min(limit, 100_000)))
+            return ["ok": true, "jobs": .array(jobs.map(\.json))]
+        case "show", "cancel", "pause", "resume":
+            guard let id = request["job"]?.stringValue else {
+                throw JobError(code: "bad_request", message: "\(op) needs a \"job\" id")
+            }
+            let job: JobRecord
+            switch op {
+            case "show": job = try scheduler.job(id)
+            case "cancel": job = try await scheduler.cancel(id)
+            case "pause": job = try await scheduler.pause(id)
+            default: job = try scheduler.resume(id)
+            }
+            return ["ok": true, "job": job.json]
+        case "watch":
+            let since = request["since"]?.intValue
+            let jobs = Set((request["jobs"]?.arrayValue ?? []).compactMap(\.stringValue))
+            let kinds = Set((request["kinds"]?.arrayValue ?? []).compactMap(\.stringValue))
+            connection.watching = true
+            let header: JSONValue = [
+                "ok": true, "watching": true, "seq": .number(Double(scheduler.feed.lastSeq)),
+                "oldest": scheduler.feed.oldestSeq.map { .number(Double($0)) } ?? .null,
+            ]
+            reply(connection, JSONCoding.encode(header) + [0x0A])
+            let complete = scheduler.feed.subscribe(connection.pipe, since: since, jobs: jobs, kinds: kinds)
+            if !complete {
+                connection.pipe.write(
+                    JSONCoding.encode(
+                        [
+                            "type": "gap",
+                            "message": .string("events after seq \(since ?? 0) are no longer buffered; refresh with list"),
+                        ] as JSONValue) + [0x0A])
+            }
+            return .null
+        default:
+            throw JobError(code: "unknown_op", message: "unknown op '\(op)'; known: ping, submit, list, show, cancel, pause, resume, watch")
+        }
+    }
+
+    static func errorLine(_ error: JobError) -> [UInt8] {
+        JSONCoding.encode(["ok": false, "error": JSONCoding.value(of: error)] as JSONValue) + [0x0A]
+    }
+}
+
+/// Runs loop-thread callbacks (libuv handle callbacks, which the compiler cannot see are on the loop) in the
+/// `LoopActor`'s isolation; the executor's `checkIsolated` traps if they ever are not.
+enum LoopIsolation {
+    static func assume(_ body: @LoopActor () -> Void) {
+        // What MainActor.assumeIsolated does, for our global actor: check at run time, then call.
+        LoopActor.shared.preconditionIsolated()
+        withoutActuallyEscaping(body) { body in
+            unsafeBitCast(body, to: (() -> Void).self)()
+        }
+    }
+}

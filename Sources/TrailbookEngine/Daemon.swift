@@ -1,0 +1,167 @@
+import TrailbookLoop
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// The daemon's settings, from its command line.
+public struct DaemonConfiguration: Sendable {
+    /// State directory (`$TRAILBOOK_JOBS_HOME`); created mode 0700 if missing.
+    public var home: String
+    /// Control socket path; `home/daemon.sock` unless `--socket` says otherwise.
+    public var socketPath: String
+    /// Scheduler defaults and limits.
+    public var scheduler = SchedulerOptions()
+    /// Version reported by `ping`.
+    public var version = "0.1.0"
+
+    public init(home: String, socketPath: String? = nil) {
+        self.home = home
+        self.socketPath = socketPath ?? home + "/daemon.sock"
+    }
+
+    /// Path of the job store.
+    public var storePath: String { home + "/jobs.sqlite3" }
+}
+
+/// The trailbook-jobs daemon: the loop, the store, the scheduler, the feed and the control socket, wired together.
+///
+/// `run` blocks the calling (main) thread running the loop. SIGTERM or SIGINT stops every running job with
+/// `resource_reclaim`, waits for them to checkpoint (at most `shutdownGraceSeconds`), and returns 0.
+@LoopActor
+public final class Daemon {
+    let configuration: DaemonConfiguration
+    let scheduler: Scheduler
+    let server: ControlServer
+    private var signals: [SignalWatcher] = []
+    private var stopping = false
+    /// The running daemon, kept alive until the loop stops.
+    private static var current: Daemon?
+
+    private init(configuration: DaemonConfiguration, scheduler: Scheduler) {
+        self.configuration = configuration
+        self.scheduler = scheduler
+        server = ControlServer(scheduler: scheduler, version: configuration.version)
+    }
+
+    /// Runs the daemon until SIGTERM or SIGINT, on the calling thread (which becomes the loop thread).
+    ///
+    /// - Parameters:
+    ///   - configuration: where state lives and the scheduler's defaults.
+    ///   - register: registers the job kinds with the scheduler (called on the loop before anything runs).
+    /// - Returns: the process exit status: 0 after a clean shutdown, 1 if the daemon could not start (the reason
+    ///   is printed to stderr).
+    public nonisolated static func run(
+        _ configuration: DaemonConfiguration, register: @escaping @LoopActor @Sendable (Scheduler) -> Void
+    ) -> Int32 {
+        signal(SIGPIPE, SIG_IGN)
+        let status = StatusBox()
+        Task { @LoopActor in
+            do {
+                current = try Daemon.start(configuration, register: register)
+            } catch {
+                DaemonLog.write("cannot start: \(error)")
+                status.value = 1
+                EventLoop.main.stop()
+            }
+        }
+        EventLoop.main.run()
+        return status.value
+    }
+
+    private static func start(_ configuration: DaemonConfiguration, register: @LoopActor (Scheduler) -> Void) throws
+        -> Daemon
+    {
+        try prepareHome(configuration.home)
+        if SocketProbe.isAnswering(configuration.socketPath) {
+            throw JobError(
+                code: "already_running",
+                message: "a daemon is already listening on \(configuration.socketPath); stop it first or use --socket")
+        }
+        let store = try JobStore(path: configuration.storePath)
+        let feed = ProgressFeed(firstSeq: try store.reserveSequenceBlock(count: 1_000_000_000))
+        let scheduler = Scheduler(store: store, feed: feed, options: configuration.scheduler)
+        register(scheduler)
+        let daemon = Daemon(configuration: configuration, scheduler: scheduler)
+        try daemon.server.listen(path: configuration.socketPath)
+        for number in [SIGTERM, SIGINT] {
+            daemon.signals.append(
+                SignalWatcher(loop: .main, signal: number) { [weak daemon] signal in
+                    LoopIsolation.assume { daemon?.shutDown(signal: signal) }
+                })
+        }
+        try scheduler.start()
+        DaemonLog.write(
+            "listening on \(configuration.socketPath); store \(configuration.storePath); "
+                + "concurrency \(configuration.scheduler.concurrency); kinds \(scheduler.kindNames.joined(separator: ", "))")
+        return daemon
+    }
+
+    private static func prepareHome(_ home: String) throws {
+        var path = home.hasPrefix("/") ? "" : "."
+        for part in home.split(separator: "/") {
+            path += "/" + part
+            mkdir(path, 0o700)
+        }
+        var info = stat()
+        guard stat(home, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw JobError(code: "bad_home", message: "cannot create the state directory \(home): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private func shutDown(signal: Int32) {
+        guard !stopping else {
+            DaemonLog.write("second signal: exiting now; running jobs resume on the next start")
+            exit(0)
+        }
+        stopping = true
+        DaemonLog.write("signal \(signal): stopping running jobs (resource_reclaim) and shutting down")
+        server.close()
+        Task { @LoopActor in
+            await scheduler.shutdown()
+            scheduler.feed.close()
+            for watcher in signals { watcher.close() }
+            signals.removeAll()
+            DaemonLog.write("stopped")
+            Daemon.current = nil
+            EventLoop.main.stop()
+        }
+    }
+}
+
+/// The exit status, written on the loop and read after it stops.
+private final class StatusBox: @unchecked Sendable {
+    var value: Int32 = 0
+}
+
+/// The daemon's log: one line per message on stderr, with an ISO 8601 time.
+public enum DaemonLog {
+    /// Writes `message` to stderr.
+    public static func write(_ message: String) {
+        let line = "\(Timestamp.nowISO8601()) trailbook-jobs: \(message)\n"
+        fputs(line, stderr)
+    }
+}
+
+/// Checks whether something answers on a Unix socket, without an event loop.
+public enum SocketProbe {
+    /// Whether a connect to `path` succeeds (a daemon is listening there).
+    public static func isAnswering(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
+        }
+    }
+}
