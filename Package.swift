@@ -26,8 +26,8 @@ let package = Package(
 
         .testTarget(
             name: "TrailbookTests",
-            dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "TrailbookCLI"]
+            dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI"]
         ),
-        .testTarget(name: "EndToEndTests", dependencies: ["trailbook-jobs"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookSQLite"]),
     ]
 )

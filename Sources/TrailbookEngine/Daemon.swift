@@ -55,6 +55,13 @@ public final class Daemon {
         _ configuration: DaemonConfiguration, register: @escaping @LoopActor @Sendable (Scheduler) -> Void
     ) -> Int32 {
         signal(SIGPIPE, SIG_IGN)
+        // A launcher may hand us a blocked signal mask (test runners, some supervisors); SIGTERM and SIGINT must
+        // reach the loop's signal handles.
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGTERM)
+        sigaddset(&unblock, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         let status = StatusBox()
         Task { @LoopActor in
             do {

@@ -1,0 +1,171 @@
+import Foundation
+import Testing
+import TrailbookCLI
+import TrailbookEngine
+import TrailbookSQLite
+
+/// The scheduler's contracts, checked against the real daemon binary with the `sleep` test job kind.
+@Suite(.serialized)
+struct SchedulerEndToEndTests {
+    @Test func stallTimeoutRetriesWithBackoffThenFails() throws {
+        let daemon = try DaemonHarness(arguments: ["--retry-base", "100ms"])
+        let events = try FeedRecorder(daemon)
+        let id = try daemon.submitSleep(
+            units: 10, unitMilliseconds: 10, stallAfter: 2, options: ["stall_timeout_s": 0.3, "max_attempts": 3])
+        let final = try daemon.waitForState(id, "failed", timeout: 20)
+        #expect(final["attempt"]?.intValue == 3)
+        #expect(final["error"]?["code"]?.stringValue == "timeout")
+        #expect(final["cancellation"]?["reason"]?.stringValue == "timeout")
+        let states = events.states(of: id)
+        #expect(states.filter { $0 == "needs_retry" }.count == 2, "states: \(states)")
+        #expect(states.last == "failed")
+        let retry = events.events(of: id).first { $0["to"]?.stringValue == "needs_retry" }
+        #expect(retry?["cancellation"]?["reason"]?.stringValue == "timeout")
+        #expect(retry?["retry_in_s"]?.doubleValue != nil)
+    }
+
+    @Test func deadlineStopsAJobWithTimeout() throws {
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitSleep(units: 1_000, unitMilliseconds: 20, options: ["timeout_s": 0.3, "max_attempts": 1])
+        let final = try daemon.waitForState(id, "failed", timeout: 10)
+        #expect(final["cancellation"]?["detail"]?.stringValue?.contains("deadline") == true)
+    }
+
+    @Test func higherPriorityPreemptsAndTheReclaimedJobResumes() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let low = try daemon.submitSleep(units: 60, unitMilliseconds: 20)
+        try daemon.waitFor(low, "low running with progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 5 }
+        let high = try daemon.submitSleep(units: 5, unitMilliseconds: 20, options: ["priority": 10])
+        let reclaimed = try daemon.waitForState(low, "queued", timeout: 5)
+        #expect(reclaimed["cancellation"]?["reason"]?.stringValue == "resource_reclaim")
+        try daemon.waitForState(high, "succeeded", timeout: 10)
+        let done = try daemon.waitForState(low, "succeeded", timeout: 20)
+        #expect((done["result"]?["resumed_at"]?.intValue ?? 0) >= 5, "resumed from its checkpoint")
+        #expect(done["attempt"]?.intValue == 1, "a reclaim does not use up an attempt")
+    }
+
+    @Test func sigtermReclaimsRunningJobsAndExitsCleanlyThenTheyResume() throws {
+        let home = TemporaryDirectory()
+        let daemon = try DaemonHarness(home: home)
+        let ids = try (0..<2).map { _ in try daemon.submitSleep(units: 100, unitMilliseconds: 20) }
+        for id in ids { try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 3 } }
+        let (status, seconds) = try daemon.stop(signal: SIGTERM)
+        #expect(status == 0)
+        #expect(seconds < 2, "exited in \(seconds) s")
+        let store = try Database(path: home.path + "/jobs.sqlite3")
+        for id in ids {
+            let row = try #require(try store.query("SELECT state, cancellation FROM jobs WHERE id = ?", [.text(id)]).first)
+            #expect(row.text(0) == "queued")
+            #expect(row.text(1)?.contains("resource_reclaim") == true)
+        }
+        try daemon.start()
+        for id in ids {
+            let done = try daemon.waitForState(id, "succeeded", timeout: 20)
+            #expect((done["result"]?["resumed_at"]?.intValue ?? 0) >= 3)
+        }
+    }
+
+    @Test func kill9ThenRestartResumesFromTheCheckpoint() throws {
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitSleep(units: 80, unitMilliseconds: 20)
+        try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 10 }
+        try daemon.crash()
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 20)
+        #expect((done["result"]?["resumed_at"]?.intValue ?? 0) >= 10)
+        #expect(done["result"]?["units"]?.intValue == 80)
+    }
+
+    @Test func cancelIsReportedWithin100Milliseconds() throws {
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitSleep(units: 1_000, unitMilliseconds: 20)
+        try daemon.waitForState(id, "running")
+        let started = Date()
+        let job = try daemon.job(["op": "cancel", "job": .string(id)])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(job["state"]?.stringValue == "cancelled")
+        #expect(job["cancellation"]?["reason"]?.stringValue == "user_stop")
+        #expect(elapsed < 0.1, "cancel took \(elapsed) s")
+    }
+
+    @Test func pauseKeepsTheCheckpointAndResumeContinues() throws {
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitSleep(units: 60, unitMilliseconds: 20)
+        try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 5 }
+        let paused = try daemon.cli(["pause", String(id.prefix(8))])
+        #expect(paused.status == 0, "\(paused.stderr)")
+        #expect(try daemon.show(id)["state"]?.stringValue == "paused")
+        usleep(200_000)
+        #expect(try daemon.show(id)["state"]?.stringValue == "paused", "a paused job stays paused")
+        #expect(try daemon.cli(["resume", id]).status == 0)
+        let done = try daemon.waitForState(id, "succeeded", timeout: 20)
+        #expect((done["result"]?["resumed_at"]?.intValue ?? 0) >= 5)
+    }
+
+    @Test func feedNumbersEventsAndReplaysSince() throws {
+        let daemon = try DaemonHarness()
+        let events = try FeedRecorder(daemon)
+        let id = try daemon.submitSleep(units: 20, unitMilliseconds: 10)
+        try daemon.waitForState(id, "succeeded")
+        usleep(100_000)
+        let seen = events.events(of: id)
+        let seqs = seen.compactMap { $0["seq"]?.intValue }
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "seq increases")
+        #expect(seen.first?["type"]?.stringValue == "submitted")
+        #expect(events.states(of: id) == ["running", "succeeded"])
+        #expect(seen.contains { $0["type"]?.stringValue == "progress" })
+        // Replay: a new watcher asking for events after the first one gets the rest, in order.
+        let replay = try DaemonClient(socketPath: daemon.socketPath)
+        _ = try replay.request(["op": "watch", "since": .number(Double(seqs[0])), "jobs": [.string(id)]])
+        var replayed: [Int64] = []
+        while replayed.count < seqs.count - 1, replay.waitReadable(timeoutSeconds: 2), let event = try replay.readLine() {
+            replayed.append(event["seq"]?.intValue ?? -1)
+        }
+        #expect(replayed == Array(seqs.dropFirst()))
+    }
+
+    @Test func idleDaemonUsesNoCPU() throws {
+        let daemon = try DaemonHarness()
+        _ = try daemon.waitForState(try daemon.submitSleep(units: 3, unitMilliseconds: 1), "succeeded")
+        usleep(500_000)
+        let before = try daemon.cpuSeconds()
+        sleep(10)
+        let used = try daemon.cpuSeconds() - before
+        #expect(used <= 0.02, "idle daemon used \(used) CPU seconds in 10 s")
+    }
+
+    @Test func socketIsPrivateToItsUser() throws {
+        let daemon = try DaemonHarness()
+        var info = stat()
+        #expect(stat(daemon.socketPath, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+    }
+}
+
+/// Records every feed event on a watch connection, in a background thread.
+final class FeedRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [JSONValue] = []
+    private nonisolated(unsafe) let client: DaemonClient
+
+    init(_ daemon: DaemonHarness) throws {
+        client = try DaemonClient(socketPath: daemon.socketPath)
+        _ = try client.request(["op": "watch"])
+        let thread = Thread { [weak self] in
+            guard let client = self?.client else { return }
+            while let event = try? client.readLine() {
+                guard let self else { return }
+                self.lock.withLock { self.recorded.append(event) }
+            }
+        }
+        thread.start()
+    }
+
+    func events(of job: String) -> [JSONValue] {
+        lock.withLock { recorded.filter { $0["job"]?.stringValue == job } }
+    }
+
+    func states(of job: String) -> [String] {
+        events(of: job).filter { $0["type"]?.stringValue == "state" }.compactMap { $0["to"]?.stringValue }
+    }
+}

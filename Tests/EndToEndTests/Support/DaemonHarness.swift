@@ -1,0 +1,196 @@
+import Foundation
+import TrailbookCLI
+import TrailbookEngine
+
+/// The `trailbook-jobs` binary built next to this test bundle (or `$TRAILBOOK_JOBS_BIN`).
+enum Binary {
+    static let path: String = {
+        if let path = ProcessInfo.processInfo.environment["TRAILBOOK_JOBS_BIN"] { return path }
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("trailbook-jobs").path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/trailbook-jobs").path
+    }()
+}
+
+/// What a finished CLI run printed and returned.
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// A scratch directory removed when the test is done with it.
+final class TemporaryDirectory {
+    let path: String
+
+    init(_ prefix: String = "tbj") {
+        let template = NSTemporaryDirectory() + "/\(prefix)-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        path = String(cString: mkdtemp(&bytes)!)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func file(_ name: String) -> String { path + "/" + name }
+}
+
+/// A real daemon process in a temporary `$TRAILBOOK_JOBS_HOME`, driven as the CLI drives it.
+final class DaemonHarness {
+    let home: TemporaryDirectory
+    let arguments: [String]
+    private(set) var process: Process?
+    private var logPipe: FileHandle?
+    var logPath: String { home.file("daemon.log") }
+    var socketPath: String { home.path + "/daemon.sock" }
+
+    /// Starts the daemon with `arguments` (after `daemon`) and waits until it answers `ping`.
+    init(arguments: [String] = [], home: TemporaryDirectory = TemporaryDirectory()) throws {
+        self.home = home
+        self.arguments = arguments
+        try start()
+    }
+
+    deinit {
+        if let process, process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRAILBOOK_JOBS_HOME"] = home.path
+        environment["TRAILBOOK_JOBS_TEST_KINDS"] = "1"
+        environment["NO_COLOR"] = "1"
+        return environment
+    }
+
+    var pid: Int32 { process?.processIdentifier ?? -1 }
+
+    /// Starts (or restarts) the daemon and waits up to 10 s for it to answer.
+    func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binary.path)
+        process.arguments = ["daemon"] + arguments
+        process.environment = environment
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        process.standardError = log
+        process.standardOutput = log
+        try process.run()
+        self.process = process
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if (try? request(["op": "ping"]))?["ok"]?.boolValue == true { return }
+            if !process.isRunning { break }
+            usleep(20_000)
+        }
+        throw HarnessError("daemon did not start; log:\n" + self.log())
+    }
+
+    /// The daemon's stderr so far.
+    func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Sends one protocol request on a fresh connection and returns the reply.
+    func request(_ request: JSONValue) throws -> JSONValue {
+        try DaemonClient(socketPath: socketPath).request(request)
+    }
+
+    /// Sends a request that must succeed and returns its `job`.
+    func job(_ request: JSONValue) throws -> JSONValue {
+        let reply = try self.request(request)
+        guard reply["ok"]?.boolValue == true, let job = reply["job"] else {
+            throw HarnessError("request failed: \(String(decoding: JSONCoding.encode(reply), as: UTF8.self))")
+        }
+        return job
+    }
+
+    /// `show` of a job.
+    func show(_ id: String) throws -> JSONValue { try job(["op": "show", "job": .string(id)]) }
+
+    /// Submits a `sleep` test job.
+    func submitSleep(units: Int, unitMilliseconds: Int, stallAfter: Int? = nil, options: JSONValue = [:]) throws -> String {
+        var params: [String: JSONValue] = ["units": .number(Double(units)), "unit_ms": .number(Double(unitMilliseconds))]
+        if let stallAfter { params["stall_after"] = .number(Double(stallAfter)) }
+        return try job(["op": "submit", "kind": "sleep", "params": .object(params), "options": options])["id"]?.stringValue ?? ""
+    }
+
+    /// Polls `show` until `condition` holds for the job, or throws after `timeout` seconds.
+    @discardableResult
+    func waitFor(_ id: String, timeout: Double = 30, _ what: String = "condition", _ condition: (JSONValue) -> Bool) throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last: JSONValue = .null
+        while Date() < deadline {
+            last = try show(id)
+            if condition(last) { return last }
+            usleep(10_000)
+        }
+        throw HarnessError("timed out waiting for \(what); job: \(String(decoding: JSONCoding.encode(last), as: UTF8.self))")
+    }
+
+    /// Waits until the job is in `state`.
+    @discardableResult
+    func waitForState(_ id: String, _ state: String, timeout: Double = 30) throws -> JSONValue {
+        try waitFor(id, timeout: timeout, "state \(state)") { $0["state"]?.stringValue == state }
+    }
+
+    /// Runs the CLI with `arguments` against this daemon.
+    func cli(_ arguments: [String], input: String? = nil) throws -> CommandResult {
+        try DaemonHarness.run(Binary.path, arguments, environment: environment)
+    }
+
+    /// Sends `signal` to the daemon and waits for it to exit; returns its status and the seconds it took.
+    func stop(signal: Int32 = SIGTERM, timeout: Double = 10) throws -> (status: Int32, seconds: Double) {
+        guard let process else { throw HarnessError("daemon not running") }
+        let started = Date()
+        kill(process.processIdentifier, signal)
+        while process.isRunning && Date().timeIntervalSince(started) < timeout { usleep(5_000) }
+        guard !process.isRunning else { throw HarnessError("daemon did not exit within \(timeout) s") }
+        self.process = nil
+        return (process.terminationStatus, Date().timeIntervalSince(started))
+    }
+
+    /// `kill -9`: no cleanup runs.
+    func crash() throws {
+        _ = try stop(signal: SIGKILL)
+    }
+
+    /// CPU seconds (user + system) the daemon has used, from /proc/PID/stat.
+    func cpuSeconds() throws -> Double {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+        let ticks = Double(fields[11])! + Double(fields[12])!
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Runs `executable` with `arguments` and collects its output.
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> CommandResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return CommandResult(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
