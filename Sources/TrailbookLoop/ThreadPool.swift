@@ -25,7 +25,7 @@ extension EventLoop {
     /// with its own fs requests. `work` must not touch loop-owned state.
     /// - Precondition: called on the loop thread.
     /// - Throws: whatever `work` throws.
-    public func runOnPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
+    nonisolated(nonsending) public func runOnPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
         precondition(inLoopThread, "runOnPool must be called on the loop thread")
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             let outcome = ResultBox<R>()

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+import TrailbookLoop
+
+/// An actor pinned to a private loop, so tests can call loop-thread APIs with `await`.
+actor LoopBound {
+    let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    init(_ loop: EventLoop) { self.loop = loop }
+
+    func run<T: Sendable>(_ body: @Sendable (isolated LoopBound) async throws -> T) async rethrows -> T {
+        try await body(self)
+    }
+}
+
+/// A loop running on its own thread; `finish()` stops it and waits until `run()` returned, which libuv allows only
+/// once every handle is closed — so a leaked handle shows up as a hang (the test times out).
+final class LoopThread: @unchecked Sendable {
+    let loop = EventLoop()
+    private let done = DispatchSemaphore(value: 0)
+
+    init() {
+        let thread = Thread { [loop, done] in
+            loop.run()
+            done.signal()
+        }
+        thread.start()
+    }
+
+    /// Stops the loop and returns whether `run()` came back within 5 s.
+    func finish() -> Bool {
+        loop.execute { [loop] in loop.stop() }
+        return done.wait(timeout: .now() + 5) == .success
+    }
+}
+
+struct EventLoopTests {
+    @Test func executeRunsOnTheLoopThreadAndTimersFireInOrder() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let order = try await bound.run { bound in
+            #expect(bound.loop.inLoopThread)
+            return await withCheckedContinuation { (continuation: CheckedContinuation<[Int], Never>) in
+                var fired: [Int] = []
+                var timers: [LoopTimer] = []
+                for (index, delay) in [30, 10, 20].enumerated() {
+                    let timer = LoopTimer(loop: bound.loop)
+                    timers.append(timer)
+                    timer.start(milliseconds: UInt64(delay)) {
+                        fired.append(index)
+                        if fired.count == 3 {
+                            for timer in timers { timer.close() }
+                            continuation.resume(returning: fired)
+                        }
+                    }
+                }
+            }
+        }
+        #expect(order == [1, 2, 0])
+        #expect(runner.finish(), "loop did not exit: a handle was left open")
+    }
+
+    @Test func poolWorkRunsOffTheLoopAndCompletesOnIt() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let (onPool, back) = try await bound.run { bound in
+            let onPool = try await bound.loop.runOnPool { [loop = bound.loop] in loop.inLoopThread }
+            return (onPool, bound.loop.inLoopThread)
+        }
+        #expect(onPool == false)
+        #expect(back == true)
+        #expect(runner.finish())
+    }
+
+    @Test func poolWorkErrorsPropagate() async throws {
+        struct Boom: Error {}
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        await #expect(throws: Boom.self) {
+            try await bound.run { bound in try await bound.loop.runOnPool { () throws -> Int in throw Boom() } }
+        }
+        #expect(runner.finish())
+    }
+
+    @Test func fileSystemRequests() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let directory = NSTemporaryDirectory() + "/loopfs-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Data(repeating: 7, count: 1234).write(to: URL(fileURLWithPath: directory + "/a"))
+        let (size, isFile, moved, missing) = try await bound.run { bound in
+            let fs = FileSystem(loop: bound.loop)
+            let status = try await fs.status(of: directory + "/a")
+            try await fs.rename(directory + "/a", to: directory + "/b")
+            let moved = try await fs.status(of: directory + "/b").inode == status.inode
+            try await fs.removeFile(directory + "/b")
+            try await fs.removeFile(directory + "/b")  // already gone: not an error
+            var missing: UVError?
+            do { _ = try await fs.status(of: directory + "/b") } catch { missing = error as? UVError }
+            return (status.size, status.isRegularFile, moved, missing?.name)
+        }
+        #expect(size == 1234)
+        #expect(isFile)
+        #expect(moved)
+        #expect(missing == "ENOENT")
+        #expect(runner.finish())
+    }
+
+    @Test func pipeServerEchoesAndSeesThePeerUID() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let path = NSTemporaryDirectory() + "/loop-\(UUID().uuidString.prefix(8)).sock"
+        let uid = try await bound.run { bound in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UInt32, any Error>) in
+                var server: PipeServer?
+                do {
+                    server = try PipeServer(loop: bound.loop, path: path) { connection in
+                        let peer = connection.peerUID ?? UInt32.max
+                        connection.startReading(
+                            onRead: { bytes in connection.write(Array(bytes)) },
+                            onEnd: { _ in
+                                connection.close()
+                                server?.close()
+                                continuation.resume(returning: peer)
+                            })
+                    }
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                Thread {
+                    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+                    var address = sockaddr_un()
+                    address.sun_family = sa_family_t(AF_UNIX)
+                    withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+                    _ = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    }
+                    _ = "ping\n".withCString { write(fd, $0, 5) }
+                    var reply = [UInt8](repeating: 0, count: 5)
+                    _ = read(fd, &reply, 5)
+                    precondition(reply == Array("ping\n".utf8), "echo mismatch")
+                    close(fd)
+                }.start()
+            }
+        }
+        #expect(uid == getuid())
+        var info = stat()
+        #expect(stat(path, &info) != 0 || info.st_mode & 0o777 == 0o600)
+        #expect(runner.finish())
+    }
+
+    @Test func bindingAnOverlongPathFails() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let name = try await bound.run { bound -> String in
+            do {
+                _ = try PipeServer(loop: bound.loop, path: "/tmp/" + String(repeating: "x", count: 200)) { _ in }
+                return "bound"
+            } catch {
+                return (error as? UVError)?.name ?? "\(error)"
+            }
+        }
+        #expect(name == "ENAMETOOLONG")
+        #expect(runner.finish())
+    }
+}

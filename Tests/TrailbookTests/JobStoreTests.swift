@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+@testable import TrailbookEngine
+import TrailbookSQLite
+
+struct JobStoreTests {
+    func makeJob(_ id: String, priority: Int = 0, state: JobState = .queued) -> JobRecord {
+        JobRecord(
+            id: id, kind: "sleep", state: state,
+            options: JobOptions(priority: priority, timeoutSeconds: 60, stallTimeoutSeconds: 10, maxAttempts: 3),
+            attempt: 0, progress: JobProgress(total: 100, unit: .items), cancellation: nil, error: nil,
+            createdAt: "", updatedAt: "", params: ["units": 3], result: .null, retryAt: nil, sequence: 0)
+    }
+
+    func temporaryPath() -> String {
+        NSTemporaryDirectory() + "/jobstore-\(UUID().uuidString).sqlite3"
+    }
+
+    @Test func roundTripsAJobAndItsCheckpoint() throws {
+        let store = try JobStore(path: temporaryPath())
+        var job = makeJob("0a000000-0000-4000-8000-000000000001")
+        try store.insert(&job)
+        #expect(job.sequence > 0)
+        job.state = .needsRetry
+        job.attempt = 1
+        job.cancellation = Cancellation(reason: .timeout, at: "2026-11-29T00:00:00Z", detail: "no progress for 10 s")
+        job.retryAt = 1_000
+        try store.update(job)
+        try store.saveCheckpoint(id: job.id, ["offset": 8_388_608], progress: JobProgress(completed: 5, total: 100, unit: .items))
+        let loaded = try #require(try store.job(id: job.id))
+        #expect(loaded.state == .needsRetry)
+        #expect(loaded.cancellation?.reason == .timeout)
+        #expect(loaded.progress.completed == 5)
+        #expect(loaded.params == ["units": 3])
+        #expect(try store.checkpoint(id: job.id)?["offset"]?.intValue == 8_388_608)
+        #expect(try store.nextRetryAt() == 1_000)
+        #expect(try store.dueRetries(now: 999).isEmpty)
+        #expect(try store.dueRetries(now: 1_000).map(\.id) == [job.id])
+    }
+
+    @Test func queueOrderIsPriorityThenFIFO() throws {
+        let store = try JobStore(path: temporaryPath())
+        for (index, priority) in [0, 10, 0, 10].enumerated() {
+            var job = makeJob("0b000000-0000-4000-8000-00000000000\(index)", priority: priority)
+            try store.insert(&job)
+        }
+        let order = try store.queuedJobs(limit: 10).map { $0.id.suffix(1) }
+        #expect(order == ["1", "3", "0", "2"])
+    }
+
+    @Test func findsJobsByIdPrefix() throws {
+        let store = try JobStore(path: temporaryPath())
+        var first = makeJob("abc00000-0000-4000-8000-000000000001")
+        var second = makeJob("abd00000-0000-4000-8000-000000000002")
+        try store.insert(&first)
+        try store.insert(&second)
+        #expect(try store.jobs(idPrefix: "abc").map(\.id) == [first.id])
+        #expect(try store.jobs(idPrefix: "ab").count == 2)
+        #expect(try store.jobs(idPrefix: "ff").isEmpty)
+    }
+
+    @Test func sequenceBlocksKeepIncreasingAcrossOpens() throws {
+        let path = temporaryPath()
+        let first = try JobStore(path: path).reserveSequenceBlock(count: 1_000)
+        let second = try JobStore(path: path).reserveSequenceBlock(count: 1_000)
+        #expect(second == first + 1_000)
+    }
+
+    @Test func refusesAStoreFromANewerVersion() throws {
+        let path = temporaryPath()
+        _ = try JobStore(path: path)
+        try Database(path: path).execute("PRAGMA user_version = 99")
+        #expect(throws: SQLiteError.self) { try JobStore(path: path) }
+    }
+
+    @Test func refusesAFileThatIsNotADatabase() throws {
+        let path = temporaryPath()
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: path))
+        #expect(throws: (any Error).self) { try JobStore(path: path) }
+    }
+}
