@@ -8,6 +8,10 @@ import CUV
 /// call it, whether or not Swift code still refers to it. Callbacks are dropped on `close()` so that closures
 /// capturing their owner do not keep it alive.
 ///
+/// Once `close()` is called the wrapper never touches the handle's memory again (libuv frees it in the close
+/// callback, and a new handle may soon live at the same address), so every method checks `isClosing`, a Swift-side
+/// flag, before using it.
+///
 /// Handles are not `Sendable`: use them on their loop's thread only.
 public class LoopHandle {
     /// The handle, as the generic `uv_handle_t*`.
@@ -15,6 +19,8 @@ public class LoopHandle {
     /// The loop this handle belongs to.
     public let loop: EventLoop
     private var closeCallback: (() -> Void)?
+    /// Set by `close()`; from then on `handle` may point to freed memory.
+    public private(set) var isClosing = false
 
     init(loop: EventLoop, type: uv_handle_type) {
         self.loop = loop
@@ -33,14 +39,12 @@ public class LoopHandle {
         return unsafeDowncast(Unmanaged<LoopHandle>.fromOpaque(handle.pointee.data).takeUnretainedValue(), to: self)
     }
 
-    /// Whether `close()` has been called.
-    public var isClosing: Bool { uv_is_closing(handle) != 0 }
-
     /// Stops the handle and releases it once libuv is done with it. Safe to call more than once.
     ///
     /// - Parameter completion: runs on the loop thread after libuv's close callback.
     public func close(_ completion: (() -> Void)? = nil) {
         guard !isClosing else { return }
+        isClosing = true
         closeCallback = completion
         dropCallbacks()
         uv_close(handle) { raw in
@@ -58,8 +62,11 @@ public class LoopHandle {
 
     /// Whether the handle keeps the loop running (`uv_ref`) or not (`uv_unref`).
     public var keepsLoopAlive: Bool {
-        get { uv_has_ref(handle) != 0 }
-        set { newValue ? uv_ref(handle) : uv_unref(handle) }
+        get { !isClosing && uv_has_ref(handle) != 0 }
+        set {
+            guard !isClosing else { return }
+            newValue ? uv_ref(handle) : uv_unref(handle)
+        }
     }
 }
 

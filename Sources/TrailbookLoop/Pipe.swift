@@ -72,7 +72,7 @@ public final class PipeConnection: LoopHandle {
     /// The user id of the process at the other end (`SO_PEERCRED`), or `nil` if it cannot be read.
     public var peerUID: uid_t? {
         var fd: uv_os_fd_t = -1
-        guard uv_fileno(handle, &fd) == 0 else { return nil }
+        guard !isClosing, uv_fileno(handle, &fd) == 0 else { return nil }
         let uid = tb_peer_uid(fd)
         return uid < 0 ? nil : uid_t(uid)
     }

@@ -39,7 +39,7 @@ struct EventLoopTests {
     @Test func executeRunsOnTheLoopThreadAndTimersFireInOrder() async throws {
         let runner = LoopThread()
         let bound = LoopBound(runner.loop)
-        let order = try await bound.run { bound in
+        let order = await bound.run { bound in
             #expect(bound.loop.inLoopThread)
             return await withCheckedContinuation { (continuation: CheckedContinuation<[Int], Never>) in
                 var fired: [Int] = []
@@ -155,7 +155,7 @@ struct EventLoopTests {
     @Test func bindingAnOverlongPathFails() async throws {
         let runner = LoopThread()
         let bound = LoopBound(runner.loop)
-        let name = try await bound.run { bound -> String in
+        let name = await bound.run { bound -> String in
             do {
                 _ = try PipeServer(loop: bound.loop, path: "/tmp/" + String(repeating: "x", count: 200)) { _ in }
                 return "bound"

@@ -194,3 +194,35 @@ struct HarnessError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
+
+extension DaemonHarness {
+    /// Sends raw bytes (which need not be JSON) on a fresh connection and returns the first reply line, parsed.
+    func rawRequest(_ bytes: [UInt8], replyTimeout: Int = 5) throws -> JSONValue? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(socketPath.utf8) + [0]) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { throw HarnessError("cannot connect") }
+        var timeout = timeval(tv_sec: replyTimeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            sent += n
+        }
+        var reply: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while !reply.contains(0x0A) {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            reply += chunk[..<n]
+        }
+        guard let newline = reply.firstIndex(of: 0x0A) else { return nil }
+        return try JSONCoding.decode(JSONValue.self, from: reply[..<newline])
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+import TrailbookCLI
+import TrailbookEngine
+
+/// A catalogue of bad input: each gets a clear error, and the daemon is still answering after all of them.
+@Suite(.serialized)
+struct BadInputTests {
+    /// CLI arguments: exit code 2 (usage) with a message naming the problem.
+    static let badArguments: [(arguments: [String], message: String)] = [
+        (["lst"], "did you mean 'list'?"),
+        (["submit", "upload", "a.jpg", "--to", "/tmp", "--chunksize", "1MiB"], "did you mean --chunk-size?"),
+        (["submit", "upload", "--to", "file:///tmp"], "FILE"),
+        (["submit", "upload", "a.jpg"], "--to"),
+        (["submit", "upload", "a.jpg", "--to", "/tmp", "--chunk-size", "8XB"], "--chunk-size"),
+        (["submit", "upload", "a.jpg", "--to", "/tmp", "--max-rate", "-5"], "--max-rate"),
+        (["submit", "upload", "a.jpg", "--to", "/tmp", "--timeout", "soon"], "--timeout"),
+        (["submit", "upload", "a.jpg", "--to", "/tmp", "--max-attempts", "0"], "--max-attempts"),
+        (["show"], "ID"),
+        (["list", "--state", "sleeping"], "unknown state"),
+        (["list", "--json=yes"], "does not take a value"),
+        (["daemon", "--concurrency", "0"], "--concurrency"),
+    ]
+
+    /// Protocol lines: an error reply with a stable code.
+    static let badLines: [(line: String, code: String)] = [
+        ("this is not json", "bad_request"),
+        ("[1,2,3]", "bad_request"),
+        ("{\"no_op\":1}", "bad_request"),
+        ("{\"op\":42}", "bad_request"),
+        ("{\"op\":\"explode\"}", "unknown_op"),
+        ("{\"op\":\"submit\"}", "bad_request"),
+        ("{\"op\":\"submit\",\"kind\":\"teleport\",\"params\":{}}", "unknown_kind"),
+        ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":\"many\"}}", "invalid_params"),
+        ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":1},\"options\":{\"max_attempts\":0}}", "invalid_options"),
+        ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":1},\"options\":{\"priority\":\"high\"}}", "invalid_options"),
+        ("{\"op\":\"show\",\"job\":\"00000000-0000-4000-8000-000000000000\"}", "no_such_job"),
+        ("{\"op\":\"show\",\"job\":\"../../etc/passwd\"}", "no_such_job"),
+        ("{\"op\":\"show\"}", "bad_request"),
+        ("{\"op\":\"list\",\"states\":[\"sleeping\"]}", "bad_request"),
+        ("{\"op\":\"resume\",\"job\":\"ffffffff\"}", "no_such_job"),
+    ]
+
+    @Test func badArgumentsExitWithUsageAndSayWhy() throws {
+        let daemon = try DaemonHarness()
+        for (arguments, message) in Self.badArguments {
+            let result = try daemon.cli(arguments)
+            #expect(result.status == 2, "\(arguments): exit \(result.status), stderr: \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): stderr was: \(result.stderr)")
+        }
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
+    @Test func badProtocolLinesGetErrorRepliesAndTheDaemonCarriesOn() throws {
+        let daemon = try DaemonHarness()
+        for (line, code) in Self.badLines {
+            let reply = try daemon.rawRequest(Array((line + "\n").utf8))
+            #expect(reply?["ok"]?.boolValue == false, "\(line)")
+            #expect(reply?["error"]?["code"]?.stringValue == code, "\(line): \(String(describing: reply))")
+            #expect(reply?["error"]?["message"]?.stringValue?.isEmpty == false)
+        }
+        // Binary garbage with a newline, and a line over 1 MiB.
+        let garbage = try daemon.rawRequest((0..<512).map { UInt8(truncatingIfNeeded: $0 &* 37) } + [0x0A])
+        #expect(garbage?["error"]?["code"]?.stringValue == "bad_request")
+        let huge = try daemon.rawRequest([UInt8](repeating: 0x7B, count: 2 << 20) + [0x0A])
+        #expect(huge?["error"]?["code"]?.stringValue == "request_too_large")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
+    @Test func controlRequestsOnJobsInTheWrongStateAreRefused() throws {
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitSleep(units: 1, unitMilliseconds: 1)
+        try daemon.waitForState(id, "succeeded")
+        for op in ["cancel", "pause", "resume"] {
+            let reply = try daemon.request(["op": .string(op), "job": .string(id)])
+            #expect(reply["error"]?["code"]?.stringValue == "invalid_state", "\(op)")
+        }
+        let shown = try daemon.cli(["show", "00000000"])
+        #expect(shown.status == 4, "no such job exits 4: \(shown.stderr)")
+        let cancelled = try daemon.cli(["cancel", id])
+        #expect(cancelled.status == 1, "\(cancelled.stderr)")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
+    @Test func aClientThatHangsUpMidRequestOrWatchDoesNotHurtTheDaemon() throws {
+        let daemon = try DaemonHarness()
+        for _ in 0..<20 {
+            let client = try DaemonClient(socketPath: daemon.socketPath)
+            try client.send(["op": "watch"])
+        }
+        #expect(try daemon.rawRequest(Array("{\"op\":\"pi".utf8), replyTimeout: 1) == nil, "no reply to half a line")
+        let id = try daemon.submitSleep(units: 20, unitMilliseconds: 5)
+        try daemon.waitForState(id, "succeeded")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
+    @Test func cliWithoutADaemonExits3AndSaysHowToStartIt() throws {
+        let home = TemporaryDirectory()
+        var environment = ProcessInfo.processInfo.environment
+        environment["TRAILBOOK_JOBS_HOME"] = home.path
+        let result = try DaemonHarness.run(Binary.path, ["list"], environment: environment)
+        #expect(result.status == 3)
+        #expect(result.stderr.contains("trailbook-jobs daemon"))
+    }
+
+    @Test func aSecondDaemonOnTheSameSocketRefusesToStart() throws {
+        let daemon = try DaemonHarness()
+        var environment = daemon.environment
+        environment["TRAILBOOK_JOBS_HOME"] = daemon.home.path
+        let second = try DaemonHarness.run(Binary.path, ["daemon"], environment: environment)
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("already"))
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+}

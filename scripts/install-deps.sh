@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trailbook-jobs builds, tests and benchmarks with, if any is missing.
+# Idempotent and quick when everything is there. Needs root (or sudo) only when something must be installed.
+set -euo pipefail
+
+packages=(
+  pkg-config
+  libuv1-dev            # event loop, pipes, timers, signals, thread pool, process spawn, fs
+  libsqlite3-dev        # job store, photo library (WAL)
+  libssl-dev            # SHA-256 and other digests (libcrypto)
+  libcurl4-openssl-dev  # HTTP for tus uploads (multi interface on the loop)
+  libexif-dev           # photo metadata
+  libjpeg62-turbo-dev   # photo pixels
+  tmux                  # terminal tests of `watch`
+  python3-venv          # the tus test server's virtualenv
+  libimage-exiftool-perl # exiftool: the peer of the autotag benchmark, and fixture checks
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds, and runs every test (unit and end to end).
+# End-to-end tests start the real daemon binary in temporary directories and a real tus server on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+if [ -x Tests/Support/tus-server/setup.sh ]; then Tests/Support/tus-server/setup.sh; fi
+
+swift build --build-tests
+# Serially: the end-to-end tests measure latencies and CPU, which parallel suites on 2 cores would distort.
+swift test --skip-build --no-parallel "$@"
