@@ -105,10 +105,24 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         try c.encode(tags, forKey: .tags)
     }
 
-    /// One line of compact JSON (no trailing newline).
+    /// One line of compact JSON (no trailing newline), keys in DESIGN.md's order.
+    ///
+    /// `JSONEncoder` does not keep key order, so each value is encoded by it (escaping, number format) and the
+    /// object is assembled here in the documented order.
     public func encodedLine() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
+        func value<T: Encodable>(_ v: T) throws -> String { String(decoding: try encoder.encode(v), as: UTF8.self) }
+        func object(_ pairs: [(String, String)]) -> String {
+            "{" + pairs.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
+        }
+        let camera = try self.camera.map { object([("make", try value($0.make)), ("model", try value($0.model))]) }
+        let gps = try self.gps.map { object([("lat", try value($0.lat)), ("lon", try value($0.lon))]) }
+        return object([
+            ("id", try value(id)), ("local_id", try value(localID)), ("path", try value(path)),
+            ("bytes", try value(bytes)), ("width", try value(width)), ("height", try value(height)),
+            ("orientation", try value(orientation)), ("taken_at", try value(takenAt)), ("camera", camera ?? "null"),
+            ("gps", gps ?? "null"), ("tags", try value(tags)),
+        ])
     }
 }

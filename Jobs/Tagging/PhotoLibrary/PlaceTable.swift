@@ -67,7 +67,8 @@ public struct PlaceTable: Sendable {
     {
         var places: [Place] = []
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // "\r\n" is one Character in Swift, so both line ends are named.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
             var line = Substring(rawLine)
             if line.hasSuffix("\r") { line = line.dropLast() }
