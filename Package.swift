@@ -13,6 +13,11 @@ let package = Package(
         .systemLibrary(name: "CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
+        .systemLibrary(name: "CJPEG", pkgConfig: "libjpeg", providers: [.apt(["libjpeg62-turbo-dev"])]),
+        // libjpeg reports errors by longjmp, which must never cross a Swift frame: the decode/encode entry points
+        // are C functions that catch it and return a status code.
+        .target(name: "CJPEGShim", dependencies: ["CJPEG"], linkerSettings: [.linkedLibrary("jpeg")]),
 
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
         .target(name: "TrailbookSQLite", dependencies: ["CSQLite"]),
@@ -20,6 +25,13 @@ let package = Package(
 
         .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
+        // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
+        // dependency, so it runs the same in the daemon, on the thread pool or in a worker process.
+        .target(
+            name: "PhotoLibrary",
+            dependencies: ["TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CCrypto"],
+            path: "Jobs/Tagging/PhotoLibrary"
+        ),
 
         .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
@@ -29,5 +41,9 @@ let package = Package(
             dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI"]
         ),
         .testTarget(name: "EndToEndTests", dependencies: ["trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookSQLite"]),
+        .testTarget(
+            name: "PhotoLibraryTests",
+            dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]
+        ),
     ]
 )

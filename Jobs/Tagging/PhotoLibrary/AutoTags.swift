@@ -1,0 +1,98 @@
+/// The namespaced tags `autotag` derives from a photo's metadata and pixels.
+///
+/// | tag | from |
+/// |---|---|
+/// | `year:2024`, `month:2024-05` | `takenAt` |
+/// | `make:Canon`, `camera:Canon EOS 40D` | EXIF Make and Model (the model alone when it already starts with the make) |
+/// | `place:Lisbon` | GPS → nearest place within the table's radius |
+/// | `aspect:portrait` / `landscape` / `square` / `panorama` | upright pixel size |
+/// | `night` | mean luma below `PixelAnalysis.nightLumaThreshold` |
+/// | `color:blue` … | dominant palette colour (`ColorName`) |
+/// | `unreadable` | the pixels could not be decoded |
+///
+/// `duplicate-of:<stable id>` needs the whole library and is added by the job via `PhotoStore.nearestDuplicate`.
+public enum AutoTags {
+    /// Tag namespaces (the part before `:`) that autotag owns, plus its bare tags; a re-run replaces exactly these.
+    public static let managedNamespaces: Set<String> = ["year", "month", "make", "camera", "place", "aspect", "color", "duplicate-of"]
+    /// Bare tags autotag owns.
+    public static let managedBareTags: Set<String> = ["night", "unreadable"]
+
+    /// Whether autotag owns `tag` (for `PhotoStoreTransaction.replaceTags`).
+    public static func isManaged(_ tag: String) -> Bool {
+        if managedBareTags.contains(tag) { return true }
+        guard let colon = tag.firstIndex(of: ":") else { return false }
+        return managedNamespaces.contains(String(tag[..<colon]))
+    }
+
+    /// The tags for one photo, sorted. `pixels` is `nil` when decoding failed (`unreadable`).
+    public static func tags(metadata: PhotoMetadata, pixels: PixelAnalysis?, places: PlaceTable?) -> [String] {
+        var tags = Set<String>()
+        if let taken = metadata.takenAt, taken.utf8.count >= 7 {
+            tags.insert("year:" + taken.prefix(4))
+            tags.insert("month:" + taken.prefix(7))
+        }
+        if let make = metadata.cameraMake { tags.insert("make:" + make) }
+        if let model = metadata.cameraModel {
+            if let make = metadata.cameraMake, !model.lowercased().hasPrefix(make.lowercased()) {
+                tags.insert("camera:\(make) \(model)")
+            } else {
+                tags.insert("camera:" + model)
+            }
+        }
+        if let gps = metadata.gps, let place = places?.nearest(to: gps) { tags.insert("place:" + place.place.name) }
+        if let pixels {
+            tags.insert("aspect:" + pixels.aspect.rawValue)
+            if pixels.isNight { tags.insert("night") }
+            tags.insert("color:" + pixels.dominantColor.rawValue)
+        } else {
+            tags.insert("unreadable")
+        }
+        return tags.sorted()
+    }
+}
+
+/// Everything a worker learns from one file in one read: identity, stamp, metadata, pixels.
+///
+/// Pure and `Codable`, so an isolated worker process can compute it and send it to the daemon as JSON.
+public struct PhotoInspection: Hashable, Sendable, Codable {
+    /// The file's path.
+    public var path: String
+    /// Its stamp, from the descriptor that was read.
+    public var stamp: FileStamp
+    /// Its content ID.
+    public var stableID: StableID
+    /// Its metadata.
+    public var metadata: PhotoMetadata
+    /// Its pixel analysis, or `nil` when decoding failed.
+    public var pixels: PixelAnalysis?
+    /// Why `pixels` is `nil` (`PhotoLibraryError.code.name`) and the message.
+    public var pixelError: String?
+
+    /// Reads `path` once and inspects it.
+    ///
+    /// - Parameters:
+    ///   - analysePixels: decode and analyse the pixels (autotag) or not (import).
+    ///   - limits: decoder limits.
+    /// - Throws: `PhotoLibraryError` `.io`/`.tooLarge` if the file cannot be read, `.empty`/`.notJPEG` if it is no
+    ///   JPEG at all. A JPEG whose pixels fail to decode is not an error: see `pixelError`.
+    public init(path: String, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits())
+        throws(PhotoLibraryError)
+    {
+        let file = try PhotoFile.read(path: path)
+        self.path = path
+        stamp = file.stamp
+        stableID = StableID(contentsOf: file.bytes)
+        metadata = try PhotoMetadata(jpeg: file.bytes)
+        guard analysePixels else { return }
+        do {
+            pixels = try PixelAnalysis(jpeg: file.bytes, orientation: metadata.orientation ?? 1, limits: limits)
+        } catch {
+            pixelError = error.description
+        }
+    }
+
+    /// The import record for `PhotoStore.upsert`.
+    public var importRecord: PhotoImport {
+        PhotoImport(path: path, stamp: stamp, stableID: stableID, metadata: metadata)
+    }
+}

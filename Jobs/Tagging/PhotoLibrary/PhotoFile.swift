@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `stat(2)` says about a file, enough to tell an unchanged file from a changed one without reading it.
+///
+/// An import skips a file whose path, size, modification time and inode all match the stored row.
+public struct FileStamp: Hashable, Sendable, Codable {
+    /// Size in bytes.
+    public var bytes: Int64
+    /// Modification time, nanoseconds since the Unix epoch (`st_mtim`).
+    public var modifiedNanoseconds: Int64
+    /// Inode number (`st_ino`); changes when a file is replaced by rename.
+    public var inode: UInt64
+
+    public init(bytes: Int64, modifiedNanoseconds: Int64, inode: UInt64) {
+        self.bytes = bytes
+        self.modifiedNanoseconds = modifiedNanoseconds
+        self.inode = inode
+    }
+
+    /// Stats `path`, following symbolic links.
+    ///
+    /// - Throws: `PhotoLibraryError.io` if `stat` fails.
+    public init(path: String) throws(PhotoLibraryError) {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw PhotoLibraryError(.io, "cannot stat \(path): \(String(cString: strerror(errno)))")
+        }
+        self.init(st)
+    }
+
+    init(_ st: stat) {
+        bytes = Int64(st.st_size)
+        modifiedNanoseconds = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        inode = UInt64(st.st_ino)
+    }
+}
+
+/// Reading whole photo files into memory, with a size cap.
+public enum PhotoFile {
+    /// The default cap on a photo file's size: 256 MiB. Bigger files are refused, not read.
+    public static let defaultMaxBytes: Int64 = 256 << 20
+
+    /// Reads the file at `path` into memory.
+    ///
+    /// - Parameter maxBytes: refuse files larger than this many bytes.
+    /// - Returns: the bytes and the file's stamp, taken from the open descriptor (so they describe the same file).
+    /// - Throws: `PhotoLibraryError.io` on a file system error, `.tooLarge` past `maxBytes`.
+    public static func read(path: String, maxBytes: Int64 = defaultMaxBytes) throws(PhotoLibraryError) -> (
+        bytes: [UInt8], stamp: FileStamp
+    ) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw PhotoLibraryError(.io, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            throw PhotoLibraryError(.io, "cannot stat \(path): \(String(cString: strerror(errno)))")
+        }
+        let stamp = FileStamp(st)
+        guard stamp.bytes <= maxBytes else {
+            throw PhotoLibraryError(.tooLarge, "\(path) is \(stamp.bytes) bytes, over the limit of \(maxBytes)")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(stamp.bytes))
+        var filled = 0
+        var failure: Int32 = 0
+        bytes.withUnsafeMutableBytes { buffer in
+            while filled < buffer.count {
+                let n = Glibc.read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                if n == 0 { break }
+                filled += n
+            }
+        }
+        if failure != 0 { throw PhotoLibraryError(.io, "cannot read \(path): \(String(cString: strerror(failure)))") }
+        if filled < bytes.count { bytes.removeSubrange(filled...) }
+        return (bytes, stamp)
+    }
+}

@@ -1,0 +1,128 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A photo's device-local ID: its SQLite rowid. Never leaves the machine (DESIGN.md "Stable identity").
+public typealias PhotoLocalID = Int64
+
+/// One photo as stored: both IDs, the file's stamp, its metadata and its tags.
+public struct PhotoRecord: Hashable, Sendable {
+    /// The rowid; device-local.
+    public var localID: PhotoLocalID
+    /// The content-derived ID every device agrees on.
+    public var stableID: StableID
+    /// Absolute path of the file when it was imported.
+    public var path: String
+    /// Size, mtime and inode at import.
+    public var stamp: FileStamp
+    /// Stored pixel width (before orientation).
+    public var width: Int?
+    /// Stored pixel height.
+    public var height: Int?
+    /// EXIF orientation 1…8.
+    public var orientation: Int?
+    /// Capture time, ISO 8601 (see `PhotoMetadata.takenAt`).
+    public var takenAt: String?
+    /// Camera make.
+    public var cameraMake: String?
+    /// Camera model.
+    public var cameraModel: String?
+    /// Where it was taken.
+    public var gps: GPSCoordinate?
+    /// The perceptual hash, once an analysis stored it.
+    public var perceptualHash: PerceptualHash?
+    /// Tags, sorted, each once.
+    public var tags: [String]
+
+    /// The DESIGN.md "Photo as JSON" value of this record.
+    public var json: PhotoJSON {
+        PhotoJSON(
+            id: stableID.text, localID: localID, path: path, bytes: stamp.bytes, width: width, height: height,
+            orientation: orientation, takenAt: takenAt,
+            camera: cameraMake == nil && cameraModel == nil
+                ? nil : PhotoJSON.Camera(make: cameraMake, model: cameraModel),
+            gps: gps.map { PhotoJSON.GPS(lat: $0.latitude, lon: $0.longitude) }, tags: tags)
+    }
+}
+
+/// A photo in the exact JSON shape of DESIGN.md "Photo as JSON" (`photos show --json`, one element of
+/// `photos list --json`). Absent values encode as `null`, never as missing keys; `tags` is sorted, no repeats.
+/// `camera` is `null` when both make and model are unknown, otherwise an object whose unknown half is `null`.
+public struct PhotoJSON: Codable, Hashable, Sendable {
+    /// `{"make": …, "model": …}`.
+    public struct Camera: Codable, Hashable, Sendable {
+        public var make: String?
+        public var model: String?
+
+        public init(make: String?, model: String?) {
+            self.make = make
+            self.model = model
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(make, forKey: .make)
+            try c.encode(model, forKey: .model)
+        }
+    }
+
+    /// `{"lat": …, "lon": …}` in decimal degrees.
+    public struct GPS: Codable, Hashable, Sendable {
+        public var lat: Double
+        public var lon: Double
+    }
+
+    public var id: String
+    public var localID: Int64
+    public var path: String
+    public var bytes: Int64
+    public var width: Int?
+    public var height: Int?
+    public var orientation: Int?
+    public var takenAt: String?
+    public var camera: Camera?
+    public var gps: GPS?
+    public var tags: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case id, localID = "local_id", path, bytes, width, height, orientation, takenAt = "taken_at", camera, gps, tags
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(localID, forKey: .localID)
+        try c.encode(path, forKey: .path)
+        try c.encode(bytes, forKey: .bytes)
+        try c.encode(width, forKey: .width)
+        try c.encode(height, forKey: .height)
+        try c.encode(orientation, forKey: .orientation)
+        try c.encode(takenAt, forKey: .takenAt)
+        try c.encode(camera, forKey: .camera)
+        try c.encode(gps, forKey: .gps)
+        try c.encode(tags, forKey: .tags)
+    }
+
+    /// One line of compact JSON (no trailing newline), keys in DESIGN.md's order.
+    ///
+    /// `JSONEncoder` does not keep key order, so each value is encoded by it (escaping, number format) and the
+    /// object is assembled here in the documented order.
+    public func encodedLine() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        func value<T: Encodable>(_ v: T) throws -> String { String(decoding: try encoder.encode(v), as: UTF8.self) }
+        func object(_ pairs: [(String, String)]) -> String {
+            "{" + pairs.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
+        }
+        let camera = try self.camera.map { object([("make", try value($0.make)), ("model", try value($0.model))]) }
+        let gps = try self.gps.map { object([("lat", try value($0.lat)), ("lon", try value($0.lon))]) }
+        return object([
+            ("id", try value(id)), ("local_id", try value(localID)), ("path", try value(path)),
+            ("bytes", try value(bytes)), ("width", try value(width)), ("height", try value(height)),
+            ("orientation", try value(orientation)), ("taken_at", try value(takenAt)), ("camera", camera ?? "null"),
+            ("gps", gps ?? "null"), ("tags", try value(tags)),
+        ])
+    }
+}

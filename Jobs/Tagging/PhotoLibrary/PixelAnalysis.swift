@@ -1,0 +1,197 @@
+/// Tags-to-be computed from a photo's pixels: aspect class, darkness, dominant colour and a perceptual hash.
+///
+/// The JPEG is decoded at reduced scale (long side ≤ `DecodeLimits.targetLongSide`, 256 px by default) and turned
+/// upright by its EXIF orientation first, so a portrait photo stored sideways (orientation 6) is `portrait`.
+public struct PixelAnalysis: Hashable, Sendable, Codable {
+    /// Upright width in pixels at full size (the header's size with orientation applied).
+    public var width: Int
+    /// Upright height in pixels at full size.
+    public var height: Int
+    /// The shape class of the upright image.
+    public var aspect: AspectClass
+    /// Mean luma, 0…255, BT.601 weights: `Y = 0.299 R + 0.587 G + 0.114 B` (ITU-R BT.601-7 §2.5.1).
+    public var meanLuma: Double
+    /// `meanLuma < PixelAnalysis.nightLumaThreshold`.
+    public var isNight: Bool
+    /// The palette colour covering most pixels.
+    public var dominantColor: ColorName
+    /// The share of pixels, 0…1, in `dominantColor`'s bucket.
+    public var dominantColorShare: Double
+    /// The 64-bit difference hash (dHash) of the upright image.
+    public var perceptualHash: PerceptualHash
+    /// libjpeg warnings about corrupt data that did not stop decoding.
+    public var decoderWarnings: Int
+
+    /// Mean luma below which an image counts as `night`: 50 of 255 (about 20 % grey). A typical night street
+    /// scene averages 20–45; indoor and overcast daylight photos average 80–140.
+    public static let nightLumaThreshold = 50.0
+
+    /// Decodes `jpeg` and analyses it.
+    ///
+    /// - Parameters:
+    ///   - jpeg: the file's bytes.
+    ///   - orientation: EXIF orientation 1…8 (from `PhotoMetadata.orientation`); other values mean 1.
+    ///   - limits: decoder limits (pixel count, memory, scans, working size).
+    /// - Throws: `PhotoLibraryError` from decoding (see `RGBImage.decodeJPEG`).
+    public init(jpeg: [UInt8], orientation: Int = 1, limits: DecodeLimits = DecodeLimits()) throws(PhotoLibraryError) {
+        let decoded = try RGBImage.decodeJPEG(jpeg, limits: limits)
+        let swaps = (5...8).contains(orientation)
+        self.init(
+            image: decoded.image.oriented(orientation),
+            width: swaps ? decoded.sourceHeight : decoded.sourceWidth,
+            height: swaps ? decoded.sourceWidth : decoded.sourceHeight)
+        decoderWarnings = decoded.warnings
+    }
+
+    /// Analyses an already upright image; `width`/`height` give the full size for the aspect class
+    /// (default: the image's own size).
+    public init(image: RGBImage, width: Int? = nil, height: Int? = nil) {
+        self.width = width ?? image.width
+        self.height = height ?? image.height
+        aspect = AspectClass(width: self.width, height: self.height)
+        var lumaSum = 0
+        var histogram = [Int](repeating: 0, count: 4096)
+        let p = image.pixels
+        var i = 0
+        while i < p.count {
+            let r = Int(p[i]), g = Int(p[i + 1]), b = Int(p[i + 2])
+            lumaSum += 299 * r + 587 * g + 114 * b
+            histogram[(r >> 4) << 8 | (g >> 4) << 4 | (b >> 4)] += 1
+            i += 3
+        }
+        let count = image.width * image.height
+        meanLuma = Double(lumaSum) / 1000 / Double(count)
+        isNight = meanLuma < PixelAnalysis.nightLumaThreshold
+        (dominantColor, dominantColorShare) = ColorName.dominant(histogram: histogram, pixelCount: count)
+        perceptualHash = PerceptualHash(image: image)
+        decoderWarnings = 0
+    }
+}
+
+/// The shape of an upright image.
+public enum AspectClass: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Taller than wide by more than 5 %.
+    case portrait
+    /// Wider than tall by more than 5 %, less than 2 : 1.
+    case landscape
+    /// Sides within ±5 % of each other: `max/min ≤ 1.05`.
+    case square
+    /// Long side at least twice the short side (either way round).
+    case panorama
+
+    /// The class of a `width × height` image (upright pixels).
+    public init(width: Int, height: Int) {
+        let long = Double(max(width, height)), short = Double(max(1, min(width, height)))
+        if long / short >= 2.0 {
+            self = .panorama
+        } else if long / short <= 1.05 {
+            self = .square
+        } else {
+            self = height > width ? .portrait : .landscape
+        }
+    }
+}
+
+/// A small palette of colour names for the dominant-colour tag.
+///
+/// Method: a coarse RGB histogram (4 bits per channel, 4 096 bins) of the working image; each bin's centre
+/// colour is converted to HSV and named: value < 0.2 → `black`; saturation < 0.2 → `white` (value > 0.8) or
+/// `gray`; otherwise by hue: red < 15° or ≥ 345°, orange 15–40° (`brown` when value < 0.6), yellow 40–70°,
+/// green 70–170°, cyan 170–200°, blue 200–260°, purple 260–290°, pink 290–345°. The name whose bins hold the
+/// most pixels wins (ties: the earlier case).
+public enum ColorName: String, Hashable, Sendable, Codable, CaseIterable {
+    case red, orange, brown, yellow, green, cyan, blue, purple, pink, white, gray, black
+
+    /// The name for one colour, components 0…255.
+    public init(red r: Int, green g: Int, blue b: Int) {
+        let maxC = max(r, g, b), minC = min(r, g, b)
+        let value = Double(maxC) / 255
+        let saturation = maxC == 0 ? 0 : Double(maxC - minC) / Double(maxC)
+        if value < 0.2 {
+            self = .black
+            return
+        }
+        if saturation < 0.2 {
+            self = value > 0.8 ? .white : .gray
+            return
+        }
+        let delta = Double(maxC - minC)
+        var hue: Double
+        if maxC == r {
+            hue = 60 * (Double(g - b) / delta)
+        } else if maxC == g {
+            hue = 60 * (Double(b - r) / delta + 2)
+        } else {
+            hue = 60 * (Double(r - g) / delta + 4)
+        }
+        if hue < 0 { hue += 360 }
+        switch hue {
+        case ..<15, 345...: self = .red
+        case ..<40: self = value < 0.6 ? .brown : .orange
+        case ..<70: self = .yellow
+        case ..<170: self = .green
+        case ..<200: self = .cyan
+        case ..<260: self = .blue
+        case ..<290: self = .purple
+        default: self = .pink
+        }
+    }
+
+    static func dominant(histogram: [Int], pixelCount: Int) -> (ColorName, Double) {
+        var totals = [ColorName: Int]()
+        for (bin, count) in histogram.enumerated() where count > 0 {
+            let r = (bin >> 8) << 4 | 8, g = ((bin >> 4) & 15) << 4 | 8, b = (bin & 15) << 4 | 8
+            totals[ColorName(red: r, green: g, blue: b), default: 0] += count
+        }
+        var best = ColorName.black
+        var bestCount = -1
+        for name in ColorName.allCases where (totals[name] ?? 0) > bestCount {
+            best = name
+            bestCount = totals[name] ?? 0
+        }
+        return (best, pixelCount > 0 ? Double(bestCount) / Double(pixelCount) : 0)
+    }
+}
+
+/// A 64-bit perceptual hash: dHash (the "difference hash", N. Krawetz, "Kind of Like That", 2013).
+///
+/// Method: luma (BT.601) of the upright image, area-averaged down to 9 × 8; bit `8·row + col` (counting from the
+/// most significant bit) is 1 when pixel `col` is darker than pixel `col + 1` in that row. Survives rescaling,
+/// recompression and small brightness changes; not rotation. Compare with `distance(to:)`: 0–`nearDuplicateDistance`
+/// means near duplicates, unrelated photos are typically 20–44 apart.
+public struct PerceptualHash: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The 64 bits.
+    public let value: UInt64
+
+    /// Hamming distance at or below which two photos count as near duplicates: 10 of 64 bits.
+    public static let nearDuplicateDistance = 10
+
+    public init(value: UInt64) { self.value = value }
+
+    /// The dHash of `image`.
+    public init(image: RGBImage) {
+        let small = image.resized(width: 9, height: 8)
+        var luma = [Int](repeating: 0, count: 72)
+        for i in 0..<72 {
+            let r = Int(small.pixels[3 * i]), g = Int(small.pixels[3 * i + 1]), b = Int(small.pixels[3 * i + 2])
+            luma[i] = 299 * r + 587 * g + 114 * b
+        }
+        var bits: UInt64 = 0
+        for row in 0..<8 {
+            for col in 0..<8 {
+                bits <<= 1
+                if luma[row * 9 + col] < luma[row * 9 + col + 1] { bits |= 1 }
+            }
+        }
+        value = bits
+    }
+
+    /// The number of differing bits, 0…64.
+    public func distance(to other: PerceptualHash) -> Int { (value ^ other.value).nonzeroBitCount }
+
+    /// 16 lowercase hex digits.
+    public var description: String {
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

@@ -1,0 +1,5 @@
+#pragma once
+// jpeglib.h uses FILE and size_t without including their headers.
+#include <stddef.h>
+#include <stdio.h>
+#include <jpeglib.h>

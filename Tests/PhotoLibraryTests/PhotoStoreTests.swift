@@ -1,0 +1,178 @@
+import Testing
+import TrailbookSQLite
+
+@testable import PhotoLibrary
+
+struct PhotoStoreTests {
+    static func item(_ n: Int, path: String? = nil, bytes: Int64 = 1000) -> PhotoImport {
+        PhotoImport(
+            path: path ?? "/photos/IMG_\(n).jpg",
+            stamp: FileStamp(bytes: bytes, modifiedNanoseconds: 1_700_000_000_000_000_000 + Int64(n), inode: UInt64(n)),
+            stableID: StableID(contentsOf: Array("photo \(n)".utf8)),
+            metadata: PhotoMetadata(width: 4032, height: 3024, orientation: 6, takenAt: "2024-05-03T18:22:10+01:00",
+                                    cameraMake: "Apple", gps: GPSCoordinate(latitude: 38.6916, longitude: -9.2160)))
+    }
+
+    @Test func upsertSkipsUnchangedFiles() throws {
+        let store = try PhotoStore(path: ":memory:")
+        let first = try store.upsert(Self.item(1))
+        guard case .inserted(let id) = first else { Issue.record("expected insert, got \(first)"); return }
+        #expect(try store.upsert(Self.item(1)) == .unchanged(id))
+        #expect(try store.unchangedPhoto(path: "/photos/IMG_1.jpg", stamp: Self.item(1).stamp) == id)
+        var edited = Self.item(1, bytes: 2000)
+        edited.stableID = StableID(contentsOf: Array("edited".utf8))
+        #expect(try store.upsert(edited) == .updated(id))
+        #expect(try store.unchangedPhoto(path: "/photos/IMG_1.jpg", stamp: Self.item(1).stamp) == nil)
+        #expect(try store.photo(localID: id)?.stableID == edited.stableID)
+        // The same bytes at a second path are one photo.
+        let copy = PhotoImport(path: "/copies/x.jpg", stamp: edited.stamp, stableID: edited.stableID, metadata: edited.metadata)
+        #expect(try store.upsert(copy) == .sameContent(as: id, path: "/photos/IMG_1.jpg"))
+        #expect(try store.count() == 1)
+    }
+
+    @Test func lookupByIDAndPrefix() throws {
+        let store = try PhotoStore(path: ":memory:")
+        var ids: [StableID] = []
+        for n in 0..<40 {
+            try store.upsert(Self.item(n))
+            ids.append(Self.item(n).stableID)
+        }
+        let target = ids[7]
+        #expect(try store.photo(matching: target.text).stableID == target)
+        #expect(try store.photo(matching: target.text.uppercased()).stableID == target)
+        #expect(try store.photo(matching: String(target.text.prefix(13))).stableID == target)
+        // 40 IDs over 16 first hex digits: some first digit is shared.
+        let shared = try #require(Dictionary(grouping: ids, by: { $0.text.prefix(1) }).first { $0.value.count > 1 }?.key)
+        #expect { try store.photo(matching: String(shared)) } throws: { ($0 as? PhotoLibraryError)?.code == .ambiguous }
+        #expect { try store.photo(matching: "zzz") } throws: { ($0 as? PhotoLibraryError)?.code == .invalidID }
+        let unused = try #require("0123456789abcdef".map(String.init).first { p in !ids.contains { $0.text.hasPrefix(p) } }
+            .map { $0 + "0000000-0000" } ?? Optional("ffffffff-ffff-ffff"))
+        if !ids.contains(where: { $0.text.hasPrefix(unused) }) {
+            #expect { try store.photo(matching: unused) } throws: { ($0 as? PhotoLibraryError)?.code == .notFound }
+        }
+    }
+
+    @Test func listPaginates() throws {
+        let store = try PhotoStore(path: ":memory:")
+        for n in 0..<25 { try store.upsert(Self.item(n)) }
+        var seen: [PhotoLocalID] = []
+        var after: PhotoLocalID = 0
+        while true {
+            let page = try store.list(after: after, limit: 10)
+            if page.isEmpty { break }
+            seen += page.map(\.localID)
+            after = page.last!.localID
+        }
+        #expect(seen.count == 25 && seen == seen.sorted())
+    }
+
+    @Test func tagBatchesCountAddedAndAlreadyHad() throws {
+        let store = try PhotoStore(path: ":memory:")
+        for n in 0..<5 { try store.upsert(Self.item(n)) }
+        let resolved = try store.resolve(
+            [Self.item(0).stableID.text, Self.item(1).stableID.text.uppercased(), Self.item(2).stableID.text,
+             Self.item(2).stableID.text, StableID(contentsOf: [9]).text, "garbage"])
+        #expect(resolved.localIDs.count == 3)
+        #expect(resolved.unknown == ["garbage", StableID(contentsOf: [9]).text])
+
+        let first = try store.addTag("trip", to: [resolved.localIDs[0]])
+        #expect(first == TagCounts(changed: 1, unchanged: 0, missing: 0))
+        let batch = try store.addTag("trip", to: resolved.localIDs + [9_999])
+        #expect(batch.added == 2 && batch.alreadyHad == 1 && batch.missing == 1)
+        #expect(try store.addTag("trip", to: resolved.localIDs).alreadyHad == 3)
+        let removed = try store.removeTag("trip", from: [resolved.localIDs[0], resolved.localIDs[1], 5])
+        #expect(removed == TagCounts(changed: 2, unchanged: 1, missing: 0))
+        #expect(throws: PhotoLibraryError.self) { try store.addTag("  ", to: [1]) }
+    }
+
+    @Test func callerStatementsShareTheTransaction() throws {
+        let store = try PhotoStore(path: ":memory:")
+        for n in 0..<3 { try store.upsert(Self.item(n)) }
+        try store.database.execute("CREATE TABLE checkpoint (job TEXT PRIMARY KEY, done INTEGER)")
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            try store.transaction { tx in
+                _ = try tx.addTag("a", to: [1, 2])
+                try tx.database.query("INSERT INTO checkpoint VALUES ('j', 2)")
+                throw Stop()
+            }
+        }
+        #expect(try store.photo(localID: 1)?.tags == [])
+        #expect(try store.database.query("SELECT count(*) FROM checkpoint").first?.int(0) == 0)
+        let counts = try store.transaction { tx in
+            let c = try tx.addTag("a", to: [1, 2])
+            try tx.database.query("INSERT INTO checkpoint VALUES ('j', 2)")
+            return c
+        }
+        #expect(counts.added == 2)
+        #expect(try store.database.query("SELECT done FROM checkpoint").first?.int(0) == 2)
+    }
+
+    @Test func photoJSONHasTheDesignShape() throws {
+        let store = try PhotoStore(path: ":memory:")
+        try store.upsert(Self.item(1))
+        _ = try store.addTag("year:2024", to: [1])
+        _ = try store.addTag("place:Lisbon", to: [1])
+        _ = try store.addTag("trip", to: [1])
+        let json = try #require(try store.photo(localID: 1)).json
+        let line = try json.encodedLine()
+        let id = Self.item(1).stableID.text
+        #expect(
+            line == """
+                {"id":"\(id)","local_id":1,"path":"/photos/IMG_1.jpg","bytes":1000,"width":4032,"height":3024,\
+                "orientation":6,"taken_at":"2024-05-03T18:22:10+01:00","camera":{"make":"Apple","model":null},\
+                "gps":{"lat":38.6916,"lon":-9.216},"tags":["place:Lisbon","trip","year:2024"]}
+                """)
+        var bare = json
+        bare.camera = nil
+        bare.gps = nil
+        bare.width = nil
+        #expect(try bare.encodedLine().contains(#""width":null"#))
+        #expect(try bare.encodedLine().contains(#""camera":null,"gps":null"#))
+    }
+
+    @Test func fileStoreUsesWAL() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let store = try PhotoStore(path: dir + "/photos.db")
+        #expect(try store.database.query("PRAGMA journal_mode").first?.text(0) == "wal")
+        #expect(try store.database.query("PRAGMA user_version").first?.int(0) == 1)
+        let plan = try store.database.query(
+            "EXPLAIN QUERY PLAN SELECT j.value, p.id FROM json_each(?) AS j JOIN photos AS p ON p.stable_id = j.value",
+            [.text("[]")]
+        ).compactMap { $0.text(3) }.joined(separator: "; ")
+        #expect(plan.contains("USING INDEX") || plan.contains("USING COVERING INDEX"), "\(plan)")
+    }
+
+    @Test func nearDuplicateSearch() throws {
+        let store = try PhotoStore(path: ":memory:")
+        for n in 0..<3 { try store.upsert(Self.item(n)) }
+        try store.setPerceptualHash(PerceptualHash(value: 0xFFFF_0000_FFFF_0000), for: 1)
+        try store.setPerceptualHash(PerceptualHash(value: 0x0000_FFFF_0000_FFFF), for: 2)
+        let hit = try #require(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_0001), excluding: 3))
+        #expect(hit.localID == 1 && hit.distance == 1)
+        #expect(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_0000), excluding: 1) == nil)
+    }
+}
+
+struct PhotoScanTests {
+    @Test func walksJPEGsInStableOrderWithoutLooping() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        mkdir(dir + "/b", 0o755)
+        mkdir(dir + "/a-c", 0o755)
+        for name in ["z.jpg", "A.JPEG", "c.png", ".hidden.jpg", "b/x.Jpg", "a-c/y.jpeg", "b/notes.txt"] {
+            Fixtures.write([0xFF, 0xD8], to: dir + "/" + name)
+        }
+        symlink(dir, dir + "/b/loop")  // b/loop → the root: a cycle
+        let paths = PhotoScan(root: dir).map { String($0.path.dropFirst(dir.count + 1)) }
+        #expect(paths == ["A.JPEG", "a-c/y.jpeg", "b/x.Jpg", "z.jpg"])
+        var failures = 0
+        #expect(Array(PhotoScan(root: dir + "/missing") { _, _ in failures += 1 }).isEmpty)
+        #expect(failures == 1)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,109 @@
+import Testing
+
+@testable import PhotoLibrary
+
+struct PixelAnalysisTests {
+    @Test func orientationSixTurnsLandscapeIntoPortrait() throws {
+        let stored = try Fixtures.scene(300, 200).jpegData()
+        #expect(try PixelAnalysis(jpeg: stored).aspect == .landscape)
+        let rotated = Fixtures.withEXIF(stored, .init(orientation: 6))
+        let m = try PhotoMetadata(jpeg: rotated)
+        let a = try PixelAnalysis(jpeg: rotated, orientation: m.orientation ?? 1)
+        #expect(a.aspect == .portrait)
+        #expect(a.width == 200 && a.height == 300)
+    }
+
+    @Test func aspectClasses() {
+        #expect(AspectClass(width: 100, height: 104) == .square)
+        #expect(AspectClass(width: 100, height: 110) == .portrait)
+        #expect(AspectClass(width: 400, height: 200) == .panorama)
+        #expect(AspectClass(width: 100, height: 300) == .panorama)
+        #expect(AspectClass(width: 4032, height: 3024) == .landscape)
+    }
+
+    @Test func orientationMapsCorners() {
+        // 2×1: red, blue. Rotated 90° clockwise (6) it is 1×2 with red on top; 8 puts blue on top.
+        let image = RGBImage(width: 2, height: 1, pixels: [255, 0, 0, 0, 0, 255])
+        #expect(image.oriented(6).pixels == [255, 0, 0, 0, 0, 255])
+        #expect(image.oriented(8).pixels == [0, 0, 255, 255, 0, 0])
+        #expect(image.oriented(3).pixels == [0, 0, 255, 255, 0, 0])
+        #expect(image.oriented(6).width == 1)
+    }
+
+    @Test func darkImageIsNight() throws {
+        let dark = try Fixtures.image(160, 120) { x, y in
+            (x + y) % 37 == 0 ? (250, 220, 120) : (12, 14, 30)  // street lights on a dark sky
+        }.jpegData()
+        let a = try PixelAnalysis(jpeg: dark)
+        #expect(a.isNight)
+        #expect(a.meanLuma < PixelAnalysis.nightLumaThreshold)
+        #expect(try !PixelAnalysis(jpeg: Fixtures.scene(160, 120).jpegData()).isNight)
+    }
+
+    @Test func dominantColour() throws {
+        let blue = try PixelAnalysis(jpeg: Fixtures.image(64, 64) { _, _ in (40, 90, 210) }.jpegData())
+        #expect(blue.dominantColor == .blue)
+        let red = try PixelAnalysis(jpeg: Fixtures.image(64, 64) { _, _ in (200, 30, 30) }.jpegData())
+        #expect(red.dominantColor == .red)
+        #expect(ColorName(red: 250, green: 250, blue: 250) == .white)
+        #expect(ColorName(red: 10, green: 10, blue: 10) == .black)
+        #expect(ColorName(red: 120, green: 70, blue: 20) == .brown)
+    }
+
+    @Test func nearDuplicatesHaveCloseHashes() throws {
+        let original = Fixtures.image(400, 300) { x, y in
+            let v = UInt8((x * 255 / 400 + (y / 30) * 20) % 256)
+            return (v, UInt8((Int(v) + y) % 256), 255 - v)
+        }
+        let a = try PixelAnalysis(jpeg: original.jpegData(quality: 92))
+        // Recompressed hard, shrunk, and brightened a little: the same photo.
+        let variant = original.resized(width: 200, height: 150)
+        let brighter = RGBImage(
+            width: variant.width, height: variant.height, pixels: variant.pixels.map { UInt8(min(255, Int($0) + 12)) })
+        let b = try PixelAnalysis(jpeg: brighter.jpegData(quality: 40))
+        let near = a.perceptualHash.distance(to: b.perceptualHash)
+        #expect(near <= PerceptualHash.nearDuplicateDistance, "near-duplicate distance \(near)")
+        // A different picture.
+        let other = try PixelAnalysis(
+            jpeg: Fixtures.image(400, 300) { x, y in ((x / 25 + y / 25) % 2 == 0 ? (230, 230, 230) : (20, 40, 20)) }
+                .jpegData())
+        let far = a.perceptualHash.distance(to: other.perceptualHash)
+        #expect(far >= 20, "different-image distance \(far)")
+        #expect(PerceptualHash(value: 0).distance(to: PerceptualHash(value: .max)) == 64)
+    }
+
+    @Test func badFilesAreErrorsNotCrashes() throws {
+        let good = try Fixtures.scene(200, 150).jpegData()
+        func code(_ bytes: [UInt8]) -> PhotoLibraryError.Code? {
+            do {
+                _ = try PixelAnalysis(jpeg: bytes)
+                return nil
+            } catch { return error.code }
+        }
+        #expect(code([]) == .empty)
+        #expect(code(Array("hello, not a JPEG".utf8)) == .notJPEG)
+        #expect(code([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) == .notJPEG)
+        #expect(code(Array(good.prefix(good.count / 2))) == .truncated)
+        #expect(code(Array(good.prefix(40))) == .truncated)
+        #expect(throws: PhotoLibraryError.self) { try PhotoMetadata(jpeg: []) }
+        #expect(try PhotoMetadata(jpeg: Array(good.prefix(good.count / 2))).width == 200)
+
+        // A decompression bomb: a valid small JPEG whose SOF0 frame header claims 20 000 × 20 000 pixels.
+        var bomb = good
+        let sof = try #require((0..<bomb.count - 9).first { bomb[$0] == 0xFF && bomb[$0 + 1] == 0xC0 })
+        bomb[sof + 5] = UInt8(20_000 >> 8); bomb[sof + 6] = UInt8(20_000 & 0xFF)
+        bomb[sof + 7] = UInt8(20_000 >> 8); bomb[sof + 8] = UInt8(20_000 & 0xFF)
+        #expect(code(bomb) == .tooLarge)
+        #expect(try JPEGHeader(jpeg: bomb).width == 20_000)
+        var tight = DecodeLimits()
+        tight.maxPixels = 1_000
+        #expect(throws: PhotoLibraryError.self) { try PixelAnalysis(jpeg: good, limits: tight) }
+    }
+
+    @Test func reducedScaleDecode() throws {
+        let big = try Fixtures.scene(1600, 900).jpegData(quality: 70)
+        let decoded = try RGBImage.decodeJPEG(big)
+        #expect(max(decoded.image.width, decoded.image.height) <= 256)
+        #expect(decoded.sourceWidth == 1600)
+    }
+}

@@ -1,0 +1,143 @@
+import CExif
+import Glibc
+import PhotoLibrary
+
+/// Test fixtures made with the libraries themselves: pixels encoded by libjpeg (through `RGBImage.jpegData`),
+/// EXIF built and serialised by libexif (`exif_data_new`, entries, `exif_data_save_data`) and spliced in as an
+/// APP1 segment right after SOI. No EXIF field is ever written by hand.
+enum Fixtures {
+    /// A `width × height` image from a function of (x, y) → (r, g, b).
+    static func image(_ width: Int, _ height: Int, _ color: (Int, Int) -> (UInt8, UInt8, UInt8)) -> RGBImage {
+        var pixels = [UInt8](repeating: 0, count: width * height * 3)
+        for y in 0..<height {
+            for x in 0..<width {
+                let (r, g, b) = color(x, y)
+                let i = (y * width + x) * 3
+                pixels[i] = r; pixels[i + 1] = g; pixels[i + 2] = b
+            }
+        }
+        return RGBImage(width: width, height: height, pixels: pixels)
+    }
+
+    /// A textured daylight scene: sky-blue top, green bottom, with diagonal detail.
+    static func scene(_ width: Int, _ height: Int, seed: Int = 0) -> RGBImage {
+        image(width, height) { x, y in
+            let wave = UInt8(truncatingIfNeeded: ((x * 7 + y * 3 + seed * 13) % 40))
+            if y < height / 2 { return (60 + wave, 120 + wave, 220) }
+            return (50 + wave, 160 + wave / 2, 60)
+        }
+    }
+
+    /// EXIF fields to write.
+    struct EXIF {
+        var orientation: UInt16?
+        var make: String?
+        var model: String?
+        var dateTimeOriginal: String?
+        var offsetTimeOriginal: String?
+        /// (latitude degrees ≥ 0, "N"/"S", longitude degrees ≥ 0, "E"/"W")
+        var gps: (Double, String, Double, String)?
+        /// Raw rationals for odd GPS tests: latitude (num, den) triples.
+        var gpsLatitudeRationals: [(UInt32, UInt32)]?
+    }
+
+    /// `jpeg` with an APP1 EXIF segment built by libexif inserted after SOI.
+    static func withEXIF(_ jpeg: [UInt8], _ fields: EXIF) -> [UInt8] {
+        let data = exif_data_new()!
+        defer { exif_data_unref(data) }
+        exif_data_set_byte_order(data, EXIF_BYTE_ORDER_INTEL)
+        let order = EXIF_BYTE_ORDER_INTEL
+        let mem = exif_mem_new_default()!
+        defer { exif_mem_unref(mem) }
+        let ifds = withUnsafeBytes(of: data.pointee.ifd) { Array($0.bindMemory(to: UnsafeMutablePointer<ExifContent>?.self)) }
+
+        func add(_ ifd: ExifIfd, _ tag: ExifTag, _ format: ExifFormat, _ components: Int, _ unit: Int)
+            -> UnsafeMutablePointer<UInt8>
+        {
+            let entry = exif_entry_new_mem(mem)!
+            entry.pointee.tag = tag
+            entry.pointee.format = format
+            entry.pointee.components = UInt(components)
+            entry.pointee.size = UInt32(components * unit)
+            entry.pointee.data = exif_mem_alloc(mem, UInt32(components * unit)).assumingMemoryBound(to: UInt8.self)
+            exif_content_add_entry(ifds[Int(ifd.rawValue)], entry)
+            exif_entry_unref(entry)
+            return entry.pointee.data
+        }
+        func ascii(_ ifd: ExifIfd, _ tag: ExifTag, _ text: String) {
+            let bytes = Array(text.utf8) + [0]
+            let p = add(ifd, tag, EXIF_FORMAT_ASCII, bytes.count, 1)
+            for (i, b) in bytes.enumerated() { p[i] = b }
+        }
+        func rationals(_ ifd: ExifIfd, _ tag: ExifTag, _ values: [(UInt32, UInt32)]) {
+            let p = add(ifd, tag, EXIF_FORMAT_RATIONAL, values.count, 8)
+            for (i, v) in values.enumerated() {
+                exif_set_rational(p + 8 * i, order, ExifRational(numerator: ExifLong(v.0), denominator: ExifLong(v.1)))
+            }
+        }
+        func dms(_ degrees: Double) -> [(UInt32, UInt32)] {
+            let d = UInt32(degrees)
+            let minutes = (degrees - Double(d)) * 60
+            let m = UInt32(minutes)
+            let s = UInt32(((minutes - Double(m)) * 60 * 10_000).rounded())
+            return [(d, 1), (m, 1), (s, 10_000)]
+        }
+
+        if let orientation = fields.orientation {
+            exif_set_short(add(EXIF_IFD_0, EXIF_TAG_ORIENTATION, EXIF_FORMAT_SHORT, 1, 2), order, orientation)
+        }
+        if let make = fields.make { ascii(EXIF_IFD_0, EXIF_TAG_MAKE, make) }
+        if let model = fields.model { ascii(EXIF_IFD_0, EXIF_TAG_MODEL, model) }
+        if let date = fields.dateTimeOriginal { ascii(EXIF_IFD_EXIF, EXIF_TAG_DATE_TIME_ORIGINAL, date) }
+        if let offset = fields.offsetTimeOriginal { ascii(EXIF_IFD_EXIF, EXIF_TAG_OFFSET_TIME_ORIGINAL, offset) }
+        if let (lat, latRef, lon, lonRef) = fields.gps {
+            ascii(EXIF_IFD_GPS, tb_exif_tag_gps_latitude_ref(), latRef)
+            rationals(EXIF_IFD_GPS, tb_exif_tag_gps_latitude(), fields.gpsLatitudeRationals ?? dms(lat))
+            ascii(EXIF_IFD_GPS, tb_exif_tag_gps_longitude_ref(), lonRef)
+            rationals(EXIF_IFD_GPS, tb_exif_tag_gps_longitude(), dms(lon))
+        }
+
+        var buffer: UnsafeMutablePointer<UInt8>?
+        var size: UInt32 = 0
+        exif_data_save_data(data, &buffer, &size)
+        precondition(buffer != nil && size > 6, "libexif did not serialise")
+        defer { free(buffer) }
+        let segmentLength = Int(size) + 2
+        var out: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE1, UInt8(segmentLength >> 8), UInt8(segmentLength & 0xFF)]
+        out.append(contentsOf: UnsafeBufferPointer(start: buffer, count: Int(size)))
+        out.append(contentsOf: jpeg[2...])
+        return out
+    }
+
+    /// A fresh temporary directory (removed by `removeTree`).
+    static func temporaryDirectory() -> String {
+        var template = Array("/tmp/photolibrary-tests-XXXXXX".utf8CString)
+        let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        return path
+    }
+
+    static func write(_ bytes: [UInt8], to path: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        precondition(fd >= 0, "cannot create \(path)")
+        bytes.withUnsafeBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    }
+
+    /// Removes `path` and everything under it, never following symbolic links.
+    static func removeTree(_ path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        if (st.st_mode & S_IFMT) == S_IFDIR, let dir = opendir(path) {
+            var names: [String] = []
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name != "." && name != ".." { names.append(name) }
+            }
+            closedir(dir)
+            for name in names { removeTree(path + "/" + name) }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+}
