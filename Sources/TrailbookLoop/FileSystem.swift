@@ -35,7 +35,8 @@ private final class FSBox {
 /// File-system operations as libuv fs requests (https://docs.libuv.org/en/v1.x/fs.html): they run on the
 /// thread pool and complete on the loop thread, so the loop never blocks on a slow disk.
 ///
-/// Call them on the loop thread.
+/// Call them on the loop thread. They are `nonisolated(nonsending)`, so they stay on the caller's executor (the loop,
+/// for `LoopActor` code) rather than hop to the global executor as plain `nonisolated async` methods do.
 public struct FileSystem {
     let loop: EventLoop
 
@@ -44,7 +45,7 @@ public struct FileSystem {
 
     /// `stat(2)` of `path`, following symbolic links.
     /// - Throws: `UVError` (for example `ENOENT`, `EACCES`).
-    public func status(of path: String) async throws(UVError) -> FileStatus {
+    nonisolated(nonsending) public func status(of path: String) async throws(UVError) -> FileStatus {
         let (rc, status) = await request { req, cb in uv_fs_stat(loop.raw, req, path, cb) }
         try UVError.check(rc, "stat \(path)")
         return status!
@@ -52,26 +53,26 @@ public struct FileSystem {
 
     /// `rename(2)`: atomically replaces `destination` with `source` (same file system).
     /// - Throws: `UVError`.
-    public func rename(_ source: String, to destination: String) async throws(UVError) {
+    nonisolated(nonsending) public func rename(_ source: String, to destination: String) async throws(UVError) {
         let (rc, _) = await request { req, cb in uv_fs_rename(loop.raw, req, source, destination, cb) }
         try UVError.check(rc, "rename \(source) to \(destination)")
     }
 
     /// `unlink(2)`. A file that is already gone is not an error.
     /// - Throws: `UVError` for any other failure.
-    public func removeFile(_ path: String) async throws(UVError) {
+    nonisolated(nonsending) public func removeFile(_ path: String) async throws(UVError) {
         let (rc, _) = await request { req, cb in uv_fs_unlink(loop.raw, req, path, cb) }
         if rc == UV_ENOENT.rawValue { return }
         try UVError.check(rc, "unlink \(path)")
     }
 
     /// `access(2)` with `mode` (for example `W_OK | X_OK`): whether this process may use `path` so.
-    public func isAccessible(_ path: String, mode: Int32) async -> Bool {
+    nonisolated(nonsending) public func isAccessible(_ path: String, mode: Int32) async -> Bool {
         let (rc, _) = await request { req, cb in uv_fs_access(loop.raw, req, path, mode, cb) }
         return rc == 0
     }
 
-    private func request(
+    nonisolated(nonsending) private func request(
         _ start: (UnsafeMutablePointer<uv_fs_t>, @convention(c) (UnsafeMutablePointer<uv_fs_t>?) -> Void) -> Int32
     ) async -> (Int32, FileStatus?) {
         loop.assertInLoopThread()
