@@ -35,7 +35,8 @@ private final class FSBox {
 /// File-system operations as libuv fs requests (https://docs.libuv.org/en/v1.x/fs.html): they run on the
 /// thread pool and complete on the loop thread, so the loop never blocks on a slow disk.
 ///
-/// Call them on the loop thread.
+/// Call them on the loop thread. They are `nonisolated(nonsending)`, so they stay on the caller's executor (the loop,
+/// for `LoopActor` code) rather than hop to the global executor as plain `nonisolated async` methods do.
 public struct FileSystem {
     let loop: EventLoop
 

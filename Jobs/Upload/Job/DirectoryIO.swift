@@ -1,0 +1,346 @@
+import TrailbookEngine
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Blocking POSIX file operations of a directory upload. Everything here runs on the thread pool (through
+/// `JobContext.runOnPool`) or, for submit-time checks, off the loop thread; never on the loop.
+enum DirectoryIO {
+    /// Largest piece one pool call reads, writes and hashes.
+    static let maxPieceBytes = 1 << 20
+
+    static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
+
+    /// Whether `code` is an I/O condition another attempt may get past (disk full, quota, device error).
+    static func isTransientWriteError(_ code: Int32) -> Bool {
+        code == ENOSPC || code == EIO || code == EDQUOT || code == EINTR || code == EAGAIN
+    }
+
+    static func writeFailed(_ what: String, _ code: Int32) -> JobError {
+        let transient = isTransientWriteError(code)
+        return JobError(
+            code: "write_failed",
+            message: "\(what): \(errorText(code))"
+                + (code == ENOSPC || code == EDQUOT
+                    ? "; free some space at the destination, the upload resumes where it stopped"
+                    : transient ? "; the upload will be retried" : ""),
+            retryable: transient)
+    }
+
+    static func sourceError(_ path: String, _ code: Int32) -> JobError {
+        switch code {
+        case ENOENT, ENOTDIR:
+            return JobError(code: "source_missing", message: "source \(path) does not exist; check the path")
+        case EACCES, EPERM:
+            return JobError(
+                code: "source_unreadable", message: "cannot read source \(path): permission denied; fix its permissions")
+        default:
+            return JobError(
+                code: "source_unreadable", message: "cannot read source \(path): \(errorText(code))")
+        }
+    }
+
+    /// An `errno` value.
+    struct Errno: Error { var code: Int32 }
+
+    /// `stat(2)` of `path`, following links: the identity and whether it is a regular file, or the errno.
+    static func status(_ path: String) -> Result<(SourceIdentity, mode: UInt32), Errno> {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return .failure(Errno(code: errno)) }
+        return .success((identity(info), UInt32(info.st_mode)))
+    }
+
+    /// `lstat(2)` of `path`: its mode, or `nil` if it does not exist (or cannot be examined).
+    static func linkMode(_ path: String) -> UInt32? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return UInt32(info.st_mode)
+    }
+
+    static func identity(_ info: stat) -> SourceIdentity {
+        SourceIdentity(
+            size: Int64(info.st_size),
+            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            inode: UInt64(info.st_ino), device: UInt64(info.st_dev))
+    }
+
+    static func isRegular(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+    static func isDirectory(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+    static func isLink(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+
+    /// `realpath(3)`, or `nil`.
+    static func resolved(_ path: String) -> String? {
+        guard let pointer = realpath(path, nil) else { return nil }
+        defer { free(pointer) }
+        return String(cString: pointer)
+    }
+
+    /// The checks of a directory upload that need the file system, for the sources at `indices`.
+    ///
+    /// Sources: exist (`source_missing`), are regular files (`source_not_regular`), are readable
+    /// (`source_unreadable`). Destination: exists (`destination_missing`), is a directory
+    /// (`destination_not_directory`), is writable (`destination_not_writable`). Names: `DIR/NAME` must not be a
+    /// link that resolves outside `DIR` or a directory, and `DIR/NAME.part` must not be a link (`bad_name`).
+    /// - Returns: the identities of the checked sources, in `indices` order.
+    static func preflight(files: [String], names: [String], directory: String, indices: Range<Int>)
+        throws(JobError) -> [SourceIdentity]
+    {
+        var identities: [SourceIdentity] = []
+        for index in indices {
+            let path = files[index]
+            switch status(path) {
+            case .failure(let error): throw sourceError(path, error.code)
+            case .success(let (identity, mode)):
+                guard isRegular(mode) else {
+                    throw JobError(
+                        code: "source_not_regular",
+                        message: "source \(path) is not a regular file (a directory, device or pipe); "
+                            + "upload the files themselves")
+                }
+                guard access(path, R_OK) == 0 else { throw sourceError(path, errno) }
+                identities.append(identity)
+            }
+        }
+        switch status(directory) {
+        case .failure(let error):
+            let code = error.code
+            if code == ENOENT || code == ENOTDIR {
+                throw JobError(
+                    code: "destination_missing",
+                    message: "destination directory \(directory) does not exist; create it first (mkdir -p)")
+            }
+            throw JobError(
+                code: "destination_not_writable",
+                message: "cannot examine destination directory \(directory): \(errorText(code))")
+        case .success(let (_, mode)):
+            guard isDirectory(mode) else {
+                throw JobError(
+                    code: "destination_not_directory",
+                    message: "destination \(directory) is not a directory; give the directory to upload into")
+            }
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw JobError(
+                code: "destination_not_writable",
+                message: "cannot write into destination directory \(directory): \(errorText(errno)); "
+                    + "fix its permissions or choose another directory")
+        }
+        guard let root = resolved(directory) else {
+            throw JobError(
+                code: "destination_missing", message: "cannot resolve destination directory \(directory)")
+        }
+        for index in indices {
+            let name = names[index]
+            let final = UploadNames.join(root, name)
+            if let mode = linkMode(final) {
+                if isLink(mode) {
+                    let inside = resolved(final).map { $0.hasPrefix(UploadNames.join(root, "")) } ?? false
+                    guard inside else {
+                        throw JobError(
+                            code: "bad_name",
+                            message: "\(final) is a symbolic link that leads outside the destination directory; "
+                                + "remove it or choose another destination")
+                    }
+                } else if isDirectory(mode) {
+                    throw JobError(
+                        code: "bad_name",
+                        message: "\(final) is a directory and cannot be replaced by the upload of \(files[index]); "
+                            + "move it away or choose another destination")
+                }
+            }
+            if let mode = linkMode(final + UploadNames.partSuffix), !isRegular(mode) {
+                throw JobError(
+                    code: "bad_name",
+                    message: "\(final)\(UploadNames.partSuffix) exists and is not a regular file; "
+                        + "remove it or choose another destination")
+            }
+        }
+        return identities
+    }
+
+    /// `fsync(2)` of a directory, so a rename in it survives a power loss. File systems that cannot sync
+    /// directories (`EINVAL`) are accepted.
+    static func syncDirectory(_ path: String) throws(JobError) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw writeFailed("cannot open directory \(path) to sync it", errno) }
+        defer { close(fd) }
+        if fsync(fd) != 0, errno != EINVAL { throw writeFailed("fsync \(path)", errno) }
+    }
+
+    /// SHA-256 of bytes `[offset, offset + count)` of `path` fed into `hash`, reading with `buffer`.
+    /// - Returns: the bytes hashed (less than `count` if the file is shorter).
+    static func hashRange(
+        of path: String, from offset: Int64, count: Int64, into hash: SHA256, buffer: UnsafeMutableRawBufferPointer
+    ) throws(JobError) -> Int64 {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw writeFailed("cannot reopen \(path) to check what was written", errno) }
+        defer { close(fd) }
+        var done: Int64 = 0
+        while done < count {
+            let want = Int(min(Int64(buffer.count), count - done))
+            let got = pread(fd, buffer.baseAddress, want, off_t(offset + done))
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw writeFailed("cannot read back \(path)", errno)
+            }
+            if got == 0 { break }
+            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            done += Int64(got)
+        }
+        return done
+    }
+}
+
+/// The open files of one file's directory upload: the source (read with `pread`), the `.part` file (written with
+/// `pwrite`), the running SHA-256 of what was written, and a 1 MiB buffer.
+///
+/// Used from one pool call at a time, each awaited by the loop before the next: `@unchecked Sendable`.
+/// Closes its descriptors when released.
+final class PartFile: @unchecked Sendable {
+    let sourcePath: String
+    let partPath: String
+    let hash = SHA256()
+    let buffer: UnsafeMutableRawBufferPointer
+    private let source: Int32
+    private let part: Int32
+
+    /// Opens `sourcePath` for reading and `partPath` for writing (`O_CREAT | O_WRONLY`, mode 0644, never through
+    /// a symbolic link), checks the source still is `expected` (`source_changed`) and returns the `.part` file's
+    /// current length with it.
+    static func open(sourcePath: String, partPath: String, expected: SourceIdentity) throws(JobError)
+        -> (PartFile, partLength: Int64)
+    {
+        let source = Glibc.open(sourcePath, O_RDONLY | O_CLOEXEC)
+        guard source >= 0 else { throw DirectoryIO.sourceError(sourcePath, errno) }
+        var info = stat()
+        guard fstat(source, &info) == 0 else {
+            let code = errno
+            close(source)
+            throw DirectoryIO.sourceError(sourcePath, code)
+        }
+        let identity = DirectoryIO.identity(info)
+        guard identity == expected else {
+            close(source)
+            throw PartFile.changed(sourcePath, expected: expected, now: identity)
+        }
+        let part = Glibc.open(partPath, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard part >= 0 else {
+            let code = errno
+            close(source)
+            switch code {
+            case ELOOP:
+                throw JobError(
+                    code: "bad_name",
+                    message: "\(partPath) is a symbolic link; remove it, uploads never write through links")
+            case EACCES, EPERM, EROFS:
+                throw JobError(
+                    code: "destination_not_writable",
+                    message: "cannot create \(partPath): \(DirectoryIO.errorText(code)); fix the directory's permissions")
+            case ENOENT, ENOTDIR:
+                throw JobError(
+                    code: "destination_missing", message: "cannot create \(partPath): the destination directory is gone")
+            default:
+                throw DirectoryIO.writeFailed("cannot create \(partPath)", code)
+            }
+        }
+        guard fstat(part, &info) == 0 else {
+            let code = errno
+            close(source)
+            close(part)
+            throw DirectoryIO.writeFailed("stat \(partPath)", code)
+        }
+        return (PartFile(sourcePath: sourcePath, partPath: partPath, source: source, part: part), Int64(info.st_size))
+    }
+
+    private init(sourcePath: String, partPath: String, source: Int32, part: Int32) {
+        self.sourcePath = sourcePath
+        self.partPath = partPath
+        self.source = source
+        self.part = part
+        buffer = .allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
+    }
+
+    deinit {
+        close(source)
+        close(part)
+        buffer.deallocate()
+    }
+
+    static func changed(_ path: String, expected: SourceIdentity, now: SourceIdentity) -> JobError {
+        JobError(
+            code: "source_changed",
+            message: "source \(path) changed since the upload started (was \(expected); now \(now)); "
+                + "the partial copy was not used. Submit the upload again to send the new version")
+    }
+
+    /// Cuts the `.part` file to `length` bytes.
+    func truncate(to length: Int64) throws(JobError) {
+        guard ftruncate(part, off_t(length)) == 0 else { throw DirectoryIO.writeFailed("truncate \(partPath)", errno) }
+    }
+
+    /// Hashes bytes `[offset, offset + count)` already in the `.part` file (resuming).
+    /// - Returns: the bytes hashed; less than `count` if the file is shorter.
+    func rehash(from offset: Int64, count: Int64) throws(JobError) -> Int64 {
+        try DirectoryIO.hashRange(of: partPath, from: offset, count: count, into: hash, buffer: buffer)
+    }
+
+    /// Copies up to `count` (≤ 1 MiB) bytes at `offset` from the source to the `.part` file and hashes them.
+    /// - Returns: the bytes copied; less than `count` only at the source's end.
+    /// - Throws: `source_unreadable` on a read error; `write_failed` on a write error (retryable for ENOSPC,
+    ///   EDQUOT, EIO).
+    func copy(at offset: Int64, count: Int) throws(JobError) -> Int {
+        precondition(count <= buffer.count)
+        var read = 0
+        while read < count {
+            let got = pread(source, buffer.baseAddress! + read, count - read, off_t(offset + Int64(read)))
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw DirectoryIO.sourceError(sourcePath, errno)
+            }
+            if got == 0 { break }
+            read += got
+        }
+        var written = 0
+        while written < read {
+            let put = pwrite(part, buffer.baseAddress! + written, read - written, off_t(offset + Int64(written)))
+            if put < 0 {
+                if errno == EINTR { continue }
+                throw DirectoryIO.writeFailed("cannot write \(partPath)", errno)
+            }
+            written += put
+        }
+        hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
+        return read
+    }
+
+    /// `fsync(2)` of the `.part` file: its bytes are durable once this returns.
+    func sync() throws(JobError) {
+        guard fsync(part) == 0 else { throw DirectoryIO.writeFailed("fsync \(partPath)", errno) }
+    }
+
+    /// Checks that the source still is `expected`, through the open descriptor (modified in place) and the path
+    /// (replaced or removed).
+    /// - Throws: `source_changed`, `source_missing`, `source_unreadable`.
+    func checkSource(is expected: SourceIdentity) throws(JobError) {
+        var info = stat()
+        guard fstat(source, &info) == 0 else { throw DirectoryIO.sourceError(sourcePath, errno) }
+        let open = DirectoryIO.identity(info)
+        guard open == expected else { throw Self.changed(sourcePath, expected: expected, now: open) }
+        switch DirectoryIO.status(sourcePath) {
+        case .failure(let error): throw DirectoryIO.sourceError(sourcePath, error.code)
+        case .success(let (now, _)):
+            guard now == expected else { throw Self.changed(sourcePath, expected: expected, now: now) }
+        }
+    }
+
+    /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs `directory` so the rename
+    /// is durable.
+    func commit(to finalPath: String, directory: String) throws(JobError) {
+        try sync()
+        guard rename(partPath, finalPath) == 0 else {
+            throw DirectoryIO.writeFailed("cannot rename \(partPath) to \(finalPath)", errno)
+        }
+        try DirectoryIO.syncDirectory(directory)
+    }
+}

@@ -1,0 +1,260 @@
+import TrailbookEngine
+// For `@LoopActor`, the actor job kinds run on (the engine does not re-export it).
+import TrailbookLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An upload to a local directory (`file:///abs/dir`).
+///
+/// For each file in order: copy it in chunks into `DIR/NAME.part` (pieces of at most 1 MiB read with `pread`,
+/// written with `pwrite` and hashed in one pool call), `fsync` and checkpoint at each chunk end, then re-check the
+/// source, rename the `.part` file to `DIR/NAME` (replacing a file there) and `fsync` the directory.
+///
+/// On resume, bytes past the checkpoint's offset (written before a crash) are cut off and counted in
+/// `bytes_resent`; a `.part` file shorter than the offset (or gone) restarts that file from 0 with a warning; the
+/// SHA-256 of the kept prefix is recomputed from the `.part` file.
+@LoopActor
+struct DirectoryUpload {
+    let params: UploadJob.Params
+    let names: [String]
+    /// The destination directory, as parsed from the URL.
+    let directory: String
+
+    /// Bytes hashed per pool call when re-hashing a kept prefix on resume.
+    static let rehashStep: Int64 = 8 << 20
+
+    func partPath(_ index: Int) -> String { UploadNames.join(directory, names[index] + UploadNames.partSuffix) }
+    func finalPath(_ index: Int) -> String { UploadNames.join(directory, names[index]) }
+
+    /// Submit-time checks that need the file system (see `DirectoryIO.preflight`), run off the loop thread so a
+    /// slow disk cannot stall the daemon.
+    static func validate(files: [String], names: [String], directory: String) async throws(JobError) {
+        let outcome = await Task.detached {
+            Result { () throws(JobError) in
+                _ = try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: files.indices)
+            }
+        }.value
+        try outcome.get()
+    }
+
+    /// Runs (or resumes) the upload; see the type's documentation.
+    func run(in job: JobContext) async throws -> JSONValue {
+        let files = params.files
+        let names = self.names
+        let directory = self.directory
+        var checkpoint: UploadCheckpoint
+        let resumedAt: Int?
+        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+            try saved.check(fileCount: files.count)
+            checkpoint = saved
+            resumedAt = saved.fileIndex
+            let remaining = saved.fileIndex..<files.count
+            let now = try await job.runOnPool {
+                try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: remaining)
+            }
+            for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {
+                throw PartFile.changed(files[index], expected: saved.sources[index], now: identity)
+            }
+        } else {
+            let identities = try await job.runOnPool {
+                try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: files.indices)
+            }
+            checkpoint = UploadCheckpoint(sources: identities)
+            resumedAt = nil
+            try job.saveCheckpoint(checkpoint)
+        }
+
+        var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
+        for (index, file) in checkpoint.finished.enumerated() { progress.set(index, file.bytes) }
+        var pacer = params.maxRate.map { RatePacer(bytesPerSecond: $0) }
+        while checkpoint.fileIndex < files.count {
+            try job.checkCancellation()
+            try await upload(
+                checkpoint.fileIndex, checkpoint: &checkpoint, countLeftovers: checkpoint.fileIndex == resumedAt,
+                progress: &progress, pacer: &pacer, in: job)
+        }
+        job.reportProgress(completed: progress.completed, total: progress.total, current: nil, items: progress.items)
+        return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
+    }
+
+    /// Uploads file `index` from `checkpoint.offset`, then advances the checkpoint to the next file.
+    ///
+    /// `countLeftovers`: whether bytes found past the offset were written by an earlier attempt of this job (and
+    /// so count as resent), rather than left by something else.
+    private func upload(
+        _ index: Int, checkpoint: inout UploadCheckpoint, countLeftovers: Bool, progress: inout UploadProgress,
+        pacer: inout RatePacer?, in job: JobContext
+    ) async throws {
+        let sourcePath = params.files[index]
+        let partPath = partPath(index)
+        let finalPath = finalPath(index)
+        let directory = self.directory
+        let expected = checkpoint.sources[index]
+        let name = names[index]
+        var offset = checkpoint.offset
+
+        // A crash between the rename and the checkpoint: the file is complete under its final name.
+        if offset == expected.size, offset > 0, let adopted = try await adoptCompleted(index, checkpoint, in: job) {
+            finish(index, adopted, checkpoint: &checkpoint, progress: &progress)
+            try job.saveCheckpoint(checkpoint)
+            return
+        }
+
+        let (file, partLength) = try await job.runOnPool {
+            try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
+        }
+        if partLength > offset {
+            let extra = partLength - offset
+            let keep = offset
+            try await job.runOnPool { try file.truncate(to: keep) }
+            if countLeftovers {
+                checkpoint.bytesResent += extra
+                checkpoint.fileBytesResent += extra
+                job.log(.info, "\(name): discarding \(extra) bytes written after the last checkpoint; resuming at \(offset)")
+            }
+        } else if partLength < offset {
+            job.log(
+                .warning,
+                "\(name): \(partPath) is missing or shorter (\(partLength) bytes) than the checkpoint (\(offset)); "
+                    + "uploading this file again from the start")
+            try await job.runOnPool { try file.truncate(to: 0) }
+            checkpoint.bytesResent += offset
+            checkpoint.fileBytesResent += offset
+            offset = 0
+            checkpoint.offset = 0
+            try job.saveCheckpoint(checkpoint)
+        }
+
+        // Recompute the hash of the kept prefix from what is on disk.
+        var hashed: Int64 = 0
+        while hashed < offset {
+            try job.checkCancellation()
+            let from = hashed
+            let count = min(Self.rehashStep, offset - hashed)
+            let got = try await job.runOnPool { try file.rehash(from: from, count: count) }
+            guard got == count else {
+                throw JobError(
+                    code: "write_failed", message: "\(partPath) shrank while resuming; the upload will be retried",
+                    retryable: true)
+            }
+            hashed += got
+        }
+
+        progress.set(index, offset)
+        job.reportProgress(completed: progress.completed, total: progress.total, current: name, items: progress.items)
+        let piece = RatePacer.pieceSize(maxRate: params.maxRate)
+        let chunk = params.chunkSize
+        while offset < expected.size {
+            let chunkEnd = min(expected.size, (offset / chunk + 1) * chunk)
+            while offset < chunkEnd {
+                try job.checkCancellation()
+                let count = Int(min(Int64(piece), chunkEnd - offset))
+                if let wait = pacer?.delay(before: count, now: Timestamp.monotonic()), wait > 0 {
+                    try await job.sleep(seconds: wait)
+                }
+                let at = offset
+                let copied = try await job.runOnPool { try file.copy(at: at, count: count) }
+                if copied < count {
+                    // The source ended early: it was truncated or replaced since it was examined.
+                    try await job.runOnPool { try file.checkSource(is: expected) }
+                    throw PartFile.changed(sourcePath, expected: expected, now: expected)
+                }
+                offset += Int64(copied)
+                progress.set(index, offset)
+                job.reportProgress(
+                    completed: progress.completed, total: progress.total, current: name, items: progress.items)
+            }
+            try await job.runOnPool { try file.sync() }
+            checkpoint.offset = offset
+            try job.saveCheckpoint(checkpoint)
+        }
+
+        try job.checkCancellation()
+        try await job.runOnPool {
+            try file.checkSource(is: expected)
+            try file.commit(to: finalPath, directory: directory)
+        }
+        let record = UploadedFile(
+            name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,
+            bytesResent: checkpoint.fileBytesResent)
+        finish(index, record, checkpoint: &checkpoint, progress: &progress)
+        try job.saveCheckpoint(checkpoint)
+    }
+
+    private func finish(
+        _ index: Int, _ record: UploadedFile, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress
+    ) {
+        checkpoint.finished.append(record)
+        checkpoint.fileIndex = index + 1
+        checkpoint.offset = 0
+        checkpoint.fileBytesResent = 0
+        progress.set(index, record.bytes)
+    }
+
+    /// If file `index` is complete at its final path (no `.part`, final file of the recorded size) and its source
+    /// is unchanged, its record with the hash recomputed from the final file; else `nil`.
+    private func adoptCompleted(_ index: Int, _ checkpoint: UploadCheckpoint, in job: JobContext) async throws
+        -> UploadedFile?
+    {
+        let partPath = partPath(index)
+        let finalPath = finalPath(index)
+        let size = checkpoint.sources[index].size
+        let directory = self.directory
+        let hash: String? = try await job.runOnPool { () throws(JobError) -> String? in
+            guard DirectoryIO.linkMode(partPath) == nil,
+                case .success(let (final, mode)) = DirectoryIO.status(finalPath), DirectoryIO.isRegular(mode),
+                final.size == size
+            else { return nil }
+            let hash = SHA256()
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
+            defer { buffer.deallocate() }
+            guard try DirectoryIO.hashRange(of: finalPath, from: 0, count: size, into: hash, buffer: buffer) == size
+            else { return nil }
+            try DirectoryIO.syncDirectory(directory)
+            return hash.hexDigest
+        }
+        guard let hash else { return nil }
+        job.log(.info, "\(names[index]): already complete at \(finalPath); not uploading it again")
+        return UploadedFile(
+            name: names[index], path: finalPath, bytes: size, sha256: hash, bytesResent: checkpoint.fileBytesResent)
+    }
+
+    /// Deletes the `.part` file of the file the checkpoint says is in progress (after `user_stop`).
+    func removePartial(in job: JobContext) async {
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
+            checkpoint.fileIndex >= 0, checkpoint.fileIndex < names.count
+        else { return }
+        let path = partPath(checkpoint.fileIndex)
+        // `unlink` on the pool: `job.fileSystem`'s async methods cannot be called from the loop actor in Swift 6
+        // mode (FileSystem is not Sendable).
+        let outcome = try? await job.runOnPool { () -> Int32 in
+            if unlink(path) == 0 { return 0 }
+            return errno
+        }
+        switch outcome {
+        case 0?: job.log(.info, "removed the partial file \(path)")
+        case Int32(ENOENT)?, nil: break
+        case let code?: job.log(.warning, "could not remove \(path): \(DirectoryIO.errorText(code))")
+        }
+    }
+}
+
+/// Byte progress of a multi-file upload: the total and one item per file.
+struct UploadProgress {
+    private(set) var items: [ProgressItem]
+    private(set) var completed: Int64 = 0
+    let total: Int64
+
+    init(names: [String], sizes: [Int64]) {
+        items = zip(names, sizes).map { ProgressItem(label: $0, completed: 0, total: $1) }
+        total = sizes.reduce(0, +)
+    }
+
+    /// Sets file `index`'s done bytes.
+    mutating func set(_ index: Int, _ done: Int64) {
+        completed += done - items[index].completed
+        items[index].completed = done
+    }
+}

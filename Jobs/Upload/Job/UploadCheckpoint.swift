@@ -1,0 +1,153 @@
+import TrailbookEngine
+
+/// What identifies the version of a source file that an upload started copying: if any of it differs on a later
+/// attempt, the bytes already at the destination may belong to another version, and the job fails with
+/// `source_changed` rather than finish a silently corrupt copy.
+///
+/// JSON: `{"size": 123, "mtime_ns": "1732888620123456789", "inode": "1234", "device": "2049"}`. The last three
+/// are decimal strings because job JSON numbers are doubles, exact only up to 2^53, and nanosecond timestamps
+/// (≈ 1.7e18), 64-bit inode numbers and device numbers can exceed that.
+public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConvertible {
+    /// Size in bytes.
+    public var size: Int64
+    /// Last modification time, in nanoseconds since the Unix epoch.
+    public var modifiedNanoseconds: Int64
+    /// Inode number.
+    public var inode: UInt64
+    /// Device number (`st_dev`).
+    public var device: UInt64
+
+    public init(size: Int64, modifiedNanoseconds: Int64, inode: UInt64, device: UInt64) {
+        self.size = size
+        self.modifiedNanoseconds = modifiedNanoseconds
+        self.inode = inode
+        self.device = device
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case size
+        case modifiedNanoseconds = "mtime_ns"
+        case inode, device
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        size = try container.decode(Int64.self, forKey: .size)
+        func integer<T: FixedWidthInteger>(_ key: CodingKeys, _: T.Type) throws -> T {
+            let text = try container.decode(String.self, forKey: key)
+            guard let value = T(text) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key, in: container, debugDescription: "expected a decimal integer, got '\(text)'")
+            }
+            return value
+        }
+        modifiedNanoseconds = try integer(.modifiedNanoseconds, Int64.self)
+        inode = try integer(.inode, UInt64.self)
+        device = try integer(.device, UInt64.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(size, forKey: .size)
+        try container.encode(String(modifiedNanoseconds), forKey: .modifiedNanoseconds)
+        try container.encode(String(inode), forKey: .inode)
+        try container.encode(String(device), forKey: .device)
+    }
+
+    /// "123 bytes, mtime …ns, inode …, device …", for error messages.
+    public var description: String {
+        "\(size) bytes, mtime \(modifiedNanoseconds) ns, inode \(inode), device \(device)"
+    }
+}
+
+/// One uploaded file, as the job's result lists it and its checkpoint remembers it.
+///
+/// JSON: `{"name", "path", "bytes", "sha256", "bytes_resent"}`.
+public struct UploadedFile: Codable, Sendable, Equatable {
+    /// The destination name (the source's last path component).
+    public var name: String
+    /// Where it was written: the destination path (`DIR/NAME`) for a directory upload.
+    public var path: String
+    /// Its size in bytes.
+    public var bytes: Int64
+    /// SHA-256 of the bytes written, 64 lower-case hex digits.
+    public var sha256: String
+    /// Bytes of this file that were written more than once, over all attempts (work lost to crashes or stops
+    /// between checkpoints).
+    public var bytesResent: Int64
+
+    public init(name: String, path: String, bytes: Int64, sha256: String, bytesResent: Int64) {
+        self.name = name
+        self.path = path
+        self.bytes = bytes
+        self.sha256 = sha256
+        self.bytesResent = bytesResent
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, path, bytes, sha256
+        case bytesResent = "bytes_resent"
+    }
+}
+
+/// The upload job's resumable state, saved after each chunk is durable and after each file is complete.
+///
+/// JSON:
+/// ```json
+/// {"version": 1, "file_index": 0, "offset": 8388608,
+///  "sources": [{"size": …, "mtime_ns": "…", "inode": "…", "device": "…"}],
+///  "finished": [{"name", "path", "bytes", "sha256", "bytes_resent"}],
+///  "bytes_resent": 0, "file_bytes_resent": 0}
+/// ```
+/// No hash state is stored: on resume the hash of the first `offset` bytes is recomputed from what is at the
+/// destination. New optional members may be added (older checkpoints decode with them absent).
+public struct UploadCheckpoint: Codable, Sendable, Equatable {
+    /// Format version; 1.
+    public var version: Int
+    /// Index in `files` of the file being uploaded; `files.count` once all are done.
+    public var fileIndex: Int
+    /// Bytes of that file confirmed durable at the destination.
+    public var offset: Int64
+    /// The identity of every source, in `files` order, captured when the job first ran.
+    public var sources: [SourceIdentity]
+    /// Results of the files completed so far, in order.
+    public var finished: [UploadedFile]
+    /// Bytes written more than once so far, over all files and attempts.
+    public var bytesResent: Int64
+    /// The part of `bytesResent` that belongs to the current file.
+    public var fileBytesResent: Int64
+
+    public init(
+        version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
+        finished: [UploadedFile] = [], bytesResent: Int64 = 0, fileBytesResent: Int64 = 0
+    ) {
+        self.version = version
+        self.fileIndex = fileIndex
+        self.offset = offset
+        self.sources = sources
+        self.finished = finished
+        self.bytesResent = bytesResent
+        self.fileBytesResent = fileBytesResent
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version
+        case fileIndex = "file_index"
+        case offset, sources, finished
+        case bytesResent = "bytes_resent"
+        case fileBytesResent = "file_bytes_resent"
+    }
+
+    /// Checks that this checkpoint can belong to a job uploading `fileCount` files.
+    /// - Throws: `JobError` `bad_checkpoint` otherwise (not retryable: resubmit the job).
+    func check(fileCount: Int) throws(JobError) {
+        guard version == 1, sources.count == fileCount, fileIndex >= 0, fileIndex <= fileCount,
+            finished.count == fileIndex, offset >= 0,
+            fileIndex == fileCount || offset <= sources[fileIndex].size
+        else {
+            throw JobError(
+                code: "bad_checkpoint",
+                message: "the saved upload state does not match this job's files; cancel it and submit again")
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import TrailbookEngine
+
+/// Where an upload goes, parsed from the `to` parameter.
+///
+/// This is the seam between the parts of the upload job that do not care where bytes go (params, source
+/// identity, checkpoint, progress, rate limiting, hashing) and the transfer itself. Each case has its own
+/// transfer: `.directory` is `DirectoryUpload`; `.tus` is parsed now so that `http(s)://` gets a clear
+/// `unsupported_destination` error, and the tus client plugs in by handling that case in `UploadJob.validate`,
+/// `UploadJob.run` and `UploadJob.onCancel`.
+public enum UploadDestination: Sendable, Equatable {
+    /// A local directory (`file:///abs/dir`): an absolute path, percent-decoded, without trailing slashes
+    /// (except `/` itself).
+    case directory(path: String)
+    /// A tus 1.0 creation endpoint (`http://…` or `https://…`), as given. Not supported yet.
+    case tus(endpoint: String)
+
+    /// Parses a destination URL.
+    ///
+    /// Accepts `file:///abs/dir` (also `file://localhost/abs/dir`; `%XX` escapes are decoded) and
+    /// `http(s)://host/…` (a tus endpoint).
+    /// - Throws: `JobError` `bad_destination` when `url` is not one of those forms (a relative path, a
+    ///   `file://host/` URL, a query or fragment, another scheme, a NUL byte).
+    public init(parsing url: String) throws(JobError) {
+        func bad(_ why: String) -> JobError {
+            JobError(
+                code: "bad_destination",
+                message: "destination '\(url)' \(why); give file:///absolute/dir or an http(s):// tus endpoint")
+        }
+        guard let colon = url.firstIndex(of: ":") else { throw bad("is not a URL") }
+        let scheme = url[..<colon].lowercased()
+        let rest = url[url.index(after: colon)...]
+        switch scheme {
+        case "http", "https":
+            guard rest.hasPrefix("//"), rest.count > 2 else { throw bad("has no host") }
+            self = .tus(endpoint: url)
+        case "file":
+            guard rest.hasPrefix("//") else { throw bad("needs three slashes after 'file:'") }
+            let afterSlashes = rest.dropFirst(2)
+            guard let pathStart = afterSlashes.firstIndex(of: "/") else { throw bad("has no absolute path") }
+            let host = afterSlashes[..<pathStart]
+            guard host.isEmpty || host.lowercased() == "localhost" else {
+                throw bad("names host '\(host)'; only local directories are supported (file:///dir)")
+            }
+            let encoded = afterSlashes[pathStart...]
+            guard !encoded.contains("?"), !encoded.contains("#") else { throw bad("has a query or fragment") }
+            guard let decoded = Self.percentDecode(encoded) else { throw bad("has a bad %-escape") }
+            guard !decoded.contains("\0") else { throw bad("contains a NUL byte") }
+            self = .directory(path: Self.trimmingTrailingSlashes(decoded))
+        default:
+            throw bad("has unsupported scheme '\(scheme)'")
+        }
+    }
+
+    /// The error for a tus destination until the tus client lands.
+    static func tusNotSupportedYet(_ endpoint: String) -> JobError {
+        JobError(
+            code: "unsupported_destination",
+            message:
+                "\(endpoint): uploads to http(s):// (tus) servers are not supported yet; tus support is coming. "
+                + "For now upload to a directory with --to file:///absolute/dir")
+    }
+
+    /// `%XX` escapes decoded as UTF-8, or `nil` for a malformed escape or invalid UTF-8.
+    static func percentDecode(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = Array(text.utf8).makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    static func trimmingTrailingSlashes(_ path: String) -> String {
+        var path = Substring(path)
+        while path.count > 1, path.hasSuffix("/") { path = path.dropLast() }
+        return String(path)
+    }
+}
+
+/// File names at the destination: each upload keeps its source's last path component.
+public enum UploadNames {
+    /// Suffix of the temporary file a directory upload writes before renaming it into place.
+    public static let partSuffix = ".part"
+
+    /// The destination name of `source`: the text after its last `/` (`/a/b/IMG_1.jpg` → `IMG_1.jpg`).
+    ///
+    /// - Throws: `JobError` `bad_name` when that name could escape the destination directory or is no name:
+    ///   empty (a path ending in `/`), `.`, `..`, or containing a NUL byte.
+    public static func name(ofSource source: String) throws(JobError) -> String {
+        let name: Substring
+        if let slash = source.lastIndex(of: "/") {
+            name = source[source.index(after: slash)...]
+        } else {
+            name = Substring(source)
+        }
+        try check(String(name), source: source)
+        return String(name)
+    }
+
+    /// Checks that `name` is one plain path component that stays inside a directory.
+    ///
+    /// - Throws: `JobError` `bad_name` for an empty name, `.`, `..`, a name with `/` or a NUL byte.
+    public static func check(_ name: String, source: String? = nil) throws(JobError) {
+        let of = source.map { " (from source '\($0)')" } ?? ""
+        func bad(_ why: String) -> JobError {
+            JobError(
+                code: "bad_name",
+                message: "destination name '\(name)'\(of) \(why); upload files by their paths, not directories")
+        }
+        if name.isEmpty { throw bad("is empty") }
+        if name == "." || name == ".." { throw bad("would escape the destination directory") }
+        if name.contains("/") { throw bad("contains '/' and would escape the destination directory") }
+        if name.contains("\0") { throw bad("contains a NUL byte") }
+    }
+
+    /// The destination names of `sources`, in order.
+    ///
+    /// - Throws: `JobError` `bad_name` (see `name(ofSource:)`); `duplicate_name` when two sources have the same
+    ///   name, or one's name is another's temporary name (`x` and `x.part`): they would overwrite each other.
+    public static func names(ofSources sources: [String]) throws(JobError) -> [String] {
+        var names: [String] = []
+        var seen: [String: String] = [:]
+        for source in sources {
+            let name = try name(ofSource: source)
+            for key in [name, name + partSuffix] {
+                if let other = seen[key] {
+                    throw JobError(
+                        code: "duplicate_name",
+                        message:
+                            "'\(source)' and '\(other)' would both be written as '\(key)' in the destination; "
+                            + "rename one or upload them in separate jobs")
+                }
+            }
+            seen[name] = source
+            seen[name + partSuffix] = source
+            names.append(name)
+        }
+        return names
+    }
+
+    /// `directory/name`, without a doubled `/` when `directory` is `/`.
+    public static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}

@@ -1,0 +1,463 @@
+import Foundation
+import Testing
+
+@testable import TrailbookEngine
+import TrailbookLoop
+@testable import UploadJob
+
+// MARK: - Harness: the daemon's loop on a thread, and a job host that keeps the checkpoint in memory.
+
+/// Runs `EventLoop.main` (the loop `LoopActor` is pinned to) on a background thread, once per test process.
+enum TestEventLoop {
+    static let started: Void = {
+        let thread = Thread { EventLoop.main.run() }
+        thread.name = "test-event-loop"
+        thread.start()
+    }()
+}
+
+/// Runs `body` on the loop actor, starting the loop first.
+func onLoop<T: Sendable>(_ body: @escaping @LoopActor @Sendable () async throws -> T) async throws -> T {
+    _ = TestEventLoop.started
+    return try await runOnLoopActor(body)
+}
+
+@LoopActor
+private func runOnLoopActor<T: Sendable>(_ body: @LoopActor @Sendable () async throws -> T) async throws -> T {
+    EventLoop.main.assertInLoopThread()
+    return try await body()
+}
+
+/// A `JobHost` standing in for the scheduler: keeps the checkpoint and log, and may stop the job when its progress
+/// passes a mark (deterministic stops without timers).
+@LoopActor
+final class RecordingHost: JobHost {
+    var checkpoint: JSONValue?
+    var checkpointSaves = 0
+    var logs: [(LogLevel, String)] = []
+    var progressReports: [JobProgress] = []
+    var stopAt: (completed: Int64, reason: CancellationReason)?
+
+    func context(attempt: Int = 1) -> JobContext {
+        let context = JobContext(
+            id: "test-job", kind: UploadJob.name, attempt: attempt, maxAttempts: 5, traits: UploadJob.traits,
+            progress: JobProgress(unit: .bytes))
+        context.host = self
+        return context
+    }
+
+    func jobDidReportProgress(_ job: JobContext) {
+        progressReports.append(job.progress)
+        if let stopAt, job.progress.completed >= stopAt.completed { job.stop(stopAt.reason) }
+    }
+    func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
+        self.checkpoint = checkpoint
+        checkpointSaves += 1
+    }
+    func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? { checkpoint }
+    func jobLog(_ job: JobContext, level: LogLevel, message: String) { logs.append((level, message)) }
+}
+
+/// A fresh temporary directory with `src/` and `dst/` in it, removed by `remove()`.
+struct Scratch {
+    let root: String
+    var src: String { root + "/src" }
+    var dst: String { root + "/dst" }
+
+    init() throws {
+        root = NSTemporaryDirectory() + "upload-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: root + "/src", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: root + "/dst", withIntermediateDirectories: true)
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: root) }
+
+    /// Writes `count` pseudo-random bytes (seeded) to `src/name` and returns its path and bytes.
+    @discardableResult
+    func source(_ name: String, count: Int, seed: UInt64 = 1) throws -> (path: String, bytes: [UInt8]) {
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        let bytes = (0..<count).map { _ -> UInt8 in
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+        let path = src + "/" + name
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return (path, bytes)
+    }
+
+    func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+    func bytes(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
+}
+
+/// The `JobError` code `body` throws, or a description of what else happened.
+func errorCode(_ body: () async throws -> Void) async -> String {
+    do {
+        try await body()
+        return "no error"
+    } catch let error as JobError {
+        return error.code
+    } catch {
+        return "other: \(error)"
+    }
+}
+
+// MARK: - Pure helpers
+
+struct UploadDestinationTests {
+    @Test(arguments: [
+        ("file:///tmp/out", "/tmp/out"),
+        ("file:///tmp/out/", "/tmp/out"),
+        ("file:///tmp/out//", "/tmp/out"),
+        ("file://localhost/srv/photos", "/srv/photos"),
+        ("FILE:///a%20b/c%2Fd", "/a b/c/d"),
+        ("file:///", "/"),
+    ])
+    func parsesDirectories(url: String, path: String) throws {
+        #expect(try UploadDestination(parsing: url) == .directory(path: path))
+    }
+
+    @Test func parsesTusEndpointsAndRefusesThemForNow() async throws {
+        #expect(try UploadDestination(parsing: "https://tus.example.com/files/") == .tus(endpoint: "https://tus.example.com/files/"))
+        #expect(try UploadDestination(parsing: "http://127.0.0.1:1080/files") == .tus(endpoint: "http://127.0.0.1:1080/files"))
+        let error = UploadDestination.tusNotSupportedYet("https://x/")
+        #expect(error.code == "unsupported_destination")
+        #expect(error.message.contains("tus support is coming"))
+    }
+
+    @Test(arguments: [
+        "", "/tmp/out", "tmp/out", "file:/tmp/out", "file://tmp/out", "file://host/tmp", "file://", "ftp://x/y",
+        "file:///tmp?x=1", "file:///tmp#frag", "file:///a%zz", "file:///a%00b", "http://", "s3://bucket/key",
+    ])
+    func refusesBadURLs(url: String) {
+        #expect(throws: JobError.self) { try UploadDestination(parsing: url) }
+        do {
+            _ = try UploadDestination(parsing: url)
+        } catch {
+            #expect(error.code == "bad_destination")
+            #expect(error.message.contains("file:///"))
+        }
+    }
+}
+
+struct UploadNamesTests {
+    @Test func namesAreTheLastComponent() throws {
+        #expect(try UploadNames.name(ofSource: "/photos/lisbon/IMG_0001.jpg") == "IMG_0001.jpg")
+        #expect(try UploadNames.name(ofSource: "/x") == "x")
+        #expect(try UploadNames.name(ofSource: "/a/..b") == "..b")
+        #expect(try UploadNames.names(ofSources: ["/a/1.jpg", "/b/2.jpg"]) == ["1.jpg", "2.jpg"])
+        #expect(UploadNames.join("/", "x") == "/x")
+        #expect(UploadNames.join("/d", "x") == "/d/x")
+    }
+
+    @Test(arguments: ["/", "/a/", "/a/.", "/a/..", "/..", "/a/b\0c"])
+    func refusesNamesThatEscape(source: String) {
+        do {
+            _ = try UploadNames.name(ofSource: source)
+            Issue.record("expected bad_name")
+        } catch {
+            #expect(error.code == "bad_name")
+        }
+    }
+
+    @Test func checkRefusesSlashes() {
+        #expect(throws: JobError.self) { try UploadNames.check("a/b") }
+        #expect(throws: JobError.self) { try UploadNames.check("..") }
+    }
+
+    @Test(arguments: [["/a/x.jpg", "/b/x.jpg"], ["/a/x", "/b/x.part"], ["/a/x.part", "/b/x"]])
+    func refusesDuplicates(sources: [String]) {
+        do {
+            _ = try UploadNames.names(ofSources: sources)
+            Issue.record("expected duplicate_name")
+        } catch {
+            #expect(error.code == "duplicate_name")
+        }
+    }
+}
+
+struct UploadParamsTests {
+    @Test func decodesSnakeCaseWithDefaults() throws {
+        let json: JSONValue = ["files": ["/a"], "to": "file:///d"]
+        let params = try JSONCoding.convert(json, to: UploadJob.Params.self)
+        #expect(params == UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: 8 << 20, maxRate: nil))
+        let full: JSONValue = ["files": ["/a", "/b"], "to": "file:///d", "chunk_size": 65536, "max_rate": 1_048_576]
+        let decoded = try JSONCoding.convert(full, to: UploadJob.Params.self)
+        #expect(decoded.chunkSize == 65536 && decoded.maxRate == 1_048_576)
+        #expect(JSONCoding.value(of: decoded)["chunk_size"] == 65536)
+    }
+
+    @Test(arguments: [
+        UploadJob.Params(files: [], to: "file:///d"),
+        UploadJob.Params(files: ["relative/a"], to: "file:///d"),
+        UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: 4095),
+        UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: (1 << 30) + 1),
+        UploadJob.Params(files: ["/a"], to: "file:///d", maxRate: 1023),
+        UploadJob.Params(files: ["/a"], to: "file:///d", maxRate: 0),
+    ])
+    func refusesOutOfRange(params: UploadJob.Params) {
+        do {
+            try params.checkLimits()
+            Issue.record("expected invalid_params")
+        } catch {
+            #expect(error.code == "invalid_params")
+        }
+    }
+
+    @Test func acceptsLimits() throws {
+        try UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: 4096, maxRate: 1024).checkLimits()
+        try UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: 1 << 30).checkLimits()
+    }
+}
+
+struct UploadCheckpointTests {
+    @Test func roundTripsThroughJobJSONWithoutLosingPrecision() throws {
+        let identity = SourceIdentity(
+            size: 209_715_200, modifiedNanoseconds: 1_732_888_620_123_456_789, inode: 18_446_744_073_709_551_557,
+            device: 9_007_199_254_740_993)
+        let checkpoint = UploadCheckpoint(
+            fileIndex: 1, offset: 8_388_608, sources: [identity, identity],
+            finished: [UploadedFile(name: "a.jpg", path: "/d/a.jpg", bytes: 10, sha256: "ab", bytesResent: 3)],
+            bytesResent: 5, fileBytesResent: 2)
+        let json = JSONCoding.value(of: checkpoint)
+        #expect(json["file_index"] == 1)
+        #expect(json["offset"] == 8_388_608)
+        #expect(json["bytes_resent"] == 5)
+        #expect(json["sources"]?.arrayValue?.first?["mtime_ns"] == "1732888620123456789")
+        #expect(json["sources"]?.arrayValue?.first?["inode"] == "18446744073709551557")
+        #expect(json["finished"]?.arrayValue?.first?["bytes_resent"] == 3)
+        #expect(try JSONCoding.convert(json, to: UploadCheckpoint.self) == checkpoint)
+    }
+
+    @Test func refusesCheckpointsOfOtherJobs() throws {
+        let identity = SourceIdentity(size: 10, modifiedNanoseconds: 1, inode: 2, device: 3)
+        #expect(throws: JobError.self) { try UploadCheckpoint(sources: [identity]).check(fileCount: 2) }
+        #expect(throws: JobError.self) { try UploadCheckpoint(offset: 11, sources: [identity]).check(fileCount: 1) }
+        try UploadCheckpoint(offset: 10, sources: [identity]).check(fileCount: 1)
+    }
+
+    @Test func resultShape() {
+        let one = UploadedFile(name: "a", path: "/d/a", bytes: 3, sha256: "aa", bytesResent: 1)
+        let result = UploadJob.result(files: [one], bytesResent: 1, destination: "file:///d")
+        #expect(result["bytes"] == 3 && result["sha256"] == "aa" && result["destination"] == "file:///d")
+        let two = UploadJob.result(files: [one, one], bytesResent: 2, destination: "file:///d")
+        #expect(two["sha256"] == .null && two["bytes"] == 6 && two["files"]?.arrayValue?.count == 2)
+    }
+}
+
+struct RatePacerTests {
+    @Test func pacesToTheRateWithoutSavingUpBursts() {
+        var pacer = RatePacer(bytesPerSecond: 1000)
+        #expect(pacer.delay(before: 100, now: 10) == 0)
+        #expect(abs(pacer.delay(before: 100, now: 10) - 0.1) < 1e-9)
+        #expect(abs(pacer.delay(before: 100, now: 10.1) - 0.1) < 1e-9)
+        // Far behind: no catch-up burst.
+        #expect(pacer.delay(before: 100, now: 50) == 0)
+        #expect(abs(pacer.delay(before: 100, now: 50) - 0.1) < 1e-9)
+    }
+
+    @Test func pieceSizes() {
+        #expect(RatePacer.pieceSize(maxRate: nil) == 1 << 20)
+        #expect(RatePacer.pieceSize(maxRate: 20 << 20) == 1 << 20)
+        #expect(RatePacer.pieceSize(maxRate: 1 << 20) == (1 << 20) / 10)
+        #expect(RatePacer.pieceSize(maxRate: 1024) == 16 << 10)
+    }
+}
+
+// MARK: - validate and run, on the real loop with an in-memory host
+
+@Suite(.serialized)
+struct UploadJobRunTests {
+    @Test func validateCatchesBadSourcesAndDestinations() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (good, _) = try scratch.source("a.jpg", count: 100)
+        try "x".write(toFile: scratch.root + "/plainfile", atomically: false, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: scratch.dst + "/b.jpg", withDestinationPath: "/etc/passwd")
+        try scratch.source("b.jpg", count: 10)
+        let dst = "file://" + scratch.dst
+        let cases: [(UploadJob.Params, String)] = [
+            (.init(files: [good], to: dst), "no error"),
+            (.init(files: [scratch.src + "/missing.jpg"], to: dst), "source_missing"),
+            (.init(files: [scratch.src], to: dst), "source_not_regular"),
+            (.init(files: [good], to: "file://" + scratch.root + "/nope"), "destination_missing"),
+            (.init(files: [good], to: "file://" + scratch.root + "/plainfile"), "destination_not_directory"),
+            (.init(files: [good], to: "https://tus.example.com/files"), "unsupported_destination"),
+            (.init(files: [good], to: "file:relative"), "bad_destination"),
+            (.init(files: [scratch.src + "/b.jpg"], to: dst), "bad_name"),
+            (.init(files: [good, scratch.root + "/a.jpg"], to: dst), "duplicate_name"),
+            (.init(files: [good], to: dst, chunkSize: 1), "invalid_params"),
+        ]
+        for (params, expected) in cases {
+            let code = await errorCode { try await onLoop { @LoopActor in try await UploadJob().validate(params) } }
+            #expect(code == expected, "\(params)")
+        }
+    }
+
+    @Test func uploadsSeveralFilesWithHashesAndProgress() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.bin", count: 300_000, seed: 1)
+        let b = try scratch.source("b.bin", count: 0, seed: 2)
+        let c = try scratch.source("c.bin", count: 70_000, seed: 3)
+        try Data("old".utf8).write(to: URL(fileURLWithPath: scratch.dst + "/c.bin"))  // replaced
+        let params = UploadJob.Params(files: [a.path, b.path, c.path], to: "file://" + scratch.dst, chunkSize: 65536)
+        let (result, host) = try await onLoop { @LoopActor () -> (JSONValue, RecordingHost) in
+            let host = RecordingHost()
+            let result = try await UploadJob().run(params, in: host.context())
+            return (result, host)
+        }
+        #expect(try scratch.bytes(scratch.dst + "/a.bin") == a.bytes)
+        #expect(try scratch.bytes(scratch.dst + "/b.bin") == [])
+        #expect(try scratch.bytes(scratch.dst + "/c.bin") == c.bytes)
+        #expect(!scratch.exists(scratch.dst + "/a.bin.part"))
+        #expect(result["bytes"] == 370_000)
+        #expect(result["bytes_resent"] == 0)
+        #expect(result["sha256"] == .null)
+        #expect(result["destination"] == .string("file://" + scratch.dst))
+        let files = try #require(result["files"]?.arrayValue)
+        #expect(files.map { $0["sha256"] } == [a, b, c].map { .string(SHA256.hexDigest(of: $0.bytes)) })
+        #expect(files.map { $0["path"] } == ["a.bin", "b.bin", "c.bin"].map { .string(scratch.dst + "/" + $0) })
+        let reports = await host.progressReports
+        #expect(reports.last?.completed == 370_000 && reports.last?.total == 370_000)
+        #expect(reports.last?.items.map(\.completed) == [300_000, 0, 70_000])
+        #expect(zip(reports, reports.dropFirst()).allSatisfy { $0.completed <= $1.completed })
+        #expect(reports.contains { $0.current == "a.bin" })
+        // One checkpoint at the start, one per chunk end (5 + 0 + 2), one per file.
+        #expect(await host.checkpointSaves == 1 + 7 + 3)
+    }
+
+    @Test func resumesAfterAStopResendingAtMostOneChunk() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("photo.jpg", count: 1_000_000, seed: 7)
+        let params = UploadJob.Params(files: [a.path], to: "file://" + scratch.dst, chunkSize: 65536)
+        let partPath = scratch.dst + "/photo.jpg.part"
+        let host = RecordingHost()
+        let code = await errorCode {
+            try await onLoop { @LoopActor in
+                host.stopAt = (300_000, .resourceReclaim)
+                let job = host.context()
+                do {
+                    _ = try await UploadJob().run(params, in: job)
+                } catch {
+                    await UploadJob().onCancel(.resourceReclaim, params: params, in: job)
+                    throw error
+                }
+            }
+        }
+        #expect(code.hasPrefix("other: JobStopped"))
+        #expect(scratch.exists(partPath))
+        let checkpoint = try await onLoop { @LoopActor in try JSONCoding.convert(#require(host.checkpoint), to: UploadCheckpoint.self) }
+        // Stopped during the piece that ends chunk 5: that chunk still completes and is checkpointed.
+        #expect(checkpoint.offset == 327_680)
+        // Simulate bytes written after the checkpoint before a kill -9.
+        let handle = try #require(FileHandle(forWritingAtPath: partPath))
+        handle.seekToEndOfFile()
+        handle.write(Data(repeating: 0xEE, count: 1000))
+        try handle.close()
+        let leftover = try FileManager.default.attributesOfItem(atPath: partPath)[.size] as! Int
+        #expect(leftover > checkpoint.offset)
+
+        let result = try await onLoop { @LoopActor in
+            host.stopAt = nil
+            return try await UploadJob().run(params, in: host.context(attempt: 2))
+        }
+        #expect(try scratch.bytes(scratch.dst + "/photo.jpg") == a.bytes)
+        #expect(result["sha256"] == .string(SHA256.hexDigest(of: a.bytes)))
+        #expect(result["bytes_resent"] == .number(Double(Int64(leftover) - checkpoint.offset)))
+        #expect(result["bytes_resent"]!.intValue! <= 65536 + 1000)
+        #expect(result["files"]?.arrayValue?.first?["bytes_resent"] == result["bytes_resent"])
+    }
+
+    @Test func missingPartRestartsTheFileWithAWarning() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("v.mov", count: 200_000, seed: 9)
+        let params = UploadJob.Params(files: [a.path], to: "file://" + scratch.dst, chunkSize: 16384)
+        let host = RecordingHost()
+        _ = await errorCode {
+            try await onLoop { @LoopActor in
+                host.stopAt = (100_000, .timeout)
+                _ = try await UploadJob().run(params, in: host.context())
+            }
+        }
+        try FileManager.default.removeItem(atPath: scratch.dst + "/v.mov.part")
+        let result = try await onLoop { @LoopActor in
+            host.stopAt = nil
+            return try await UploadJob().run(params, in: host.context(attempt: 2))
+        }
+        #expect(try scratch.bytes(scratch.dst + "/v.mov") == a.bytes)
+        #expect(result["sha256"] == .string(SHA256.hexDigest(of: a.bytes)))
+        #expect(result["bytes_resent"]!.intValue! >= 98_304)
+        #expect(await host.logs.contains { $0.0 == .warning && $0.1.contains("from the start") })
+    }
+
+    @Test func changedSourceFailsWithSourceChanged() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.raw", count: 400_000, seed: 4)
+        let params = UploadJob.Params(files: [a.path], to: "file://" + scratch.dst, chunkSize: 65536)
+        let host = RecordingHost()
+        _ = await errorCode {
+            try await onLoop { @LoopActor in
+                host.stopAt = (200_000, .resourceReclaim)
+                _ = try await UploadJob().run(params, in: host.context())
+            }
+        }
+        try scratch.source("a.raw", count: 400_001, seed: 5)
+        let code = await errorCode {
+            try await onLoop { @LoopActor in
+                host.stopAt = nil
+                _ = try await UploadJob().run(params, in: host.context(attempt: 2))
+            }
+        }
+        #expect(code == "source_changed")
+        #expect(!scratch.exists(scratch.dst + "/a.raw"))
+    }
+
+    @Test func userStopRemovesThePartButKeepsFinishedFiles() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("1.jpg", count: 50_000, seed: 1)
+        let b = try scratch.source("2.jpg", count: 500_000, seed: 2)
+        let params = UploadJob.Params(
+            files: [a.path, b.path], to: "file://" + scratch.dst, chunkSize: 65536, maxRate: 50 << 20)
+        let host = RecordingHost()
+        let code = await errorCode {
+            try await onLoop { @LoopActor in
+                host.stopAt = (200_000, .userStop)
+                let job = host.context()
+                do {
+                    _ = try await UploadJob().run(params, in: job)
+                } catch {
+                    #expect(job.stopReason == .userStop)
+                    await UploadJob().onCancel(.userStop, params: params, in: job)
+                    throw error
+                }
+            }
+        }
+        #expect(code.hasPrefix("other: JobStopped"))
+        #expect(try scratch.bytes(scratch.dst + "/1.jpg") == a.bytes)
+        #expect(!scratch.exists(scratch.dst + "/2.jpg.part"))
+        #expect(!scratch.exists(scratch.dst + "/2.jpg"))
+    }
+
+    @Test func rateLimitIsHonoured() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("slow.bin", count: 300_000, seed: 3)
+        let params = UploadJob.Params(files: [a.path], to: "file://" + scratch.dst, chunkSize: 65536, maxRate: 1 << 20)
+        let started = Date()
+        let result = try await onLoop { @LoopActor in
+            let host = RecordingHost()
+            return try await UploadJob().run(params, in: host.context())
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        // 300 000 bytes at 1 MiB/s: about 0.29 s (the first piece goes at once).
+        #expect(elapsed > 0.2)
+        #expect(elapsed < 3)
+        #expect(result["sha256"] == .string(SHA256.hexDigest(of: a.bytes)))
+    }
+}
