@@ -143,10 +143,10 @@ enum Commands {
         let reply = try context.call(["op": "submit", "kind": .string(kind), "params": params, "options": try submitOptions(context.arguments)])
         let job = reply["job"] ?? .null
         let id = job["id"]?.stringValue ?? ""
-        if context.json && !context.arguments.flag("watch") {
-            print(JSONCoding.encodePretty(job))
-        } else {
-            print(id)
+        switch (context.json, follow) {
+        case (true, false): print(JSONCoding.encodePretty(job))
+        case (true, true): break  // --wait --json prints the final job only; --watch --json the events
+        case (false, _): print(id)
         }
         guard let watcher else { return ExitCode.success }
         let final = try Watch.follow(watcher, job: id, printing: context.arguments.flag("watch"), json: context.json)

@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+import TrailbookCLI
+import TrailbookEngine
+
+/// The upload job to a `file://` directory, driven through the real daemon and CLI.
+@Suite(.serialized)
+struct UploadEndToEndTests {
+    /// Writes `bytes` of random data to `path` and returns its SHA-256 (hex).
+    static func randomFile(_ path: String, bytes: Int) throws -> String {
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        let digest = SHA256()
+        var generator = SystemRandomNumberGenerator()
+        var remaining = bytes
+        var block = [UInt8](repeating: 0, count: 1 << 20)
+        while remaining > 0 {
+            let count = min(remaining, block.count)
+            block.withUnsafeMutableBytes { raw in
+                let words = raw.bindMemory(to: UInt64.self)
+                for index in words.indices { words[index] = generator.next() }
+            }
+            digest.update(block[..<count])
+            try handle.write(contentsOf: block[..<count])
+            remaining -= count
+        }
+        return digest.hexDigest
+    }
+
+    static func sha256(ofFile path: String) throws -> String {
+        SHA256.hexDigest(of: try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    func submit(_ daemon: DaemonHarness, _ arguments: [String]) throws -> String {
+        let result = try daemon.cli(["submit", "upload"] + arguments)
+        guard result.status == 0 else { throw HarnessError("submit failed (\(result.status)): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func a200MiBFileArrivesWithTheSameSHA256() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let expected = try Self.randomFile(work.file("big.bin"), bytes: 200 << 20)
+        let result = try daemon.cli(["submit", "upload", work.file("big.bin"), "--to", "file://" + work.file("out"), "--wait", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let job = try JSONCoding.decode(JSONValue.self, from: Array(result.stdout.utf8))
+        #expect(job["state"]?.stringValue == "succeeded")
+        #expect(job["result"]?["sha256"]?.stringValue == expected)
+        #expect(job["result"]?["bytes"]?.intValue == 200 << 20)
+        #expect(job["progress"]?["completed"]?.intValue == 200 << 20)
+        #expect(job["progress"]?["unit"]?.stringValue == "bytes")
+        #expect(try Self.sha256(ofFile: work.file("out/big.bin")) == expected)
+        #expect(!FileManager.default.fileExists(atPath: work.file("out/big.bin.part")))
+    }
+
+    @Test func kill9HalfWayThenRestartResendsAtMostOneChunk() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let size = 64 << 20
+        let chunk = 4 << 20
+        let expected = try Self.randomFile(work.file("photo.bin"), bytes: size)
+        let id = try submit(daemon, [work.file("photo.bin"), "--to", "file://" + work.file("out"), "--max-rate", "20MiB", "--chunk-size", "4MiB"])
+        try daemon.waitFor(id, timeout: 10, "half way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= Int64(size / 2) }
+        try daemon.crash()
+        #expect(FileManager.default.fileExists(atPath: work.file("out/photo.bin.part")), "the .part survives a crash")
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        let resent = try #require(done["result"]?["bytes_resent"]?.intValue)
+        #expect(resent <= Int64(chunk), "re-sent \(resent) bytes, more than one chunk")
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try Self.sha256(ofFile: work.file("out/photo.bin")) == expected)
+    }
+
+    @Test func cancelMidUploadRemovesThePartWithin100Milliseconds() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("a.bin"), bytes: 32 << 20)
+        let id = try submit(daemon, [work.file("a.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB"])
+        try daemon.waitFor(id, "some bytes") { ($0["progress"]?["completed"]?.intValue ?? 0) > 1 << 20 }
+        let started = Date()
+        let job = try daemon.job(["op": "cancel", "job": .string(id)])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(job["state"]?.stringValue == "cancelled")
+        #expect(job["cancellation"]?["reason"]?.stringValue == "user_stop")
+        #expect(elapsed < 0.1, "cancel took \(elapsed) s")
+        #expect(!FileManager.default.fileExists(atPath: work.file("out/a.bin.part")))
+        #expect(!FileManager.default.fileExists(atPath: work.file("out/a.bin")))
+    }
+
+    @Test func sigtermDuringUploadsRequeuesThemAndTheyFinishAfterRestart() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let first = try Self.randomFile(work.file("one.bin"), bytes: 24 << 20)
+        let second = try Self.randomFile(work.file("two.bin"), bytes: 24 << 20)
+        let id = try submit(daemon, [work.file("one.bin"), work.file("two.bin"), "--to", "file://" + work.file("out"), "--max-rate", "16MiB", "--chunk-size", "2MiB"])
+        try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 8 << 20 }
+        let (status, seconds) = try daemon.stop(signal: SIGTERM)
+        #expect(status == 0)
+        #expect(seconds < 2)
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        #expect(done["cancellation"]?["reason"]?.stringValue == "resource_reclaim")
+        #expect((done["result"]?["bytes_resent"]?.intValue ?? .max) <= 2 << 20)
+        #expect(try Self.sha256(ofFile: work.file("out/one.bin")) == first)
+        #expect(try Self.sha256(ofFile: work.file("out/two.bin")) == second)
+        let files = done["result"]?["files"]?.arrayValue ?? []
+        #expect(files.count == 2)
+    }
+
+    @Test func aSourceChangedBetweenAttemptsFailsWithSourceChanged() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("c.bin"), bytes: 16 << 20)
+        let id = try submit(daemon, [work.file("c.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
+        try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
+        #expect(try daemon.cli(["pause", id]).status == 0)
+        _ = try Self.randomFile(work.file("c.bin"), bytes: 16 << 20)
+        #expect(try daemon.cli(["resume", id]).status == 0)
+        let failed = try daemon.waitForState(id, "failed", timeout: 20)
+        #expect(failed["error"]?["code"]?.stringValue == "source_changed")
+        #expect(!FileManager.default.fileExists(atPath: work.file("out/c.bin")), "no silently corrupt copy")
+    }
+
+    @Test func waitExitsWithTheJobsOutcome() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("w.bin"), bytes: 1 << 20)
+        let ok = try daemon.cli(["submit", "upload", work.file("w.bin"), "--to", work.file("out"), "--wait"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.stdout.contains("succeeded"))
+        let watched = try daemon.cli(["submit", "upload", work.file("w.bin"), "--to", work.file("out"), "--watch"])
+        #expect(watched.status == 0, "\(watched.stderr)")
+        #expect(watched.stdout.contains("succeeded"))
+    }
+
+    /// Sources and destinations that cannot work: refused at submit with a clear code (exit 2), nothing queued.
+    @Test func badSourcesAndDestinationsAreRefusedAtSubmit() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("ok.bin"), bytes: 1024)
+        _ = FileManager.default.createFile(atPath: work.file("not-a-dir"), contents: Data([1]))
+        mkfifo(work.file("fifo"), 0o600)
+        try FileManager.default.createDirectory(atPath: work.file("sub"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("sub/ok.bin"), bytes: 10)
+        let cases: [(arguments: [String], code: String)] = [
+            ([work.file("missing.bin"), "--to", work.file("out")], "source_missing"),
+            ([work.file("out"), "--to", work.file("out")], "source_not_regular"),
+            ([work.file("fifo"), "--to", work.file("out")], "source_not_regular"),
+            ([work.file("ok.bin"), "--to", work.file("nowhere")], "destination_missing"),
+            ([work.file("ok.bin"), "--to", work.file("not-a-dir")], "destination_not_directory"),
+            ([work.file("ok.bin"), "--to", "ftp://example.invalid/x"], "bad_destination"),
+            ([work.file("ok.bin"), work.file("sub/ok.bin"), "--to", work.file("out")], "duplicate_name"),
+            ([work.file("ok.bin"), "--to", work.file("out"), "--chunk-size", "1"], "invalid_params"),
+        ]
+        for (arguments, code) in cases {
+            let result = try daemon.cli(["submit", "upload"] + arguments)
+            #expect(result.status == 2, "\(arguments): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains(code), "\(arguments): \(result.stderr)")
+        }
+        let jobs = try daemon.request(["op": "list"])["jobs"]?.arrayValue ?? []
+        #expect(jobs.isEmpty, "nothing was queued")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+}
