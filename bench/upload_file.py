@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Benchmark: the upload job to a file:// directory against `cp` + `sync` + `sha256sum`, side by side.
+
+Both do the same work: copy the file, make the copy durable, and produce its SHA-256. The daemon also checkpoints
+every chunk (fsync + SQLite commit). Runs alternate between the two so drift on a shared machine hits both alike.
+
+    bench/upload_file.py [--size-mib 512] [--rounds 5] [--chunk-size 8MiB]
+
+Prints each round and the medians, with the ratio daemon/peer (below 1.0: the daemon is faster).
+"""
+import argparse, os, shutil, socket, json, statistics, subprocess, sys, tempfile, time
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build():
+    subprocess.run(["swift", "build", "-c", "release", "--product", "trailbook-jobs"], cwd=root, check=True,
+                   stdout=subprocess.DEVNULL)
+    out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return os.path.join(out, "trailbook-jobs")
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mib", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--chunk-size", default="8MiB")
+    args = parser.parse_args()
+    binary = build()
+    work = tempfile.mkdtemp(prefix="tbj-bench-")
+    try:
+        source = os.path.join(work, "source.bin")
+        with open(source, "wb") as f:
+            for _ in range(args.size_mib):
+                f.write(os.urandom(1 << 20))
+        env = dict(os.environ, TRAILBOOK_JOBS_HOME=os.path.join(work, "state"))
+        daemon = subprocess.Popen([binary, "daemon"], env=env, stderr=subprocess.DEVNULL)
+        sock = os.path.join(work, "state", "daemon.sock")
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        rows = []
+        for round_ in range(args.rounds):
+            out = os.path.join(work, f"out{round_}")
+            os.mkdir(out)
+            before = cpu_seconds(daemon.pid)
+            started = time.monotonic()
+            done = subprocess.run([binary, "submit", "upload", source, "--to", "file://" + out, "--chunk-size",
+                                   args.chunk_size, "--wait", "--json"], env=env, capture_output=True, text=True)
+            daemon_wall = time.monotonic() - started
+            daemon_cpu = cpu_seconds(daemon.pid) - before
+            job = json.loads(done.stdout)
+            assert job["state"] == "succeeded", done.stdout + done.stderr
+            shutil.rmtree(out)
+
+            copy = os.path.join(work, "copy.bin")
+            started = time.monotonic()
+            usage_before = os.times()
+            subprocess.run(["cp", source, copy], check=True)
+            subprocess.run(["sync", copy], check=True)
+            digest = subprocess.run(["sha256sum", copy], check=True, capture_output=True, text=True).stdout.split()[0]
+            peer_wall = time.monotonic() - started
+            usage = os.times()
+            peer_cpu = (usage.children_user - usage_before.children_user) + (usage.children_system - usage_before.children_system)
+            os.remove(copy)
+            assert digest == job["result"]["sha256"], "digests differ"
+            rows.append((daemon_wall, daemon_cpu, peer_wall, peer_cpu))
+            print(f"round {round_ + 1}: daemon {daemon_wall:6.2f} s wall {daemon_cpu:5.2f} s cpu | "
+                  f"cp+sync+sha256sum {peer_wall:6.2f} s wall {peer_cpu:5.2f} s cpu")
+        daemon.terminate()
+        daemon.wait()
+        med = [statistics.median(column) for column in zip(*rows)]
+        mib = args.size_mib
+        print(f"\nmedian of {args.rounds}, {mib} MiB file, chunk {args.chunk_size}:")
+        print(f"  trailbook-jobs upload   {med[0]:6.2f} s  {mib / med[0]:7.1f} MiB/s  cpu {med[1]:5.2f} s")
+        print(f"  cp + sync + sha256sum   {med[2]:6.2f} s  {mib / med[2]:7.1f} MiB/s  cpu {med[3]:5.2f} s")
+        print(f"  ratio (daemon / peer):  wall {med[0] / med[2]:.2f}  cpu {med[1] / med[3]:.2f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
