@@ -126,6 +126,12 @@ public final class Daemon {
         server.close()
         Task { @LoopActor in
             await scheduler.shutdown()
+            if scheduler.runningCount > 0 {
+                // A job that ignores its stop must not keep the daemon past its 2 s promise; it stays `running`
+                // in the store and resumes from its checkpoint on the next start, as after a crash.
+                DaemonLog.write("\(scheduler.runningCount) job(s) did not stop in time; they resume on the next start")
+                exit(0)
+            }
             scheduler.feed.close()
             for watcher in signals { watcher.close() }
             signals.removeAll()

@@ -124,6 +124,8 @@ public final class ProgressFeed {
     /// - Returns: whether the replay is complete (`false` if events after `since` have already left the buffer).
     @discardableResult
     public func subscribe(_ connection: PipeConnection, since: Int64?, jobs: Set<String>, kinds: Set<String>) -> Bool {
+        // The client may have hung up while its request waited its turn.
+        guard !connection.isClosing else { return true }
         let subscriber = Subscriber(connection: connection, jobs: jobs, kinds: kinds)
         subscribers[ObjectIdentifier(connection)] = subscriber
         guard let since else { return true }

@@ -214,7 +214,7 @@ public final class Scheduler {
             let context = makeContext(for: job, kind: kind)
             await kind.onCancel(.userStop, job.params, context)
         }
-        try commit(job, from: job.state == .cancelled ? nil : job.state)
+        try commit(job)
         return job
     }
 
