@@ -140,6 +140,23 @@ struct SchedulerEndToEndTests {
         #expect(stat(daemon.socketPath, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
     }
+
+    /// Even if the socket's mode were opened up, another user is refused by the SO_PEERCRED check.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")))
+    func anotherUserIsRefusedByPeerCredentials() throws {
+        let daemon = try DaemonHarness()
+        chmod(daemon.home.path, 0o755)
+        chmod(daemon.socketPath, 0o666)
+        let script = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            s.sendall(b'{"op": "list"}\\n'); print(s.makefile().readline().strip())
+            """
+        let result = try DaemonHarness.run(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, daemon.socketPath])
+        #expect(result.stdout.contains("forbidden"), "stdout: \(result.stdout) stderr: \(result.stderr) status \(result.status)")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
 }
 
 /// Records every feed event on a watch connection, in a background thread.
