@@ -12,6 +12,8 @@ public struct DaemonConfiguration: Sendable {
     public var socketPath: String
     /// Scheduler defaults and limits.
     public var scheduler = SchedulerOptions()
+    /// Worker processes for job kinds that decode untrusted files (`.workerProcess`).
+    public var workers = WorkerPoolOptions()
     /// Version reported by `ping`.
     public var version = "0.1.0"
 
@@ -88,6 +90,7 @@ public final class Daemon {
         let store = try JobStore(path: configuration.storePath)
         let feed = ProgressFeed(firstSeq: try store.reserveSequenceBlock(count: 1_000_000_000))
         let scheduler = Scheduler(store: store, feed: feed, options: configuration.scheduler)
+        scheduler.workerPool = WorkerPool(loop: .main, options: configuration.workers)
         register(scheduler)
         let daemon = Daemon(configuration: configuration, scheduler: scheduler)
         try daemon.server.listen(path: configuration.socketPath)
@@ -126,6 +129,11 @@ public final class Daemon {
         server.close()
         Task { @LoopActor in
             await scheduler.shutdown()
+            if let pool = scheduler.workerPool {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    pool.shutdown { continuation.resume() }
+                }
+            }
             scheduler.feed.close()
             for watcher in signals { watcher.close() }
             signals.removeAll()
