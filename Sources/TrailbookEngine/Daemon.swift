@@ -58,11 +58,13 @@ public final class Daemon {
     ) -> Int32 {
         signal(SIGPIPE, SIG_IGN)
         // A launcher may hand us a blocked signal mask (test runners, some supervisors); SIGTERM and SIGINT must
-        // reach the loop's signal handles.
+        // reach the loop's signal handles, and SIGCHLD libuv's child watcher (else a dead worker is never reaped
+        // and its exit callback never runs).
         var unblock = sigset_t()
         sigemptyset(&unblock)
         sigaddset(&unblock, SIGTERM)
         sigaddset(&unblock, SIGINT)
+        sigaddset(&unblock, SIGCHLD)
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         let status = StatusBox()
         Task { @LoopActor in
