@@ -39,6 +39,7 @@ enum PhotoCommands {
             options: [
                 OptionSpec("tag", .value(placeholder: "WORD"), required: true, help: "the keyword"),
                 OptionSpec("remove", help: "take the keyword off instead"),
+                OptionSpec("load-records", help: "(benchmark) load each photo's full record before tagging it"),
             ] + selection + Commands.submitCommon,
             details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n" + Commands.exitCodes),
         CommandSpec(
@@ -102,6 +103,7 @@ enum PhotoCommands {
         var params = try selectionParams(context.arguments)
         params["tag"] = .string(context.arguments.value("tag") ?? "")
         if context.arguments.flag("remove") { params["remove"] = true }
+        if context.arguments.flag("load-records") { params["load_records"] = true }
         return try Commands.submit(kind: "tag", params: .object(params), context)
     }
 

@@ -114,6 +114,8 @@ struct TaggingEndToEndTests {
         })
         #expect(Set(unreadable.keys) == ["truncated.jpg", "huge-header.jpg", "vanishing.jpg"], "\(result)")
         #expect(unreadable["vanishing.jpg"] == "empty")
+        #expect(unreadable["truncated.jpg"] == "truncated")
+        #expect(unreadable["huge-header.jpg"] == "too_large")
         #expect(result["unreadable_count"]?.intValue == 3)
 
         let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []

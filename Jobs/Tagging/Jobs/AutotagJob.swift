@@ -15,7 +15,7 @@ import TrailbookSQLite
 ///
 /// Params: one of `ids` / `ids_file` / `all`, and `places` (a `name,lat,lon` CSV to use instead of the bundled
 /// table). Result: `photos`, `tagged`, `unknown_count`, `unknown_first`, `duplicates`, `unreadable_count` and
-/// `unreadable` (the first 100: id, path, code, message). Progress unit: photos.
+/// `unreadable` (the first 1000: id, path, code — the photo library's, e.g. `truncated`, `too_large`, `empty`, or `worker_crashed` / `worker_timeout` — and message). Progress unit: photos.
 public struct AutotagJob: JobKind {
     /// Parameters, as submitted.
     public struct Params: Codable, Sendable {
@@ -132,7 +132,9 @@ public struct AutotagJob: JobKind {
                                     next.duplicates += 1
                                 }
                             } else {
-                                Self.noteUnreadable(&next, record, code: "undecodable", inspection.pixelError ?? "pixels not decodable")
+                                let reason = inspection.pixelError ?? "undecodable: pixels not decodable"
+                                let code = reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "undecodable"
+                                Self.noteUnreadable(&next, record, code: code, reason)
                             }
                         case .failure(let error):
                             tags = ["unreadable"]
@@ -168,7 +170,7 @@ public struct AutotagJob: JobKind {
 
     static func noteUnreadable(_ checkpoint: inout Checkpoint, _ record: PhotoRecord, code: String, _ message: String) {
         checkpoint.unreadableCount += 1
-        if checkpoint.unreadable.count < 100 {
+        if checkpoint.unreadable.count < 1_000 {
             checkpoint.unreadable.append(Bad(id: record.stableID.text, path: record.path, code: code, message: message))
         }
     }
