@@ -195,6 +195,31 @@ struct TaggingEndToEndTests {
         #expect(badTag["error"]?["code"]?.stringValue == "invalid_params")
     }
 
+    // MARK: cancel while waiting for workers
+
+    @Test func cancelWhileWaitingForWorkersReturnsPromptlyAndKeepsCommittedTags() throws {
+        let folder = TemporaryDirectory("tbj-photos")
+        for n in 0..<48 {
+            let picture = Fixtures.image(1600, 1200) { x, y in
+                (UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7), UInt8(truncatingIfNeeded: n * 4))
+            }
+            PhotoTestSupport.write(try picture.jpegData(), folder.file(String(format: "p%03d.jpg", n)))
+        }
+        let daemon = try DaemonHarness()
+        _ = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
+        let id = try daemon.submit("autotag", ["all": true])
+        try daemon.waitFor(id, timeout: 60, "one batch committed") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 16 }
+        let started = Date()
+        let cancelled = try daemon.job(["op": "cancel", "job": .string(id)])
+        let seconds = Date().timeIntervalSince(started)
+        #expect(cancelled["state"]?.stringValue == "cancelled")
+        #expect(seconds < 0.5, "cancel took \(seconds) s while workers were busy")
+        let completed = try #require(cancelled["progress"]?["completed"]?.intValue)
+        #expect(completed < 48, "stopped before the end")
+        let tagged = try PhotoTestSupport.tagCount("aspect:landscape", storeAt: daemon.home.path + "/photos.sqlite3")
+        #expect(Int64(tagged) == completed, "user_stop keeps the tags of committed batches")
+    }
+
     // MARK: a worker killed mid-job
 
     @Test func killingAWorkerMidJobStillSucceeds() throws {
