@@ -17,6 +17,7 @@ public struct ProcessExit: Sendable, Equatable, CustomStringConvertible {
         self.signal = signal
     }
 
+    /// "killed by signal N" or "exited with status N".
     public var description: String { signal != 0 ? "killed by signal \(signal)" : "exited with status \(status)" }
 }
 

@@ -26,11 +26,13 @@ public struct AutotagJob: JobKind {
 
         enum CodingKeys: String, CodingKey { case places }
 
+        /// Decodes the flat params object (`places` plus the selection keys).
         public init(from decoder: any Decoder) throws {
             places = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(String.self, forKey: .places)
             selection = try PhotoSelection(from: decoder)
         }
 
+        /// Encodes the flat params object.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encodeIfPresent(places, forKey: .places)
@@ -58,7 +60,9 @@ public struct AutotagJob: JobKind {
         var finished = false
     }
 
+    /// `autotag`.
     public static let name = "autotag"
+    /// Progress in photos; long-running; decodes in worker processes, reads ID files on the thread pool.
     public static let traits = JobKindTraits(
         unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess])
 
@@ -72,6 +76,9 @@ public struct AutotagJob: JobKind {
         self.library = library
     }
 
+    /// Checks the selection and loads the places file, so a bad one is refused at submit.
+    ///
+    /// - Throws: `JobError` `invalid_params`.
     public func validate(_ params: Params) async throws(JobError) {
         try params.selection.validate()
         if let places = params.places {
@@ -81,6 +88,10 @@ public struct AutotagJob: JobKind {
         }
     }
 
+    /// Tags the selection batch by batch, from the checkpoint in the photo store.
+    ///
+    /// - Throws: `JobError` `photo_store_error` (retryable), `invalid_params`, `execution_target_not_allowed`;
+    ///   `JobStopped` when stopped. A bad photo is never an error of the job.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         let store = try library.store()
         var places = PlaceTable.bundled

@@ -39,7 +39,9 @@ public struct ImportJob: JobKind {
         var message: String
     }
 
+    /// `import`.
     public static let name = "import"
+    /// Progress in files; long-running; walks on the thread pool and reads files in worker processes.
     public static let traits = JobKindTraits(
         unit: .files, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess])
 
@@ -53,6 +55,9 @@ public struct ImportJob: JobKind {
         self.library = library
     }
 
+    /// Checks that `dir` is an absolute path to a directory.
+    ///
+    /// - Throws: `JobError` `source_missing`.
     public func validate(_ params: Params) async throws(JobError) {
         var info = stat()
         guard params.dir.hasPrefix("/"), stat(params.dir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
@@ -60,6 +65,10 @@ public struct ImportJob: JobKind {
         }
     }
 
+    /// Imports the tree, from the checkpoint.
+    ///
+    /// - Throws: `JobError` `source_missing`, `photo_store_error` (retryable); `JobStopped` when stopped. A file
+    ///   that cannot be read is a failure in the result, not of the job.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         try await validate(params)
         let store = try library.store()

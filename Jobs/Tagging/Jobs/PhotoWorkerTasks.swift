@@ -16,6 +16,10 @@ public struct InspectPhotoTask: WorkerTask {
     /// A task with the default decoder limits.
     public init() {}
 
+    /// Inspects the file at `payload.path` (pixels too when `payload.pixels` is true).
+    ///
+    /// - Returns: the `PhotoInspection` as JSON.
+    /// - Throws: `JobError` with the photo library's code (`empty`, `not_jpeg`, `io`, `too_large`) or `bad_request`.
     public func perform(_ payload: JSONValue) throws -> JSONValue {
         guard let path = payload["path"]?.stringValue else {
             throw JobError(code: "bad_request", message: "photo.inspect needs a path")

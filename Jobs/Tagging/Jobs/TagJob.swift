@@ -35,6 +35,7 @@ public struct TagJob: JobKind {
             case loadRecords = "load_records"
         }
 
+        /// Decodes the flat params object (`tag`, `remove`, `load_records` plus the selection keys).
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             tag = try container.decode(String.self, forKey: .tag)
@@ -43,6 +44,7 @@ public struct TagJob: JobKind {
             selection = try PhotoSelection(from: decoder)
         }
 
+        /// Encodes the flat params object.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(tag, forKey: .tag)
@@ -64,7 +66,9 @@ public struct TagJob: JobKind {
         var finished = false
     }
 
+    /// `tag`.
     public static let name = "tag"
+    /// Progress in photos; long-running; writes on the daemon loop, reads ID files on the thread pool.
     public static let traits = JobKindTraits(unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
 
     /// Photos per batch (and per transaction).
@@ -77,6 +81,9 @@ public struct TagJob: JobKind {
         self.library = library
     }
 
+    /// Checks the tag's spelling and the selection.
+    ///
+    /// - Throws: `JobError` `invalid_params`.
     public func validate(_ params: Params) async throws(JobError) {
         do {
             _ = try TagName.validated(params.tag)
@@ -86,6 +93,9 @@ public struct TagJob: JobKind {
         try params.selection.validate()
     }
 
+    /// Tags the selection batch by batch, from the checkpoint in the photo store.
+    ///
+    /// - Throws: `JobError` `photo_store_error` (retryable), `source_missing`; `JobStopped` when stopped.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         let store = try library.store()
         let tag: String
