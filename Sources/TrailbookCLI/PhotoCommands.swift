@@ -53,6 +53,7 @@ enum PhotoCommands {
             options: [
                 OptionSpec("memory-limit", .value(placeholder: "SIZE"), help: "RLIMIT_AS (default 1GiB)"),
                 OptionSpec("cpu-limit", .value(placeholder: "N"), help: "RLIMIT_CPU in seconds (default 3600)"),
+                OptionSpec("parent", .value(placeholder: "PID"), help: "die when this process (the daemon) dies"),
             ]),
     ]
 
@@ -79,7 +80,8 @@ enum PhotoCommands {
         var limits = WorkerLimits()
         if let bytes = try context.arguments.size("memory-limit") { limits.memoryBytes = bytes }
         if let seconds = try context.arguments.integer("cpu-limit", range: 1...1_000_000) { limits.cpuSeconds = seconds }
-        return WorkerProcess.run(tasks: workerTasks, limits: limits)
+        let parent = try context.arguments.integer("parent", range: 1...Int(Int32.max)).map { Int32($0) }
+        return WorkerProcess.run(tasks: workerTasks, limits: limits, parent: parent)
     }
 
     static func importDirectory(_ context: CommandContext) throws -> Int32 {

@@ -213,6 +213,7 @@ public final class WorkerPool {
     private func spawn() -> Worker? {
         let arguments = options.arguments + [
             "--memory-limit", String(options.memoryLimitBytes), "--cpu-limit", String(options.cpuLimitSeconds),
+            "--parent", String(getpid()),
         ]
         let process: ChildProcess
         var box: Worker?

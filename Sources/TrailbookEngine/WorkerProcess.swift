@@ -1,3 +1,5 @@
+import TrailbookLoop
+
 #if canImport(Glibc)
     @preconcurrency import Glibc
 #endif
@@ -82,8 +84,11 @@ public enum WorkerProcess {
     /// Sets `limits`, then answers requests from stdin on stdout, one line each, until stdin ends.
     ///
     /// Blocking and single-threaded on purpose: one request at a time, and an idle worker sleeps in `read(2)`.
-    /// - Returns: the exit status: 0 when stdin ended.
-    public static func run(tasks: WorkerTaskTable, limits: WorkerLimits) -> Int32 {
+    /// - Parameter parent: the daemon's pid (`--parent`); the worker is killed when that process dies, even in
+    ///   the middle of a decode, and exits at once if it is already gone. `nil` skips the check.
+    /// - Returns: the exit status: 0 when stdin ended (or the parent was gone).
+    public static func run(tasks: WorkerTaskTable, limits: WorkerLimits, parent: Int32? = nil) -> Int32 {
+        if let parent, !ChildProcess.dieWithParent(parent) { return 0 }
         signal(SIGPIPE, SIG_DFL)
         var memory = rlimit(rlim_cur: rlim_t(limits.memoryBytes), rlim_max: rlim_t(limits.memoryBytes))
         setrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &memory)

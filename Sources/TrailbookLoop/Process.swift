@@ -124,4 +124,14 @@ public final class ChildProcess: LoopHandle {
     }
 
     override func dropCallbacks() { onExit = nil }
+
+    /// For a child: has the kernel kill the calling process (`SIGKILL`) when its parent dies, even by `kill -9`
+    /// (Linux `PR_SET_PDEATHSIG`), so a worker busy with a hung decode never outlives its daemon.
+    ///
+    /// - Parameter parent: the parent pid seen at start (`getppid()`); if the parent already changed, the parent
+    ///   died before the call and `false` is returned: exit then.
+    /// - Returns: whether the death signal is armed and the parent is still `parent`.
+    public static func dieWithParent(_ parent: Int32) -> Bool {
+        tb_die_with_parent(parent) == 0
+    }
 }
