@@ -60,6 +60,32 @@ struct TaggingEndToEndTests {
         #expect(try daemon.cli(["photos", "show", "not-an-id"]).status == 4)
     }
 
+    // MARK: import: resumable across kill -9
+
+    @Test func importResumesAfterKill9AndSkipsWhatIsDone() throws {
+        let folder = TemporaryDirectory("tbj-photos")
+        let jpeg = Fixtures.withEXIF(try Fixtures.scene(64, 48).jpegData(), .init(make: "Canon", model: "Canon EOS 40D"))
+        let count = 600
+        for n in 0..<count {
+            // Distinct bytes after the image data: each file is its own photo, with the same EXIF.
+            PhotoTestSupport.write(jpeg + Array("variant \(n)".utf8), folder.file(String(format: "v%04d.jpg", n)))
+        }
+        let daemon = try DaemonHarness()
+        let id = try daemon.submit("import", ["dir": .string(folder.path)])
+        let before = try daemon.waitFor(id, timeout: 60, "import under way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 40 }
+        try daemon.crash()
+        #expect((before["progress"]?["completed"]?.intValue ?? 0) < Int64(count), "killed mid-import")
+        try daemon.start()
+        let final = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let result = try #require(final["result"])
+        #expect(result["files"]?.intValue == Int64(count))
+        #expect(result["failed"]?.intValue == 0)
+        let photos = try daemon.cliJSON(["photos", "list", "--limit", "10000", "--json"]).arrayValue ?? []
+        #expect(photos.count == count, "every file imported once")
+        #expect(Set(photos.compactMap { $0["id"]?.stringValue }).count == count)
+        #expect(photos.allSatisfy { $0["camera"]?["model"]?.stringValue == "Canon EOS 40D" })
+    }
+
     // MARK: autotag on generated fixtures and bad photos
 
     @Test func autotagOnGeneratedPhotosAndBadOnesFinishesAndListsTheBadOnes() throws {

@@ -44,6 +44,27 @@ struct WorkerPoolTests {
         #expect(spawned == 1, "one request at a time needs one worker")
     }
 
+    @Test func anIdleWorkerUsesNoCPU() async throws {
+        let (before, after) = try await Self.withPool(Self.options(workers: 1)) { _, pool in
+            _ = try await pool.run(task: "echo", payload: 1)
+            let pid = try #require(pool.workerPIDs.first)
+            let before = Self.cpuTicks(pid)
+            try await Task.sleep(for: .seconds(1))
+            return (before, Self.cpuTicks(pid))
+        }
+        #expect(before != nil && before == after, "CPU ticks of an idle worker: \(String(describing: before)) → \(String(describing: after))")
+    }
+
+    /// utime + stime of `pid`, in clock ticks.
+    static func cpuTicks(_ pid: Int32) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
+    }
+
     @Test func twoWorkersServeConcurrentRequests() async throws {
         let (seconds, spawned) = try await Self.withPool(Self.options()) { _, pool in
             let started = Date()
