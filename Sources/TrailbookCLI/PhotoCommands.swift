@@ -17,7 +17,8 @@ enum PhotoCommands {
 
     static let specs: [CommandSpec] = [
         CommandSpec(
-            path: ["photos", "import"], summary: "import the JPEGs under DIR into the photo library (a job; progress in files)",
+            path: ["photos", "import"],
+            summary: "import the JPEGs under DIR into the photo library (a job; progress in files)",
             positionals: [PositionalSpec(name: "DIR", help: "directory to walk")],
             options: Commands.submitCommon,
             details: "Unchanged files (same size, mtime and inode) are skipped.\n" + Commands.exitCodes),
@@ -41,11 +42,12 @@ enum PhotoCommands {
                 OptionSpec("remove", help: "take the keyword off instead"),
                 OptionSpec("load-records", help: "(benchmark) load each photo's full record before tagging it"),
             ] + selection + Commands.submitCommon,
-            details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n" + Commands.exitCodes),
+            details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n"
+                + Commands.exitCodes),
         CommandSpec(
             path: ["submit", "autotag"], summary: "analyse photos (EXIF, pixels, places, duplicates) and write tags",
             options: selection + [
-                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places"),
+                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places")
             ] + Commands.submitCommon,
             details: "Give one of --ids, --ids-file, --all.\n" + Commands.exitCodes),
         CommandSpec(
@@ -79,7 +81,9 @@ enum PhotoCommands {
     static func worker(_ context: CommandContext) throws -> Int32 {
         var limits = WorkerLimits()
         if let bytes = try context.arguments.size("memory-limit") { limits.memoryBytes = bytes }
-        if let seconds = try context.arguments.integer("cpu-limit", range: 1...1_000_000) { limits.cpuSeconds = seconds }
+        if let seconds = try context.arguments.integer("cpu-limit", range: 1...1_000_000) {
+            limits.cpuSeconds = seconds
+        }
         let parent = try context.arguments.integer("parent", range: 1...Int(Int32.max)).map { Int32($0) }
         return WorkerProcess.run(tasks: workerTasks, limits: limits, parent: parent)
     }
@@ -147,7 +151,9 @@ enum PhotoCommands {
             print("no photos")
         } else {
             for photo in photos {
-                print("\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(photo.tags.joined(separator: ","))")
+                print(
+                    "\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(photo.tags.joined(separator: ","))"
+                )
             }
         }
         return ExitCode.success
@@ -156,12 +162,13 @@ enum PhotoCommands {
     static func show(_ context: CommandContext) throws -> Int32 {
         let id = context.arguments.positionals[0]
         guard let store = try openStore(context) else {
-            throw DaemonReply(error: JobError(code: "no_such_photo", message: "no photo with ID \(id) (the library is empty)"))
+            throw DaemonReply(
+                error: JobError(code: "no_such_photo", message: "no photo with ID \(id) (the library is empty)"))
         }
         let photo: PhotoRecord
         do {
             photo = try store.photo(matching: id)
-        } catch where error.code == .store {
+        } catch  where error.code == .store {
             throw DaemonReply(error: JobError(code: "store_error", message: error.message))
         } catch {
             throw DaemonReply(error: JobError(code: "no_such_photo", message: error.message))
@@ -169,7 +176,8 @@ enum PhotoCommands {
         if context.json {
             print(try photo.json.encodedLine())
         } else {
-            print("""
+            print(
+                """
                 id        \(photo.stableID.text)
                 path      \(photo.path)
                 bytes     \(photo.stamp.bytes)

@@ -180,7 +180,8 @@ public final class JobContext {
         let wait = nextWorkerWait
         nextWorkerWait += 1
         let state = WorkerWait(count: payloads.count)
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[Result<JSONValue, JobError>], any Error>) in
+        return try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<[Result<JSONValue, JobError>], any Error>) in
             pendingWorkerWaits[wait] = { reason in
                 guard !state.finished else { return }
                 state.finished = true
@@ -188,7 +189,8 @@ public final class JobContext {
                 continuation.resume(throwing: JobStopped(reason: reason))
             }
             for (index, payload) in payloads.enumerated() {
-                let ticket = pool.submit(task: task, payload: payload, timeoutSeconds: timeoutSeconds) { [weak self] result in
+                let ticket = pool.submit(task: task, payload: payload, timeoutSeconds: timeoutSeconds) {
+                    [weak self] result in
                     guard !state.finished else { return }
                     state.results[index] = result
                     state.remaining -= 1

@@ -72,8 +72,10 @@ public final class WorkerPool {
         var attempts = 0
         var completion: ((Result<JSONValue, JobError>) -> Void)?
 
-        init(id: Int64, task: String, payload: JSONValue, timeoutSeconds: Double,
-             completion: @escaping (Result<JSONValue, JobError>) -> Void) {
+        init(
+            id: Int64, task: String, payload: JSONValue, timeoutSeconds: Double,
+            completion: @escaping (Result<JSONValue, JobError>) -> Void
+        ) {
             self.id = id
             self.task = task
             self.payload = payload
@@ -116,7 +118,9 @@ public final class WorkerPool {
         if options.executable == "/proc/self/exe" {
             var buffer = [CChar](repeating: 0, count: 4_096)
             let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-            if count > 0 { options.executable = String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+            if count > 0 {
+                options.executable = String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
         }
         self.options = options
     }
@@ -145,7 +149,8 @@ public final class WorkerPool {
             completion: completion)
         nextID += 1
         guard !shuttingDown else {
-            request.complete(.failure(JobError(code: "worker_unavailable", message: "the worker pool is shutting down")))
+            request.complete(
+                .failure(JobError(code: "worker_unavailable", message: "the worker pool is shutting down")))
             return request.id
         }
         queue.append(request)
@@ -159,7 +164,8 @@ public final class WorkerPool {
     nonisolated(nonsending) public func run(task: String, payload: JSONValue, timeoutSeconds: Double? = nil)
         async throws(JobError) -> JSONValue
     {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JSONValue, JobError>, Never>) in
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<JSONValue, JobError>, Never>) in
             submit(task: task, payload: payload, timeoutSeconds: timeoutSeconds) { continuation.resume(returning: $0) }
         }
         return try result.get()
@@ -182,11 +188,13 @@ public final class WorkerPool {
         let waiting = queue
         queue.removeAll()
         for request in waiting {
-            request.complete(.failure(JobError(code: "worker_unavailable", message: "the worker pool is shutting down")))
+            request.complete(
+                .failure(JobError(code: "worker_unavailable", message: "the worker pool is shutting down")))
         }
         onShutdown = completion
         for worker in workers {
-            worker.current?.complete(.failure(JobError(code: "worker_unavailable", message: "the worker pool is shutting down")))
+            worker.current?.complete(
+                .failure(JobError(code: "worker_unavailable", message: "the worker pool is shutting down")))
             worker.current = nil
             retire(worker)
         }
@@ -211,10 +219,11 @@ public final class WorkerPool {
     }
 
     private func spawn() -> Worker? {
-        let arguments = options.arguments + [
-            "--memory-limit", String(options.memoryLimitBytes), "--cpu-limit", String(options.cpuLimitSeconds),
-            "--parent", String(getpid()),
-        ]
+        let arguments =
+            options.arguments + [
+                "--memory-limit", String(options.memoryLimitBytes), "--cpu-limit", String(options.cpuLimitSeconds),
+                "--parent", String(getpid()),
+            ]
         let process: ChildProcess
         var box: Worker?
         do {
@@ -250,9 +259,12 @@ public final class WorkerPool {
     private func send(_ request: Request, to worker: Worker) {
         request.attempts += 1
         worker.current = request
-        let line: JSONValue = ["id": .number(Double(request.id)), "task": .string(request.task), "payload": request.payload]
+        let line: JSONValue = [
+            "id": .number(Double(request.id)), "task": .string(request.task), "payload": request.payload,
+        ]
         worker.process.stdin.write(JSONCoding.encode(line) + [0x0A])
-        worker.timer.start(milliseconds: UInt64((request.timeoutSeconds * 1000).rounded(.up))) { [weak self, weak worker] in
+        worker.timer.start(milliseconds: UInt64((request.timeoutSeconds * 1000).rounded(.up))) {
+            [weak self, weak worker] in
             guard let self, let worker else { return }
             self.timedOut(worker)
         }
@@ -281,7 +293,8 @@ public final class WorkerPool {
         if reply["ok"]?.boolValue == true {
             request.complete(.success(reply["result"] ?? .null))
         } else {
-            let error = reply["error"].flatMap { try? JSONCoding.convert($0, to: JobError.self) }
+            let error =
+                reply["error"].flatMap { try? JSONCoding.convert($0, to: JobError.self) }
                 ?? JobError(code: "worker_error", message: "the worker sent a malformed error")
             request.complete(.failure(error))
         }
@@ -297,7 +310,8 @@ public final class WorkerPool {
             .failure(
                 JobError(
                     code: "worker_timeout",
-                    message: "task \(request.task) ran past its time limit of \(request.timeoutSeconds) s; worker killed")))
+                    message:
+                        "task \(request.task) ran past its time limit of \(request.timeoutSeconds) s; worker killed")))
         dispatch()
     }
 
@@ -329,7 +343,8 @@ public final class WorkerPool {
                         .failure(
                             JobError(
                                 code: "worker_crashed",
-                                message: "the worker \(exit) during task \(request.task), \(request.attempts) time(s)")))
+                                message: "the worker \(exit) during task \(request.task), \(request.attempts) time(s)"))
+                    )
                 }
             }
         }

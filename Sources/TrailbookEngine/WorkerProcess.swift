@@ -117,7 +117,10 @@ public enum WorkerProcess {
         let id = request["id"] ?? .null
         let name = request["task"]?.stringValue ?? ""
         guard let handler = tasks.handlers[name] else {
-            return ["id": id, "ok": false, "error": ["code": "unknown_task", "message": .string("no worker task '\(name)'")]]
+            return [
+                "id": id, "ok": false,
+                "error": ["code": "unknown_task", "message": .string("no worker task '\(name)'")],
+            ]
         }
         do {
             return ["id": id, "ok": true, "result": try handler(request["payload"] ?? .null)]

@@ -55,7 +55,11 @@ struct TaggingEndToEndTests {
         let shown = try daemon.cliJSON(["photos", "show", String(id.prefix(8)), "--json"])
         #expect(shown == gps)
         let keys = Set(shown.objectKeys)
-        #expect(keys == ["id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps", "tags"])
+        #expect(
+            keys == [
+                "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps",
+                "tags",
+            ])
         #expect(try daemon.cli(["photos", "show", "ffffffff"]).status == 4)
         #expect(try daemon.cli(["photos", "show", "not-an-id"]).status == 4)
     }
@@ -64,7 +68,8 @@ struct TaggingEndToEndTests {
 
     @Test func importResumesAfterKill9AndSkipsWhatIsDone() throws {
         let folder = TemporaryDirectory("tbj-photos")
-        let jpeg = Fixtures.withEXIF(try Fixtures.scene(64, 48).jpegData(), .init(make: "Canon", model: "Canon EOS 40D"))
+        let jpeg = Fixtures.withEXIF(
+            try Fixtures.scene(64, 48).jpegData(), .init(make: "Canon", model: "Canon EOS 40D"))
         let count = 600
         for n in 0..<count {
             // Distinct bytes after the image data: each file is its own photo, with the same EXIF.
@@ -72,7 +77,9 @@ struct TaggingEndToEndTests {
         }
         let daemon = try DaemonHarness()
         let id = try daemon.submit("import", ["dir": .string(folder.path)])
-        let before = try daemon.waitFor(id, timeout: 60, "import under way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 40 }
+        let before = try daemon.waitFor(id, timeout: 60, "import under way") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 40
+        }
         try daemon.crash()
         #expect((before["progress"]?["completed"]?.intValue ?? 0) < Int64(count), "killed mid-import")
         try daemon.start()
@@ -94,8 +101,9 @@ struct TaggingEndToEndTests {
         // Landscape pixels with EXIF orientation 6 (rotate 90°): a portrait photo, taken in Lisbon.
         let lisbon = Fixtures.withEXIF(
             try Fixtures.scene(96, 64).jpegData(),
-            .init(orientation: 6, make: "Canon", model: "Canon EOS 40D", dateTimeOriginal: "2024:05:03 18:22:10",
-                  gps: (38.7223, "N", 9.1393, "W")))
+            .init(
+                orientation: 6, make: "Canon", model: "Canon EOS 40D", dateTimeOriginal: "2024:05:03 18:22:10",
+                gps: (38.7223, "N", 9.1393, "W")))
         PhotoTestSupport.write(lisbon, dir + "/lisbon.jpg")
         let dark = try Fixtures.image(80, 60) { x, y in (UInt8(10 + (x + y) % 8), 12, 20) }.jpegData()
         PhotoTestSupport.write(dark, dir + "/night.jpg")
@@ -114,8 +122,10 @@ struct TaggingEndToEndTests {
         PhotoTestSupport.write(Array(good.prefix(good.count / 2)), dir + "/truncated.jpg")
         var bomb = good
         let sof = try #require((0..<bomb.count - 9).first { bomb[$0] == 0xFF && bomb[$0 + 1] == 0xC0 })
-        bomb[sof + 5] = UInt8(30_000 >> 8); bomb[sof + 6] = UInt8(30_000 & 0xFF)
-        bomb[sof + 7] = UInt8(30_000 >> 8); bomb[sof + 8] = UInt8(30_000 & 0xFF)
+        bomb[sof + 5] = UInt8(30_000 >> 8)
+        bomb[sof + 6] = UInt8(30_000 & 0xFF)
+        bomb[sof + 7] = UInt8(30_000 >> 8)
+        bomb[sof + 8] = UInt8(30_000 & 0xFF)
         PhotoTestSupport.write(bomb, dir + "/huge-header.jpg")
         PhotoTestSupport.write(good, dir + "/vanishing.jpg")
 
@@ -123,9 +133,10 @@ struct TaggingEndToEndTests {
         let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
         #expect(imported["state"]?.stringValue == "succeeded")
         let failures = imported["result"]?["failures"]?.arrayValue ?? []
-        let failureCodes = Dictionary(uniqueKeysWithValues: failures.compactMap { f in
-            f["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, f["code"]?.stringValue ?? "") }
-        })
+        let failureCodes = Dictionary(
+            uniqueKeysWithValues: failures.compactMap { f in
+                f["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, f["code"]?.stringValue ?? "") }
+            })
         #expect(failureCodes == ["empty.jpg": "empty", "not-a-jpeg.jpg": "not_jpeg"], "\(failures)")
         #expect(imported["result"]?["inserted"]?.intValue == 7)
         // A file that breaks after its import.
@@ -135,9 +146,10 @@ struct TaggingEndToEndTests {
         #expect(autotag["state"]?.stringValue == "succeeded", "\(autotag)")
         let result = try #require(autotag["result"])
         #expect(result["photos"]?.intValue == 7)
-        let unreadable = Dictionary(uniqueKeysWithValues: (result["unreadable"]?.arrayValue ?? []).compactMap { u in
-            u["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, u["code"]?.stringValue ?? "") }
-        })
+        let unreadable = Dictionary(
+            uniqueKeysWithValues: (result["unreadable"]?.arrayValue ?? []).compactMap { u in
+                u["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, u["code"]?.stringValue ?? "") }
+            })
         #expect(Set(unreadable.keys) == ["truncated.jpg", "huge-header.jpg", "vanishing.jpg"], "\(result)")
         #expect(unreadable["vanishing.jpg"] == "empty")
         #expect(unreadable["truncated.jpg"] == "truncated")
@@ -146,14 +158,18 @@ struct TaggingEndToEndTests {
 
         let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
         func tags(_ name: String) -> Set<String> {
-            Set(photos.first { $0["path"]?.stringValue == dir + "/" + name }?["tags"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+            Set(
+                photos.first { $0["path"]?.stringValue == dir + "/" + name }?["tags"]?.arrayValue?.compactMap(
+                    \.stringValue) ?? [])
         }
-        #expect(tags("lisbon.jpg").isSuperset(of: [
-            "place:Lisbon", "year:2024", "month:2024-05", "make:Canon", "camera:Canon EOS 40D", "aspect:portrait",
-        ]), "\(tags("lisbon.jpg"))")
+        #expect(
+            tags("lisbon.jpg").isSuperset(of: [
+                "place:Lisbon", "year:2024", "month:2024-05", "make:Canon", "camera:Canon EOS 40D", "aspect:portrait",
+            ]), "\(tags("lisbon.jpg"))")
         #expect(tags("night.jpg").contains("night"))
         #expect(tags("a-original.jpg").contains("aspect:landscape"))
-        let originalID = try #require(photos.first { $0["path"]?.stringValue == dir + "/a-original.jpg" }?["id"]?.stringValue)
+        let originalID = try #require(
+            photos.first { $0["path"]?.stringValue == dir + "/a-original.jpg" }?["id"]?.stringValue)
         #expect(tags("b-copy.jpg").contains("duplicate-of:" + originalID), "\(tags("b-copy.jpg"))")
         #expect(!tags("a-original.jpg").contains { $0.hasPrefix("duplicate-of:") })
         #expect(tags("truncated.jpg").contains("unreadable"))
@@ -175,7 +191,9 @@ struct TaggingEndToEndTests {
         try (ids + unknown).joined(separator: "\n").write(toFile: idsFile, atomically: true, encoding: .utf8)
         let daemon = try DaemonHarness(home: home)
         let id = try daemon.submit("tag", ["tag": "trip", "ids_file": .string(idsFile)])
-        let before = try daemon.waitFor(id, timeout: 60, "some progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 20_000 }
+        let before = try daemon.waitFor(id, timeout: 60, "some progress") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 20_000
+        }
         try daemon.crash()
         let taggedAtCrash = try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3")
         #expect(before["state"]?.stringValue == "running")
@@ -215,7 +233,9 @@ struct TaggingEndToEndTests {
         let daemon = try DaemonHarness()
         let none = try daemon.cli(["submit", "tag", "--tag", "x"])
         #expect(none.status == 2)
-        let reply = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "x", "all": true, "ids": ["a"]]])
+        let reply = try daemon.request([
+            "op": "submit", "kind": "tag", "params": ["tag": "x", "all": true, "ids": ["a"]],
+        ])
         #expect(reply["error"]?["code"]?.stringValue == "invalid_params")
         let badTag = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "  ", "all": true]])
         #expect(badTag["error"]?["code"]?.stringValue == "invalid_params")
@@ -227,14 +247,19 @@ struct TaggingEndToEndTests {
         let folder = TemporaryDirectory("tbj-photos")
         for n in 0..<48 {
             let picture = Fixtures.image(1600, 1200) { x, y in
-                (UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7), UInt8(truncatingIfNeeded: n * 4))
+                (
+                    UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7),
+                    UInt8(truncatingIfNeeded: n * 4)
+                )
             }
             PhotoTestSupport.write(try picture.jpegData(), folder.file(String(format: "p%03d.jpg", n)))
         }
         let daemon = try DaemonHarness()
         _ = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
         let id = try daemon.submit("autotag", ["all": true])
-        try daemon.waitFor(id, timeout: 60, "one batch committed") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 16 }
+        try daemon.waitFor(id, timeout: 60, "one batch committed") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 16
+        }
         let started = Date()
         let cancelled = try daemon.job(["op": "cancel", "job": .string(id)])
         let seconds = Date().timeIntervalSince(started)
@@ -252,7 +277,10 @@ struct TaggingEndToEndTests {
         let folder = TemporaryDirectory("tbj-photos")
         for n in 0..<60 {
             let picture = Fixtures.image(640, 480) { x, y in
-                (UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7), UInt8(truncatingIfNeeded: n * 4))
+                (
+                    UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7),
+                    UInt8(truncatingIfNeeded: n * 4)
+                )
             }
             PhotoTestSupport.write(try picture.jpegData(), folder.file(String(format: "p%03d.jpg", n)))
         }
@@ -267,11 +295,13 @@ struct TaggingEndToEndTests {
         while busy == nil && Date() < deadline {
             busy = PhotoTestSupport.children(of: daemon.pid).first { PhotoTestSupport.processState($0) == "R" }
         }
-        let victim = try #require(busy ?? PhotoTestSupport.children(of: daemon.pid).first, "the daemon has worker processes")
+        let victim = try #require(
+            busy ?? PhotoTestSupport.children(of: daemon.pid).first, "the daemon has worker processes")
         kill(victim, SIGKILL)
         let final = try daemon.waitForState(id, "succeeded", timeout: 60)
         #expect(final["result"]?["tagged"]?.intValue == 60)
-        #expect(final["result"]?["unreadable_count"]?.intValue == 0, "the photo in the killed worker was retried: \(final)")
+        #expect(
+            final["result"]?["unreadable_count"]?.intValue == 0, "the photo in the killed worker was retried: \(final)")
         #expect(!PhotoTestSupport.children(of: daemon.pid).contains(victim), "the dead worker was reaped")
         if busy != nil {
             #expect(daemon.log().contains("retrying once"), "the request of the killed worker was retried")

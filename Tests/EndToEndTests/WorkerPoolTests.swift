@@ -52,7 +52,9 @@ struct WorkerPoolTests {
             try await Task.sleep(for: .seconds(1))
             return (before, Self.cpuTicks(pid))
         }
-        #expect(before != nil && before == after, "CPU ticks of an idle worker: \(String(describing: before)) → \(String(describing: after))")
+        #expect(
+            before != nil && before == after,
+            "CPU ticks of an idle worker: \(String(describing: before)) → \(String(describing: after))")
     }
 
     /// utime + stime of `pid`, in clock ticks.
@@ -68,7 +70,8 @@ struct WorkerPoolTests {
     @Test func twoWorkersServeConcurrentRequests() async throws {
         let (seconds, spawned) = try await Self.withPool(Self.options()) { _, pool in
             let started = Date()
-            let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<JSONValue, JobError>], Never>) in
+            let results = await withCheckedContinuation {
+                (continuation: CheckedContinuation<[Result<JSONValue, JobError>], Never>) in
                 var results: [Result<JSONValue, JobError>] = []
                 for _ in 0..<4 {
                     pool.submit(task: "test.sleep", payload: ["ms": 300]) { result in
@@ -111,7 +114,9 @@ struct WorkerPoolTests {
         let (error, seconds, next) = try await Self.withPool(Self.options(workers: 1)) { _, pool in
             let started = Date()
             var caught: JobError?
-            do { _ = try await pool.run(task: "test.hang", payload: nil, timeoutSeconds: 0.3) } catch { caught = error as? JobError }
+            do { _ = try await pool.run(task: "test.hang", payload: nil, timeoutSeconds: 0.3) } catch {
+                caught = error as? JobError
+            }
             let seconds = Date().timeIntervalSince(started)
             let next = try await pool.run(task: "echo", payload: 7)
             #expect(pool.statistics.timedOut == 1)
@@ -127,7 +132,9 @@ struct WorkerPoolTests {
         options.memoryLimitBytes = 256 << 20
         let (error, small) = try await Self.withPool(options) { _, pool in
             var caught: JobError?
-            do { _ = try await pool.run(task: "test.allocate", payload: ["bytes": .number(Double(1 << 30))]) } catch { caught = error as? JobError }
+            do { _ = try await pool.run(task: "test.allocate", payload: ["bytes": .number(Double(1 << 30))]) } catch {
+                caught = error as? JobError
+            }
             let small = try await pool.run(task: "test.allocate", payload: ["bytes": .number(Double(16 << 20))])
             return (caught, small)
         }

@@ -15,7 +15,8 @@ import TrailbookSQLite
 ///
 /// Params: one of `ids` / `ids_file` / `all`, and `places` (a `name,lat,lon` CSV to use instead of the bundled
 /// table). Result: `photos`, `tagged`, `unknown_count`, `unknown_first`, `duplicates`, `unreadable_count` and
-/// `unreadable` (the first 1000: id, path, code — the photo library's, e.g. `truncated`, `too_large`, `empty`, or `worker_crashed` / `worker_timeout` — and message). Progress unit: photos.
+/// `unreadable` (the first 1000: id, path, code and message; the code is the photo library's — `truncated`,
+/// `too_large`, `empty`, … — or `worker_crashed` / `worker_timeout`). Progress unit: photos.
 public struct AutotagJob: JobKind {
     /// Parameters, as submitted.
     public struct Params: Codable, Sendable {
@@ -132,7 +133,8 @@ public struct AutotagJob: JobKind {
                                 .mapError { JobError(code: "bad_answer", message: "\($0)") }
                         }) {
                         case .success(let inspection):
-                            tags = AutoTags.tags(metadata: inspection.metadata, pixels: inspection.pixels, places: places)
+                            tags = AutoTags.tags(
+                                metadata: inspection.metadata, pixels: inspection.pixels, places: places)
                             if let pixels = inspection.pixels {
                                 let hash = pixels.perceptualHash
                                 try store.setPerceptualHash(hash, for: record.localID)
@@ -144,7 +146,8 @@ public struct AutotagJob: JobKind {
                                 }
                             } else {
                                 let reason = inspection.pixelError ?? "undecodable: pixels not decodable"
-                                let code = reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "undecodable"
+                                let code =
+                                    reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "undecodable"
                                 Self.noteUnreadable(&next, record, code: code, reason)
                             }
                         case .failure(let error):
@@ -163,7 +166,8 @@ public struct AutotagJob: JobKind {
             } catch let error as PhotoLibraryError {
                 throw error.jobError
             } catch {
-                throw JobError(code: "photo_store_error", message: "cannot write an autotag batch: \(error)", retryable: true)
+                throw JobError(
+                    code: "photo_store_error", message: "cannot write an autotag batch: \(error)", retryable: true)
             }
             checkpoint = next
             job.reportProgress(
@@ -172,9 +176,12 @@ public struct AutotagJob: JobKind {
         }
         checkpoint.finished = true
         do {
-            try store.transaction { tx in try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database) }
+            try store.transaction { tx in
+                try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database)
+            }
         } catch {
-            throw JobError(code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
+            throw JobError(
+                code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
         }
         return Self.result(checkpoint)
     }

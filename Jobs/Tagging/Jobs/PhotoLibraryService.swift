@@ -32,7 +32,8 @@ public final class PhotoLibraryService {
             opened = store
             return store
         } catch {
-            throw JobError(code: "photo_store_error", message: "cannot open the photo store \(path): \(error)", retryable: true)
+            throw JobError(
+                code: "photo_store_error", message: "cannot open the photo store \(path): \(error)", retryable: true)
         }
     }
 
@@ -42,9 +43,11 @@ public final class PhotoLibraryService {
     public func checkpoint<C: Decodable>(job: String, as type: C.Type) throws(JobError) -> C? {
         let store = try store()
         do {
-            guard let text = try store.database.query(
-                "SELECT data FROM job_checkpoints WHERE job_id = ?", [.text(job)]
-            ).first?.text(0) else { return nil }
+            guard
+                let text = try store.database.query(
+                    "SELECT data FROM job_checkpoints WHERE job_id = ?", [.text(job)]
+                ).first?.text(0)
+            else { return nil }
             return try JSONCoding.decode(type, from: Array(text.utf8))
         } catch {
             throw JobError(code: "bad_checkpoint", message: "cannot read the job's checkpoint: \(error)")

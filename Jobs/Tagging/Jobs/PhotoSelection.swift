@@ -1,12 +1,13 @@
+import PhotoLibrary
+import TrailbookEngine
+import TrailbookLoop
+import TrailbookSQLite
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-import PhotoLibrary
-import TrailbookEngine
-import TrailbookLoop
-import TrailbookSQLite
 
 #if canImport(Glibc)
     import Glibc
@@ -38,7 +39,9 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
             throw JobError(code: "invalid_params", message: "give exactly one of ids, ids_file or all")
         }
         if let idsFile, access(idsFile, R_OK) != 0 {
-            throw JobError(code: "invalid_params", message: "cannot read the ID file \(idsFile): \(String(cString: strerror(errno)))")
+            throw JobError(
+                code: "invalid_params",
+                message: "cannot read the ID file \(idsFile): \(String(cString: strerror(errno)))")
         }
     }
 

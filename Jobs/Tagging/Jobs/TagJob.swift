@@ -69,7 +69,8 @@ public struct TagJob: JobKind {
     /// `tag`.
     public static let name = "tag"
     /// Progress in photos; long-running; writes on the daemon loop, reads ID files on the thread pool.
-    public static let traits = JobKindTraits(unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
+    public static let traits = JobKindTraits(
+        unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
 
     /// Photos per batch (and per transaction).
     public static let batchSize = 1_000
@@ -110,7 +111,9 @@ public struct TagJob: JobKind {
         while true {
             try job.checkCancellation()
             let selected: SelectedBatch?
-            do { selected = try store.batch(of: ids, from: checkpoint.cursor, size: Self.batchSize) } catch { throw error.jobError }
+            do { selected = try store.batch(of: ids, from: checkpoint.cursor, size: Self.batchSize) } catch {
+                throw error.jobError
+            }
             guard let batch = selected else { break }
             if params.loadRecords == true {
                 for id in batch.localIDs {
@@ -120,7 +123,8 @@ public struct TagJob: JobKind {
             var next = checkpoint
             do {
                 try store.transaction { tx in
-                    let counts = params.remove == true
+                    let counts =
+                        params.remove == true
                         ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
                     next.changed += counts.changed
                     next.unchanged += counts.unchanged
@@ -133,7 +137,8 @@ public struct TagJob: JobKind {
             } catch let error as PhotoLibraryError {
                 throw error.jobError
             } catch {
-                throw JobError(code: "photo_store_error", message: "cannot write a tag batch: \(error)", retryable: true)
+                throw JobError(
+                    code: "photo_store_error", message: "cannot write a tag batch: \(error)", retryable: true)
             }
             checkpoint = next
             job.reportProgress(completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed))
@@ -142,9 +147,12 @@ public struct TagJob: JobKind {
         }
         checkpoint.finished = true
         do {
-            try store.transaction { tx in try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database) }
+            try store.transaction { tx in
+                try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database)
+            }
         } catch {
-            throw JobError(code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
+            throw JobError(
+                code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
         }
         return Self.result(checkpoint, params)
     }

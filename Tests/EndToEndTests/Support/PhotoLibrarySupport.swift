@@ -14,7 +14,9 @@ enum PhotoTestSupport {
     static func realPhotoDirectory() throws -> String? {
         if FileManager.default.fileExists(atPath: realPhotos + "/SOURCES.md") { return realPhotos }
         if FileManager.default.fileExists(atPath: "/work/shared") {
-            throw HarnessError("/work/shared exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here")
+            throw HarnessError(
+                "/work/shared exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here"
+            )
         }
         return nil
     }
