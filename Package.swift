@@ -33,14 +33,21 @@ let package = Package(
             path: "Jobs/Tagging/PhotoLibrary"
         ),
 
-        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob"]),
+        // The tagging job kinds (import, tag, autotag) and their worker tasks.
+        .target(
+            name: "TaggingJobs", dependencies: ["TrailbookEngine", "TrailbookLoop", "PhotoLibrary", "TrailbookSQLite"],
+            path: "Jobs/Tagging/Jobs"),
+
+        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
 
         .testTarget(
             name: "TrailbookTests",
             dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI"]
         ),
-        .testTarget(name: "EndToEndTests", dependencies: ["trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookSQLite"]),
+                .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif"]),
         .testTarget(
             name: "PhotoLibraryTests",
             dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]

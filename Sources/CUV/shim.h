@@ -14,3 +14,14 @@ static inline long tb_peer_uid(int fd) {
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
     return (long)cred.uid;
 }
+
+#include <sys/prctl.h>
+#include <signal.h>
+#include <unistd.h>
+
+/// Asks the kernel to send SIGKILL to the calling process when its parent dies (prctl(2) PR_SET_PDEATHSIG; prctl is
+/// variadic, so Swift cannot call it). Returns 0, or -1 if the parent is already gone (reparented) or prctl failed.
+static inline int tb_die_with_parent(pid_t expected_parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return -1;
+    return getppid() == expected_parent ? 0 : -1;
+}

@@ -1,5 +1,6 @@
 import TrailbookEngine
 import SleepJob
+import TaggingJobs
 import UploadJob
 
 #if canImport(Glibc)
@@ -20,7 +21,7 @@ enum Commands {
         json, socket,
     ]
     static let exitCodes = """
-        Exit codes: 0 success; 1 the job ended failed or cancelled; 2 usage error; 3 daemon not reachable; 4 no such job.
+        Exit codes: 0 success; 1 the job ended failed or cancelled; 2 usage error; 3 daemon not reachable; 4 no such job or photo.
         """
 
     static let all: [CommandSpec] = [
@@ -34,6 +35,8 @@ enum Commands {
                 OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
                 OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),
                 OptionSpec("retry-base", .value(placeholder: "DUR"), help: "first retry backoff, doubling up to 5m (default 1s)"),
+                OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
+                OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
@@ -65,7 +68,7 @@ enum Commands {
                 OptionSpec("since", .value(placeholder: "SEQ"), help: "replay events after sequence number SEQ first"),
                 json, socket,
             ]),
-    ]
+    ] + PhotoCommands.specs
 
     static var overview: String {
         """
@@ -73,7 +76,7 @@ enum Commands {
 
         Usage: trailbook-jobs COMMAND [options]
 
-        \(ArgumentParser.commandList(all.filter { !$0.path.isEmpty }))
+        \(ArgumentParser.commandList(all.filter { !$0.path.isEmpty && $0.path != ["worker"] }))
 
         Run 'trailbook-jobs COMMAND --help' for a command's options.
         \(exitCodes)
@@ -88,7 +91,7 @@ enum Commands {
         case ["show"]: return show
         case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }
         case ["watch"]: return Watch.run
-        default: return { _ in throw UsageError("unknown command") }
+        default: return PhotoCommands.handler(for: path) ?? { _ in throw UsageError("unknown command") }
         }
     }
 
@@ -102,9 +105,15 @@ enum Commands {
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
         if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = value }
+        if let value = try arguments.integer("workers", range: 1...64) { configuration.workers.workers = value }
+        if let value = try arguments.duration("worker-timeout") { configuration.workers.requestTimeoutSeconds = try positive(value, "worker-timeout") }
         let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
         return Daemon.run(configuration) { scheduler in
             scheduler.register(UploadJob())
+            let library = PhotoLibraryService(path: configuration.home + "/photos.sqlite3")
+            scheduler.register(ImportJob(library: library))
+            scheduler.register(TagJob(library: library))
+            scheduler.register(AutotagJob(library: library))
             if testKinds { scheduler.register(SleepJob()) }
         }
     }

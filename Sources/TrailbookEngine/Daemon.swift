@@ -12,6 +12,8 @@ public struct DaemonConfiguration: Sendable {
     public var socketPath: String
     /// Scheduler defaults and limits.
     public var scheduler = SchedulerOptions()
+    /// Worker processes for job kinds that decode untrusted files (`.workerProcess`).
+    public var workers = WorkerPoolOptions()
     /// Version reported by `ping`.
     public var version = "0.1.0"
 
@@ -56,11 +58,13 @@ public final class Daemon {
     ) -> Int32 {
         signal(SIGPIPE, SIG_IGN)
         // A launcher may hand us a blocked signal mask (test runners, some supervisors); SIGTERM and SIGINT must
-        // reach the loop's signal handles.
+        // reach the loop's signal handles, and SIGCHLD libuv's child watcher (else a dead worker is never reaped
+        // and its exit callback never runs).
         var unblock = sigset_t()
         sigemptyset(&unblock)
         sigaddset(&unblock, SIGTERM)
         sigaddset(&unblock, SIGINT)
+        sigaddset(&unblock, SIGCHLD)
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         let status = StatusBox()
         Task { @LoopActor in
@@ -88,6 +92,7 @@ public final class Daemon {
         let store = try JobStore(path: configuration.storePath)
         let feed = ProgressFeed(firstSeq: try store.reserveSequenceBlock(count: 1_000_000_000))
         let scheduler = Scheduler(store: store, feed: feed, options: configuration.scheduler)
+        scheduler.workerPool = WorkerPool(loop: .main, options: configuration.workers)
         register(scheduler)
         let daemon = Daemon(configuration: configuration, scheduler: scheduler)
         try daemon.server.listen(path: configuration.socketPath)
@@ -131,6 +136,11 @@ public final class Daemon {
                 // in the store and resumes from its checkpoint on the next start, as after a crash.
                 DaemonLog.write("\(scheduler.runningCount) job(s) did not stop in time; they resume on the next start")
                 exit(0)
+            }
+            if let pool = scheduler.workerPool {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    pool.shutdown { continuation.resume() }
+                }
             }
             scheduler.feed.close()
             for watcher in signals { watcher.close() }

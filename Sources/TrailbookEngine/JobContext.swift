@@ -17,6 +17,7 @@ protocol JobHost: AnyObject {
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue?
     func jobLog(_ job: JobContext, level: LogLevel, message: String)
+    var workerPool: WorkerPool? { get }
 }
 
 /// A running job's window on the engine: progress, checkpoint, cancellation, sleeping and the thread pool.
@@ -42,6 +43,9 @@ public final class JobContext {
     let traits: JobKindTraits
     weak var host: (any JobHost)?
     private var pendingSleep: (continuation: CheckedContinuation<Void, any Error>, timer: LoopTimer)?
+    /// Waits on worker answers, by wait number: each ends its wait with `JobStopped` when the job is stopped.
+    private var pendingWorkerWaits: [Int: (CancellationReason) -> Void] = [:]
+    private var nextWorkerWait = 0
 
     init(id: String, kind: String, attempt: Int, maxAttempts: Int, traits: JobKindTraits, progress: JobProgress) {
         self.id = id
@@ -139,6 +143,68 @@ public final class JobContext {
         return try await EventLoop.main.runOnPool(work)
     }
 
+    /// Runs one request in an isolated worker process (`WorkerPool`) and returns its answer.
+    ///
+    /// The worker runs `task` (a `WorkerTask` registered with the `worker` subcommand) on `payload`. A worker that
+    /// crashes is restarted and the request retried once; one that hangs is killed at the time limit.
+    /// - Parameters:
+    ///   - task: the worker task's name.
+    ///   - payload: its input (JSON).
+    ///   - timeoutSeconds: time limit of this request in seconds; `nil` uses the pool's (30 s by default).
+    /// - Throws: `JobError` `execution_target_not_allowed` if the kind did not declare `.workerProcess`;
+    ///   `worker_timeout`, `worker_crashed`, `worker_unavailable` or the task's own code; `JobStopped` when the
+    ///   job is stopped while waiting (at once: the worker finishes its request and the answer is dropped).
+    public func runInWorker(task: String, _ payload: JSONValue, timeoutSeconds: Double? = nil) async throws
+        -> JSONValue
+    {
+        try await runInWorkers(task: task, [payload], timeoutSeconds: timeoutSeconds)[0].get()
+    }
+
+    /// Runs several requests on the worker pool at once (as many in parallel as there are workers) and returns
+    /// each one's outcome, in order. A failed request does not fail the others.
+    ///
+    /// - Throws: `JobError` `execution_target_not_allowed` or `worker_unavailable` (no pool); `JobStopped` when
+    ///   the job is stopped while waiting: requests not yet started are dropped, running ones finish unseen.
+    public func runInWorkers(task: String, _ payloads: [JSONValue], timeoutSeconds: Double? = nil) async throws
+        -> [Result<JSONValue, JobError>]
+    {
+        guard traits.executionTargets.contains(.workerProcess) else {
+            throw JobError(
+                code: "execution_target_not_allowed", message: "job kind \(kind) may not run in a worker process")
+        }
+        try checkCancellation()
+        guard let pool = host?.workerPool else {
+            throw JobError(code: "worker_unavailable", message: "this daemon has no worker pool")
+        }
+        if payloads.isEmpty { return [] }
+        let wait = nextWorkerWait
+        nextWorkerWait += 1
+        let state = WorkerWait(count: payloads.count)
+        return try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<[Result<JSONValue, JobError>], any Error>) in
+            pendingWorkerWaits[wait] = { reason in
+                guard !state.finished else { return }
+                state.finished = true
+                for ticket in state.tickets { pool.abandon(ticket) }
+                continuation.resume(throwing: JobStopped(reason: reason))
+            }
+            for (index, payload) in payloads.enumerated() {
+                let ticket = pool.submit(task: task, payload: payload, timeoutSeconds: timeoutSeconds) {
+                    [weak self] result in
+                    guard !state.finished else { return }
+                    state.results[index] = result
+                    state.remaining -= 1
+                    if state.remaining == 0 {
+                        state.finished = true
+                        self?.pendingWorkerWaits[wait] = nil
+                        continuation.resume(returning: state.results.map { $0! })
+                    }
+                }
+                state.tickets.append(ticket)
+            }
+        }
+    }
+
     /// Publishes a log line for this job in the feed (and the daemon's log).
     public func log(_ level: LogLevel, _ message: String) {
         host?.jobLog(self, level: level, message: message)
@@ -153,5 +219,21 @@ public final class JobContext {
             timer.stop()
             continuation.resume(throwing: JobStopped(reason: reason))
         }
+        let waits = pendingWorkerWaits.values
+        pendingWorkerWaits.removeAll()
+        for stopWaiting in waits { stopWaiting(reason) }
+    }
+}
+
+/// The state of one `runInWorkers` wait.
+private final class WorkerWait {
+    var results: [Result<JSONValue, JobError>?]
+    var remaining: Int
+    var tickets: [Int64] = []
+    var finished = false
+
+    init(count: Int) {
+        results = Array(repeating: nil, count: count)
+        remaining = count
     }
 }

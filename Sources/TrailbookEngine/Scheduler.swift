@@ -94,6 +94,8 @@ public final class Scheduler {
 
     public let options: SchedulerOptions
     public let feed: ProgressFeed
+    /// The worker processes job kinds reach through `JobContext.runInWorker`; `nil` until the daemon sets it.
+    public var workerPool: WorkerPool?
     let store: JobStore
     private var kinds: [String: AnyJobKind] = [:]
     private var running: [String: RunningJob] = [:]

@@ -1,0 +1,129 @@
+import PhotoLibrary
+import TrailbookEngine
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Job kind `import`: adds the JPEGs under a directory to the photo library (`photos import DIR`).
+///
+/// Walks the tree (`PhotoScan`, on the thread pool), skips files whose size, mtime and inode match the stored
+/// row, reads the others' EXIF metadata and stable ID in worker processes (`photo.inspect`, the file's bytes are
+/// untrusted) and upserts them in the daemon, the store's single writer. Progress unit: files. The checkpoint is
+/// the number of files of the (stably ordered) walk done, saved after each batch; a resumed import skips
+/// those and, for any file done but not checkpointed, the unchanged-file check makes the redo free.
+///
+/// Params: `dir` (absolute path). Result: `files`, `inserted`, `updated`, `unchanged`, `same_content` (bytes
+/// already in the library at another path), `failed` and `failures` (the first 50: path, code, message).
+/// A file that cannot be read is a failure in the result, never the job's.
+public struct ImportJob: JobKind {
+    /// Parameters, as submitted.
+    public struct Params: Codable, Sendable {
+        /// The directory to import, absolute.
+        public var dir: String
+    }
+
+    struct Checkpoint: Codable {
+        var done = 0
+        var inserted = 0
+        var updated = 0
+        var unchanged = 0
+        var sameContent = 0
+        var failed = 0
+        var failures: [Failure] = []
+    }
+
+    struct Failure: Codable {
+        var path: String
+        var code: String
+        var message: String
+    }
+
+    /// `import`.
+    public static let name = "import"
+    /// Progress in files; long-running; walks on the thread pool and reads files in worker processes.
+    public static let traits = JobKindTraits(
+        unit: .files, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess])
+
+    /// Files sent to the workers at once (a few per worker keeps both busy).
+    public static let batchSize = 8
+
+    let library: PhotoLibraryService
+
+    /// An `import` kind writing to `library`.
+    public init(library: PhotoLibraryService) {
+        self.library = library
+    }
+
+    /// Checks that `dir` is an absolute path to a directory.
+    ///
+    /// - Throws: `JobError` `source_missing`.
+    public func validate(_ params: Params) async throws(JobError) {
+        var info = stat()
+        guard params.dir.hasPrefix("/"), stat(params.dir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw JobError(code: "source_missing", message: "\(params.dir) is not a directory (give an absolute path)")
+        }
+    }
+
+    /// Imports the tree, from the checkpoint.
+    ///
+    /// - Throws: `JobError` `source_missing`, `photo_store_error` (retryable); `JobStopped` when stopped. A file
+    ///   that cannot be read is a failure in the result, not of the job.
+    public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
+        try await validate(params)
+        let store = try library.store()
+        let root = params.dir
+        let files = try await job.runOnPool { Array(PhotoScan(root: root)) }
+        var checkpoint = try job.loadCheckpoint(as: Checkpoint.self) ?? Checkpoint()
+        job.reportProgress(completed: Int64(checkpoint.done), total: Int64(files.count))
+        while checkpoint.done < files.count {
+            try job.checkCancellation()
+            let batch = files[checkpoint.done..<min(files.count, checkpoint.done + Self.batchSize)]
+            var toRead: [PhotoScan.File] = []
+            for file in batch {
+                do {
+                    if try store.unchangedPhoto(path: file.path, stamp: file.stamp) != nil {
+                        checkpoint.unchanged += 1
+                    } else {
+                        toRead.append(file)
+                    }
+                } catch {
+                    throw error.jobError
+                }
+            }
+            let answers = try await job.runInWorkers(
+                task: InspectPhotoTask.name, toRead.map { ["path": .string($0.path), "pixels": false] })
+            for (file, answer) in zip(toRead, answers) {
+                do {
+                    let inspection = try JSONCoding.convert(try answer.get(), to: PhotoInspection.self)
+                    switch try store.upsert(inspection.importRecord) {
+                    case .inserted: checkpoint.inserted += 1
+                    case .updated: checkpoint.updated += 1
+                    case .unchanged: checkpoint.unchanged += 1
+                    case .sameContent: checkpoint.sameContent += 1
+                    }
+                } catch let error as JobError {
+                    Self.record(&checkpoint, Failure(path: file.path, code: error.code, message: error.message))
+                } catch let error as PhotoLibraryError where error.code == .store {
+                    throw error.jobError
+                } catch {
+                    Self.record(&checkpoint, Failure(path: file.path, code: "bad_answer", message: "\(error)"))
+                }
+            }
+            checkpoint.done += batch.count
+            try job.saveCheckpoint(checkpoint)
+            job.reportProgress(completed: Int64(checkpoint.done), total: Int64(files.count), current: batch.last?.path)
+        }
+        return [
+            "dir": .string(root), "files": .number(files.count), "inserted": .number(checkpoint.inserted),
+            "updated": .number(checkpoint.updated), "unchanged": .number(checkpoint.unchanged),
+            "same_content": .number(checkpoint.sameContent), "failed": .number(checkpoint.failed),
+            "failures": JSONCoding.value(of: checkpoint.failures),
+        ]
+    }
+
+    static func record(_ checkpoint: inout Checkpoint, _ failure: Failure) {
+        checkpoint.failed += 1
+        if checkpoint.failures.count < 50 { checkpoint.failures.append(failure) }
+    }
+}

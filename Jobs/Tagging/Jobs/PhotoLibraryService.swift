@@ -1,0 +1,73 @@
+import PhotoLibrary
+import TrailbookEngine
+import TrailbookLoop
+import TrailbookSQLite
+
+/// The daemon's one connection to the photo store (`$TRAILBOOK_JOBS_HOME/photos.sqlite3`), shared by the tagging
+/// job kinds and opened on first use. The daemon is the store's single writer; the CLI may read it (WAL).
+///
+/// Besides the photo library's schema, it keeps `job_checkpoints(job_id TEXT PRIMARY KEY, data TEXT)`: the
+/// checkpoints of jobs whose work is in this same file (`tag`, `autotag`), so that a batch's writes and the
+/// checkpoint that says the batch is done commit in one transaction.
+@LoopActor
+public final class PhotoLibraryService {
+    /// Path of the store.
+    public let path: String
+    private var opened: PhotoStore?
+
+    /// A service for the store at `path`; nothing is opened yet.
+    public nonisolated init(path: String) {
+        self.path = path
+    }
+
+    /// The store, opened (created and migrated if needed) on first use.
+    ///
+    /// - Throws: `JobError` `photo_store_error` (retryable) if it cannot be opened.
+    public func store() throws(JobError) -> PhotoStore {
+        if let opened { return opened }
+        do {
+            let store = try PhotoStore(path: path)
+            try store.database.execute(
+                "CREATE TABLE IF NOT EXISTS job_checkpoints (job_id TEXT PRIMARY KEY, data TEXT NOT NULL)")
+            opened = store
+            return store
+        } catch {
+            throw JobError(
+                code: "photo_store_error", message: "cannot open the photo store \(path): \(error)", retryable: true)
+        }
+    }
+
+    /// The checkpoint a job saved in the photo store, decoded as `C`; `nil` if none.
+    ///
+    /// - Throws: `JobError` `photo_store_error` or `bad_checkpoint`.
+    public func checkpoint<C: Decodable>(job: String, as type: C.Type) throws(JobError) -> C? {
+        let store = try store()
+        do {
+            guard
+                let text = try store.database.query(
+                    "SELECT data FROM job_checkpoints WHERE job_id = ?", [.text(job)]
+                ).first?.text(0)
+            else { return nil }
+            return try JSONCoding.decode(type, from: Array(text.utf8))
+        } catch {
+            throw JobError(code: "bad_checkpoint", message: "cannot read the job's checkpoint: \(error)")
+        }
+    }
+
+    /// Writes a job's checkpoint; call inside `PhotoStore.transaction` so it commits with the batch it describes.
+    ///
+    /// - Throws: `SQLiteError` on a write error.
+    public static func saveCheckpoint<C: Encodable>(_ checkpoint: C, job: String, in database: Database) throws {
+        try database.query(
+            "INSERT OR REPLACE INTO job_checkpoints (job_id, data) VALUES (?, ?)",
+            [.text(job), .text(String(decoding: JSONCoding.encode(checkpoint), as: UTF8.self))])
+    }
+}
+
+/// Maps photo-library errors to job errors with the same stable code.
+extension PhotoLibraryError {
+    /// This error as a `JobError` (code `code.name`); store errors are retryable.
+    public var jobError: JobError {
+        JobError(code: code == .store ? "photo_store_error" : code.name, message: message, retryable: code == .store)
+    }
+}

@@ -1,0 +1,117 @@
+import PhotoLibrary
+import TrailbookEngine
+import TrailbookLoop
+import TrailbookSQLite
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Which photos a bulk job works on: stable IDs given inline (`--ids`), in a file (`--ids-file`, one a line), or
+/// every photo (`--all`). Exactly one must be given. Identifiers only: nothing else about a photo is read to
+/// select it (DESIGN.md, "Bulk work takes identifiers").
+public struct PhotoSelection: Codable, Sendable, Equatable {
+    /// Stable IDs, in full (prefixes are for `photos show` only).
+    public var ids: [String]?
+    /// Absolute path of a file with one stable ID a line; blank lines and lines starting with `#` are skipped.
+    public var idsFile: String?
+    /// Every photo in the library, in local-ID order.
+    public var all: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case ids
+        case idsFile = "ids_file"
+        case all
+    }
+
+    /// Checks that exactly one source is given and, for a file, that it can be read.
+    ///
+    /// - Throws: `JobError` `invalid_params`.
+    public func validate() throws(JobError) {
+        let given = (ids != nil ? 1 : 0) + (idsFile != nil ? 1 : 0) + (all == true ? 1 : 0)
+        guard given == 1 else {
+            throw JobError(code: "invalid_params", message: "give exactly one of ids, ids_file or all")
+        }
+        if let idsFile, access(idsFile, R_OK) != 0 {
+            throw JobError(
+                code: "invalid_params",
+                message: "cannot read the ID file \(idsFile): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The stable IDs of an `ids` or `ids_file` selection (the file read whole: 1 000 000 IDs are 37 MB); `nil`
+    /// for `all`. Reads the file on the thread pool when the kind allows it, else on the loop.
+    ///
+    /// - Throws: `JobError` `source_missing` if the file cannot be read.
+    @LoopActor
+    public func stableIDs(in job: JobContext) async throws -> [String]? {
+        if let ids { return ids }
+        guard let idsFile else { return nil }
+        let read: @Sendable () throws -> [String] = {
+            let file = try PhotoFile.read(path: idsFile, maxBytes: 1 << 30).bytes
+            var ids: [String] = []
+            for line in file.split(separator: 0x0A, omittingEmptySubsequences: true) {
+                var text = Substring(decoding: line, as: UTF8.self)
+                while let last = text.last, last == " " || last == "\r" || last == "\t" { text = text.dropLast() }
+                while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
+                if text.isEmpty || text.hasPrefix("#") { continue }
+                ids.append(String(text))
+            }
+            return ids
+        }
+        do {
+            return try await job.runOnPool(read)
+        } catch let error as PhotoLibraryError {
+            throw JobError(code: "source_missing", message: "cannot read the ID file: \(error.message)")
+        }
+    }
+}
+
+/// One batch of a selection, as local IDs plus the inputs that named no photo.
+struct SelectedBatch {
+    var localIDs: [PhotoLocalID]
+    var unknown: [String]
+    /// Inputs consumed (stable IDs for `ids`, photos for `all`): what progress counts.
+    var consumed: Int
+    /// The cursor after this batch: an index into the ID list, or the last local ID for `all`.
+    var nextCursor: Int64
+}
+
+extension PhotoStore {
+    /// The next batch of at most `size` photos of a selection, from `cursor`.
+    ///
+    /// With a list of stable IDs: resolves `ids[cursor ..< cursor + size]` in one query. With `nil` (`all`): the
+    /// local IDs after `cursor` in order, from the primary key alone.
+    func batch(of ids: [String]?, from cursor: Int64, size: Int) throws(PhotoLibraryError) -> SelectedBatch? {
+        if let ids {
+            let start = Int(cursor)
+            guard start < ids.count else { return nil }
+            let end = min(ids.count, start + size)
+            let resolved = try resolve(Array(ids[start..<end]))
+            return SelectedBatch(
+                localIDs: resolved.localIDs, unknown: resolved.unknown, consumed: end - start, nextCursor: Int64(end))
+        }
+        let rows: [Row]
+        do {
+            rows = try database.query(
+                "SELECT id FROM photos WHERE id > ? ORDER BY id LIMIT ?", [.integer(cursor), .integer(Int64(size))])
+        } catch {
+            throw PhotoLibraryError(.store, error.description)
+        }
+        let local = rows.compactMap { $0.int(0) }
+        guard let last = local.last else { return nil }
+        return SelectedBatch(localIDs: local, unknown: [], consumed: local.count, nextCursor: last)
+    }
+
+    /// Units in a selection: the number of IDs listed, or the photos in the library for `all`.
+    func selectionTotal(_ ids: [String]?) throws(PhotoLibraryError) -> Int64 {
+        if let ids { return Int64(ids.count) }
+        return Int64(try count())
+    }
+}

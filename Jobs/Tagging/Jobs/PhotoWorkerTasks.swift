@@ -1,0 +1,43 @@
+import PhotoLibrary
+import TrailbookEngine
+
+/// Worker task `photo.inspect`: reads one photo file and returns its `PhotoInspection` (stable ID, stamp, EXIF
+/// metadata and, when asked, the pixel analysis). Runs in a worker process because it parses untrusted bytes.
+///
+/// Payload: `{"path": String, "pixels": Bool}`. Errors: the photo library's codes (`empty`, `not_jpeg`, `io`,
+/// `too_large`, …) as `JobError`s. A JPEG whose pixels do not decode is a result with `pixelError` set.
+public struct InspectPhotoTask: WorkerTask {
+    /// `photo.inspect`.
+    public static let name = "photo.inspect"
+
+    /// Decoder limits (pixel count, memory) applied to every decode.
+    public var limits = DecodeLimits()
+
+    /// A task with the default decoder limits.
+    public init() {}
+
+    /// Inspects the file at `payload.path` (pixels too when `payload.pixels` is true).
+    ///
+    /// - Returns: the `PhotoInspection` as JSON.
+    /// - Throws: `JobError` with the photo library's code (`empty`, `not_jpeg`, `io`, `too_large`) or `bad_request`.
+    public func perform(_ payload: JSONValue) throws -> JSONValue {
+        guard let path = payload["path"]?.stringValue else {
+            throw JobError(code: "bad_request", message: "photo.inspect needs a path")
+        }
+        do {
+            let inspection = try PhotoInspection(
+                path: path, analysePixels: payload["pixels"]?.boolValue ?? false, limits: limits)
+            return JSONCoding.value(of: inspection)
+        } catch {
+            throw error.jobError
+        }
+    }
+}
+
+/// The worker tasks of the tagging job kinds, for the `worker` subcommand's table.
+public enum TaggingWorkerTasks {
+    /// Registers every tagging task in `table`.
+    public static func register(in table: inout WorkerTaskTable) {
+        table.register(InspectPhotoTask())
+    }
+}

@@ -1,0 +1,170 @@
+import PhotoLibrary
+import TrailbookEngine
+import TrailbookSQLite
+
+/// Job kind `tag`: adds (or with `remove`, takes off) one keyword on photos chosen by stable ID.
+///
+/// Identifiers only: the job resolves stable IDs to local IDs with one indexed query per batch and writes tag
+/// rows; it never reads a photo's metadata. It works in batches of `batchSize` (1000) photos, and each batch's
+/// tag writes and the job's checkpoint (in the photo store's `job_checkpoints` table) commit in one SQLite
+/// transaction, so after a crash (`kill -9`) the job resumes after the last committed batch: no photo is tagged
+/// twice and none is skipped, and the counts stay exact.
+///
+/// Params: `tag`, one of `ids` / `ids_file` / `all` (see `PhotoSelection`), `remove` (default false).
+/// Result: `tag`, `remove`, `photos` (inputs processed), `tagged` (photos that got the tag; with `remove`, that
+/// lost it), `already_had` (had it already; with `remove`, did not have it), `unknown_count` and
+/// `unknown_first` (the first 20 IDs that name no photo). Progress unit: photos.
+///
+/// Cancellation: `user_stop` keeps the tags of batches already committed and stops within one batch;
+/// `timeout` and `resource_reclaim` resume from the checkpoint.
+public struct TagJob: JobKind {
+    /// Parameters, as submitted.
+    public struct Params: Codable, Sendable {
+        /// The keyword (any text without control characters, at most 200 bytes).
+        public var tag: String
+        /// Take the tag off instead of adding it.
+        public var remove: Bool?
+        /// Benchmark switch: load every photo's full record (metadata and tags) before tagging it, the
+        /// "array of entities" way; off by default, and slower by design.
+        public var loadRecords: Bool?
+        /// Which photos.
+        public var selection: PhotoSelection
+
+        enum CodingKeys: String, CodingKey {
+            case tag, remove
+            case loadRecords = "load_records"
+        }
+
+        /// Decodes the flat params object (`tag`, `remove`, `load_records` plus the selection keys).
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            tag = try container.decode(String.self, forKey: .tag)
+            remove = try container.decodeIfPresent(Bool.self, forKey: .remove)
+            loadRecords = try container.decodeIfPresent(Bool.self, forKey: .loadRecords)
+            selection = try PhotoSelection(from: decoder)
+        }
+
+        /// Encodes the flat params object.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(tag, forKey: .tag)
+            try container.encodeIfPresent(remove, forKey: .remove)
+            try container.encodeIfPresent(loadRecords, forKey: .loadRecords)
+            try selection.encode(to: encoder)
+        }
+    }
+
+    /// The checkpoint kept in the photo store, committed with each batch.
+    struct Checkpoint: Codable {
+        var cursor: Int64 = 0
+        var processed: Int64 = 0
+        var total: Int64 = 0
+        var changed = 0
+        var unchanged = 0
+        var unknownCount = 0
+        var unknownFirst: [String] = []
+        var finished = false
+    }
+
+    /// `tag`.
+    public static let name = "tag"
+    /// Progress in photos; long-running; writes on the daemon loop, reads ID files on the thread pool.
+    public static let traits = JobKindTraits(
+        unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
+
+    /// Photos per batch (and per transaction).
+    public static let batchSize = 1_000
+
+    let library: PhotoLibraryService
+
+    /// A `tag` kind working on `library`.
+    public init(library: PhotoLibraryService) {
+        self.library = library
+    }
+
+    /// Checks the tag's spelling and the selection.
+    ///
+    /// - Throws: `JobError` `invalid_params`.
+    public func validate(_ params: Params) async throws(JobError) {
+        do {
+            _ = try TagName.validated(params.tag)
+        } catch {
+            throw JobError(code: "invalid_params", message: "bad tag: \(error.message)")
+        }
+        try params.selection.validate()
+    }
+
+    /// Tags the selection batch by batch, from the checkpoint in the photo store.
+    ///
+    /// - Throws: `JobError` `photo_store_error` (retryable), `source_missing`; `JobStopped` when stopped.
+    public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
+        let store = try library.store()
+        let tag: String
+        do { tag = try TagName.validated(params.tag) } catch { throw error.jobError }
+        var checkpoint = try library.checkpoint(job: job.id, as: Checkpoint.self) ?? Checkpoint()
+        if checkpoint.finished { return Self.result(checkpoint, params) }
+        let ids = try await params.selection.stableIDs(in: job)
+        if checkpoint.processed == 0 {
+            do { checkpoint.total = try store.selectionTotal(ids) } catch { throw error.jobError }
+        }
+        job.reportProgress(completed: checkpoint.processed, total: checkpoint.total)
+        while true {
+            try job.checkCancellation()
+            let selected: SelectedBatch?
+            do { selected = try store.batch(of: ids, from: checkpoint.cursor, size: Self.batchSize) } catch {
+                throw error.jobError
+            }
+            guard let batch = selected else { break }
+            if params.loadRecords == true {
+                for id in batch.localIDs {
+                    do { _ = try store.photo(localID: id) } catch { throw error.jobError }
+                }
+            }
+            var next = checkpoint
+            do {
+                try store.transaction { tx in
+                    let counts =
+                        params.remove == true
+                        ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
+                    next.changed += counts.changed
+                    next.unchanged += counts.unchanged
+                    next.unknownCount += batch.unknown.count + counts.missing
+                    next.unknownFirst += batch.unknown.prefix(max(0, 20 - next.unknownFirst.count))
+                    next.cursor = batch.nextCursor
+                    next.processed += Int64(batch.consumed)
+                    try PhotoLibraryService.saveCheckpoint(next, job: job.id, in: tx.database)
+                }
+            } catch let error as PhotoLibraryError {
+                throw error.jobError
+            } catch {
+                throw JobError(
+                    code: "photo_store_error", message: "cannot write a tag batch: \(error)", retryable: true)
+            }
+            checkpoint = next
+            job.reportProgress(completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed))
+            // Let the control socket and the feed run between batches.
+            await Task.yield()
+        }
+        checkpoint.finished = true
+        do {
+            try store.transaction { tx in
+                try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database)
+            }
+        } catch {
+            throw JobError(
+                code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
+        }
+        return Self.result(checkpoint, params)
+    }
+
+    static func result(_ checkpoint: Checkpoint, _ params: Params) -> JSONValue {
+        let removing = params.remove == true
+        return [
+            "tag": .string(params.tag), "remove": .bool(removing), "photos": .number(checkpoint.processed),
+            (removing ? "removed" : "tagged"): .number(checkpoint.changed),
+            (removing ? "did_not_have" : "already_had"): .number(checkpoint.unchanged),
+            "unknown_count": .number(checkpoint.unknownCount),
+            "unknown_first": .array(checkpoint.unknownFirst.map { .string($0) }),
+        ]
+    }
+}

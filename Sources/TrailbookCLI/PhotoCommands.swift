@@ -1,0 +1,193 @@
+import PhotoLibrary
+import TaggingJobs
+import TrailbookEngine
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// The photo-library commands: `photos import|list|show`, `submit tag`, `submit autotag`, and the hidden
+/// `worker` subcommand that `WorkerPool` spawns.
+enum PhotoCommands {
+    static let selection: [OptionSpec] = [
+        OptionSpec("ids", .value(placeholder: "ID,…"), help: "stable IDs of the photos, comma separated"),
+        OptionSpec("ids-file", .value(placeholder: "FILE"), help: "a file with one stable ID a line"),
+        OptionSpec("all", help: "every photo in the library"),
+    ]
+
+    static let specs: [CommandSpec] = [
+        CommandSpec(
+            path: ["photos", "import"],
+            summary: "import the JPEGs under DIR into the photo library (a job; progress in files)",
+            positionals: [PositionalSpec(name: "DIR", help: "directory to walk")],
+            options: Commands.submitCommon,
+            details: "Unchanged files (same size, mtime and inode) are skipped.\n" + Commands.exitCodes),
+        CommandSpec(
+            path: ["photos", "list"], summary: "list the photos in the library, in import order",
+            options: [
+                OptionSpec("limit", .value(placeholder: "N"), help: "at most N photos (default 1000)"),
+                OptionSpec("tag", .value(placeholder: "TAG"), help: "only photos with TAG"),
+                Commands.json,
+            ],
+            details: "Reads $TRAILBOOK_JOBS_HOME/photos.sqlite3 directly (no daemon needed)."),
+        CommandSpec(
+            path: ["photos", "show"], summary: "show one photo",
+            positionals: [PositionalSpec(name: "ID", help: "stable ID or a unique prefix of it")],
+            options: [Commands.json],
+            details: "Exit 4 when no photo matches (or the prefix matches several)."),
+        CommandSpec(
+            path: ["submit", "tag"], summary: "add a keyword to photos by stable ID (batches of 1000, exactly once)",
+            options: [
+                OptionSpec("tag", .value(placeholder: "WORD"), required: true, help: "the keyword"),
+                OptionSpec("remove", help: "take the keyword off instead"),
+                OptionSpec("load-records", help: "(benchmark) load each photo's full record before tagging it"),
+            ] + selection + Commands.submitCommon,
+            details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n"
+                + Commands.exitCodes),
+        CommandSpec(
+            path: ["submit", "autotag"], summary: "analyse photos (EXIF, pixels, places, duplicates) and write tags",
+            options: selection + [
+                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places")
+            ] + Commands.submitCommon,
+            details: "Give one of --ids, --ids-file, --all.\n" + Commands.exitCodes),
+        CommandSpec(
+            path: ["worker"], summary: "(internal) a worker process: answers NDJSON task requests on stdin",
+            options: [
+                OptionSpec("memory-limit", .value(placeholder: "SIZE"), help: "RLIMIT_AS (default 1GiB)"),
+                OptionSpec("cpu-limit", .value(placeholder: "N"), help: "RLIMIT_CPU in seconds (default 3600)"),
+                OptionSpec("parent", .value(placeholder: "PID"), help: "die when this process (the daemon) dies"),
+            ]),
+    ]
+
+    static func handler(for path: [String]) -> ((CommandContext) throws -> Int32)? {
+        switch path {
+        case ["photos", "import"]: return importDirectory
+        case ["photos", "list"]: return list
+        case ["photos", "show"]: return show
+        case ["submit", "tag"]: return submitTag
+        case ["submit", "autotag"]: return submitAutotag
+        case ["worker"]: return worker
+        default: return nil
+        }
+    }
+
+    /// The worker tasks the `worker` subcommand knows: the engine's built-ins and the tagging tasks.
+    static var workerTasks: WorkerTaskTable {
+        var table = WorkerTaskTable.builtIn
+        TaggingWorkerTasks.register(in: &table)
+        return table
+    }
+
+    static func worker(_ context: CommandContext) throws -> Int32 {
+        var limits = WorkerLimits()
+        if let bytes = try context.arguments.size("memory-limit") { limits.memoryBytes = bytes }
+        if let seconds = try context.arguments.integer("cpu-limit", range: 1...1_000_000) {
+            limits.cpuSeconds = seconds
+        }
+        let parent = try context.arguments.integer("parent", range: 1...Int(Int32.max)).map { Int32($0) }
+        return WorkerProcess.run(tasks: workerTasks, limits: limits, parent: parent)
+    }
+
+    static func importDirectory(_ context: CommandContext) throws -> Int32 {
+        let dir = Commands.absolute(context.arguments.positionals[0], cwd: Commands.currentDirectory())
+        return try Commands.submit(kind: "import", params: ["dir": .string(dir)], context)
+    }
+
+    static func selectionParams(_ arguments: ParsedArguments) throws -> [String: JSONValue] {
+        let given = ["ids", "ids-file"].filter { arguments.value($0) != nil } + (arguments.flag("all") ? ["all"] : [])
+        guard given.count == 1 else { throw UsageError("give exactly one of --ids, --ids-file, --all") }
+        if let ids = arguments.value("ids") {
+            return ["ids": .array(ids.split(separator: ",").map { .string(String($0)) })]
+        }
+        if let file = arguments.value("ids-file") {
+            return ["ids_file": .string(Commands.absolute(file, cwd: Commands.currentDirectory()))]
+        }
+        return ["all": true]
+    }
+
+    static func submitTag(_ context: CommandContext) throws -> Int32 {
+        var params = try selectionParams(context.arguments)
+        params["tag"] = .string(context.arguments.value("tag") ?? "")
+        if context.arguments.flag("remove") { params["remove"] = true }
+        if context.arguments.flag("load-records") { params["load_records"] = true }
+        return try Commands.submit(kind: "tag", params: .object(params), context)
+    }
+
+    static func submitAutotag(_ context: CommandContext) throws -> Int32 {
+        var params = try selectionParams(context.arguments)
+        if let places = context.arguments.value("places") {
+            params["places"] = .string(Commands.absolute(places, cwd: Commands.currentDirectory()))
+        }
+        return try Commands.submit(kind: "autotag", params: .object(params), context)
+    }
+
+    /// Opens the photo store for reading, or returns `nil` when there is none yet.
+    static func openStore(_ context: CommandContext) throws -> PhotoStore? {
+        let path = context.home + "/photos.sqlite3"
+        guard access(path, F_OK) == 0 else { return nil }
+        do {
+            return try PhotoStore(path: path)
+        } catch {
+            throw DaemonReply(error: JobError(code: "store_error", message: "cannot open the photo store: \(error)"))
+        }
+    }
+
+    static func list(_ context: CommandContext) throws -> Int32 {
+        let limit = try context.arguments.integer("limit", range: 1...10_000_000) ?? 1_000
+        var photos: [PhotoRecord] = []
+        if let store = try openStore(context) {
+            var after: PhotoLocalID = 0
+            let tag = context.arguments.value("tag")
+            while photos.count < limit {
+                let page = try store.list(after: after, limit: 500)
+                guard let last = page.last else { break }
+                after = last.localID
+                photos += page.filter { tag == nil || $0.tags.contains(tag!) }.prefix(limit - photos.count)
+            }
+        }
+        if context.json {
+            print("[" + (try photos.map { try $0.json.encodedLine() }).joined(separator: ",\n") + "]")
+        } else if photos.isEmpty {
+            print("no photos")
+        } else {
+            for photo in photos {
+                print(
+                    "\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(photo.tags.joined(separator: ","))"
+                )
+            }
+        }
+        return ExitCode.success
+    }
+
+    static func show(_ context: CommandContext) throws -> Int32 {
+        let id = context.arguments.positionals[0]
+        guard let store = try openStore(context) else {
+            throw DaemonReply(
+                error: JobError(code: "no_such_photo", message: "no photo with ID \(id) (the library is empty)"))
+        }
+        let photo: PhotoRecord
+        do {
+            photo = try store.photo(matching: id)
+        } catch  where error.code == .store {
+            throw DaemonReply(error: JobError(code: "store_error", message: error.message))
+        } catch {
+            throw DaemonReply(error: JobError(code: "no_such_photo", message: error.message))
+        }
+        if context.json {
+            print(try photo.json.encodedLine())
+        } else {
+            print(
+                """
+                id        \(photo.stableID.text)
+                path      \(photo.path)
+                bytes     \(photo.stamp.bytes)
+                size      \(photo.width.map(String.init) ?? "-") x \(photo.height.map(String.init) ?? "-") (orientation \(photo.orientation.map(String.init) ?? "-"))
+                taken at  \(photo.takenAt ?? "-")
+                camera    \([photo.cameraMake, photo.cameraModel].compactMap { $0 }.joined(separator: " "))
+                gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
+                tags      \(photo.tags.joined(separator: ", "))
+                """)
+        }
+        return ExitCode.success
+    }
+}

@@ -1,0 +1,318 @@
+import Foundation
+import PhotoLibrary
+import Testing
+import TrailbookEngine
+import TrailbookSQLite
+
+/// The tagging job kinds (`import`, `tag`, `autotag`) and the `photos` commands, against the real daemon binary
+/// with its worker processes.
+@Suite(.serialized)
+struct TaggingEndToEndTests {
+    // MARK: import + autotag on real camera JPEGs
+
+    @Test func importAndAutotagOfRealCameraPhotos() throws {
+        guard let dir = try PhotoTestSupport.realPhotoDirectory() else { return }
+        let jpegs = try FileManager.default.contentsOfDirectory(atPath: dir).filter { PhotoScan.isJPEGName($0) }
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(imported["state"]?.stringValue == "succeeded")
+        #expect(imported["result"]?["files"]?.intValue == Int64(jpegs.count))
+        #expect(imported["result"]?["inserted"]?.intValue == Int64(jpegs.count))
+        #expect(imported["progress"]?["unit"]?.stringValue == "files")
+
+        // A second import reads nothing: every file is unchanged.
+        let again = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(again["result"]?["unchanged"]?.intValue == Int64(jpegs.count))
+        #expect(again["result"]?["inserted"]?.intValue == 0)
+
+        let autotag = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
+        #expect(autotag["state"]?.stringValue == "succeeded", "\(autotag)")
+        #expect(autotag["result"]?["photos"]?.intValue == Int64(jpegs.count))
+
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        #expect(photos.count == jpegs.count)
+        func tags(_ name: String) -> [String] {
+            let photo = photos.first { $0["path"]?.stringValue == dir + "/" + name }
+            return photo?["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        }
+        // GPS → nearest bundled place; EXIF date and camera.
+        #expect(tags("es_gps_DSCN0010.jpg").contains("place:Arezzo"))
+        #expect(tags("es_gps_DSCN0010.jpg").contains("year:2008"))
+        #expect(tags("es_gps_DSCN0010.jpg").contains("camera:NIKON COOLPIX P6000"))
+        #expect(tags("es_Canon_40D.jpg").contains("camera:Canon EOS 40D"))
+        // Orientation applied before the aspect class.
+        #expect(tags("es_orient_portrait_5.jpg").contains("aspect:portrait"))
+        // A photo without EXIF gets pixel tags only.
+        #expect(!tags("es_orient_portrait_5.jpg").contains { $0.hasPrefix("year:") })
+        // A truncated file is unreadable and listed with its reason.
+        #expect(tags("pil_truncated_jpeg.jpg") == ["unreadable"])
+        let bad = autotag["result"]?["unreadable"]?.arrayValue ?? []
+        #expect(bad.contains { $0["path"]?.stringValue?.hasSuffix("pil_truncated_jpeg.jpg") == true })
+
+        // photos show: by unique prefix, DESIGN's shape, exit 4 when none.
+        let gps = try #require(photos.first { $0["path"]?.stringValue?.hasSuffix("es_gps_DSCN0010.jpg") == true })
+        let id = try #require(gps["id"]?.stringValue)
+        let shown = try daemon.cliJSON(["photos", "show", String(id.prefix(8)), "--json"])
+        #expect(shown == gps)
+        let keys = Set(shown.objectKeys)
+        #expect(
+            keys == [
+                "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps",
+                "tags",
+            ])
+        #expect(try daemon.cli(["photos", "show", "ffffffff"]).status == 4)
+        #expect(try daemon.cli(["photos", "show", "not-an-id"]).status == 4)
+    }
+
+    // MARK: import: resumable across kill -9
+
+    @Test func importResumesAfterKill9AndSkipsWhatIsDone() throws {
+        let folder = TemporaryDirectory("tbj-photos")
+        let jpeg = Fixtures.withEXIF(
+            try Fixtures.scene(64, 48).jpegData(), .init(make: "Canon", model: "Canon EOS 40D"))
+        let count = 600
+        for n in 0..<count {
+            // Distinct bytes after the image data: each file is its own photo, with the same EXIF.
+            PhotoTestSupport.write(jpeg + Array("variant \(n)".utf8), folder.file(String(format: "v%04d.jpg", n)))
+        }
+        let daemon = try DaemonHarness()
+        let id = try daemon.submit("import", ["dir": .string(folder.path)])
+        let before = try daemon.waitFor(id, timeout: 60, "import under way") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 40
+        }
+        try daemon.crash()
+        #expect((before["progress"]?["completed"]?.intValue ?? 0) < Int64(count), "killed mid-import")
+        try daemon.start()
+        let final = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let result = try #require(final["result"])
+        #expect(result["files"]?.intValue == Int64(count))
+        #expect(result["failed"]?.intValue == 0)
+        let photos = try daemon.cliJSON(["photos", "list", "--limit", "10000", "--json"]).arrayValue ?? []
+        #expect(photos.count == count, "every file imported once")
+        #expect(Set(photos.compactMap { $0["id"]?.stringValue }).count == count)
+        #expect(photos.allSatisfy { $0["camera"]?["model"]?.stringValue == "Canon EOS 40D" })
+    }
+
+    // MARK: autotag on generated fixtures and bad photos
+
+    @Test func autotagOnGeneratedPhotosAndBadOnesFinishesAndListsTheBadOnes() throws {
+        let folder = TemporaryDirectory("tbj-photos")
+        let dir = folder.path
+        // Landscape pixels with EXIF orientation 6 (rotate 90°): a portrait photo, taken in Lisbon.
+        let lisbon = Fixtures.withEXIF(
+            try Fixtures.scene(96, 64).jpegData(),
+            .init(
+                orientation: 6, make: "Canon", model: "Canon EOS 40D", dateTimeOriginal: "2024:05:03 18:22:10",
+                gps: (38.7223, "N", 9.1393, "W")))
+        PhotoTestSupport.write(lisbon, dir + "/lisbon.jpg")
+        let dark = try Fixtures.image(80, 60) { x, y in (UInt8(10 + (x + y) % 8), 12, 20) }.jpegData()
+        PhotoTestSupport.write(dark, dir + "/night.jpg")
+        // The same picture twice, encoded at two qualities: different bytes, near-identical pixels.
+        // Smooth, large shapes, so the 9×8 difference hash reflects the picture and not JPEG noise.
+        let original = Fixtures.image(160, 90) { x, y in
+            let v = 128 + 100 * sin(Double(x) / 17) * cos(Double(y) / 11)
+            return (UInt8(v), UInt8(255 - v), 90)
+        }
+        PhotoTestSupport.write(try original.jpegData(quality: 92), dir + "/a-original.jpg")
+        PhotoTestSupport.write(try original.jpegData(quality: 60), dir + "/b-copy.jpg")
+        // Bad photos.
+        let good = try Fixtures.scene(120, 80, seed: 9).jpegData()
+        PhotoTestSupport.write([], dir + "/empty.jpg")
+        PhotoTestSupport.write(Array("this is not a JPEG\n".utf8), dir + "/not-a-jpeg.jpg")
+        PhotoTestSupport.write(Array(good.prefix(good.count / 2)), dir + "/truncated.jpg")
+        var bomb = good
+        let sof = try #require((0..<bomb.count - 9).first { bomb[$0] == 0xFF && bomb[$0 + 1] == 0xC0 })
+        bomb[sof + 5] = UInt8(30_000 >> 8)
+        bomb[sof + 6] = UInt8(30_000 & 0xFF)
+        bomb[sof + 7] = UInt8(30_000 >> 8)
+        bomb[sof + 8] = UInt8(30_000 & 0xFF)
+        PhotoTestSupport.write(bomb, dir + "/huge-header.jpg")
+        PhotoTestSupport.write(good, dir + "/vanishing.jpg")
+
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(imported["state"]?.stringValue == "succeeded")
+        let failures = imported["result"]?["failures"]?.arrayValue ?? []
+        let failureCodes = Dictionary(
+            uniqueKeysWithValues: failures.compactMap { f in
+                f["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, f["code"]?.stringValue ?? "") }
+            })
+        #expect(failureCodes == ["empty.jpg": "empty", "not-a-jpeg.jpg": "not_jpeg"], "\(failures)")
+        #expect(imported["result"]?["inserted"]?.intValue == 7)
+        // A file that breaks after its import.
+        PhotoTestSupport.write([], dir + "/vanishing.jpg")
+
+        let autotag = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
+        #expect(autotag["state"]?.stringValue == "succeeded", "\(autotag)")
+        let result = try #require(autotag["result"])
+        #expect(result["photos"]?.intValue == 7)
+        let unreadable = Dictionary(
+            uniqueKeysWithValues: (result["unreadable"]?.arrayValue ?? []).compactMap { u in
+                u["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, u["code"]?.stringValue ?? "") }
+            })
+        #expect(Set(unreadable.keys) == ["truncated.jpg", "huge-header.jpg", "vanishing.jpg"], "\(result)")
+        #expect(unreadable["vanishing.jpg"] == "empty")
+        #expect(unreadable["truncated.jpg"] == "truncated")
+        #expect(unreadable["huge-header.jpg"] == "too_large")
+        #expect(result["unreadable_count"]?.intValue == 3)
+
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        func tags(_ name: String) -> Set<String> {
+            Set(
+                photos.first { $0["path"]?.stringValue == dir + "/" + name }?["tags"]?.arrayValue?.compactMap(
+                    \.stringValue) ?? [])
+        }
+        #expect(
+            tags("lisbon.jpg").isSuperset(of: [
+                "place:Lisbon", "year:2024", "month:2024-05", "make:Canon", "camera:Canon EOS 40D", "aspect:portrait",
+            ]), "\(tags("lisbon.jpg"))")
+        #expect(tags("night.jpg").contains("night"))
+        #expect(tags("a-original.jpg").contains("aspect:landscape"))
+        let originalID = try #require(
+            photos.first { $0["path"]?.stringValue == dir + "/a-original.jpg" }?["id"]?.stringValue)
+        #expect(tags("b-copy.jpg").contains("duplicate-of:" + originalID), "\(tags("b-copy.jpg"))")
+        #expect(!tags("a-original.jpg").contains { $0.hasPrefix("duplicate-of:") })
+        #expect(tags("truncated.jpg").contains("unreadable"))
+        #expect(tags("vanishing.jpg") == ["unreadable"])
+
+        // Memory stays bounded: the decoding happened in the workers, not in the daemon.
+        let peak = try #require(PhotoTestSupport.peakRSSKiB(daemon.pid))
+        #expect(peak < 150 * 1024, "daemon peak RSS \(peak) KiB")
+    }
+
+    // MARK: tag: exactly once across kill -9
+
+    @Test func tagSurvivesKill9MidJobWithEveryPhotoTaggedExactlyOnce() throws {
+        let home = TemporaryDirectory()
+        let count = 300_000
+        let ids = try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: count)
+        let unknown = (1...5).map { String(format: "ffffffff-0000-4000-8000-%012x", $0) }
+        let idsFile = home.file("ids.txt")
+        try (ids + unknown).joined(separator: "\n").write(toFile: idsFile, atomically: true, encoding: .utf8)
+        let daemon = try DaemonHarness(home: home)
+        let id = try daemon.submit("tag", ["tag": "trip", "ids_file": .string(idsFile)])
+        let before = try daemon.waitFor(id, timeout: 60, "some progress") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 20_000
+        }
+        try daemon.crash()
+        let taggedAtCrash = try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3")
+        #expect(before["state"]?.stringValue == "running")
+        #expect(taggedAtCrash > 0 && taggedAtCrash < count, "killed mid-job: \(taggedAtCrash) of \(count) tagged")
+        #expect(taggedAtCrash % 1_000 == 0, "whole batches only")
+
+        try daemon.start()
+        let final = try daemon.waitForState(id, "succeeded", timeout: 120)
+        let result = try #require(final["result"])
+        #expect(result["tagged"]?.intValue == Int64(count))
+        #expect(result["already_had"]?.intValue == 0, "no photo tagged twice")
+        #expect(result["unknown_count"]?.intValue == 5)
+        #expect(result["unknown_first"]?.arrayValue?.compactMap(\.stringValue) == unknown)
+        #expect(result["photos"]?.intValue == Int64(count + 5))
+        #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == count)
+
+        // --remove through the CLI takes it off again, with exact counts.
+        let removed = try daemon.cliJSON(["submit", "tag", "--tag", "trip", "--all", "--remove", "--wait", "--json"])
+        #expect(removed["result"]?["removed"]?.intValue == Int64(count))
+        #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == 0)
+    }
+
+    @Test func cancelKeepsTheTagsOfCommittedBatches() throws {
+        let home = TemporaryDirectory()
+        try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: 300_000)
+        let daemon = try DaemonHarness(home: home)
+        let id = try daemon.submit("tag", ["tag": "keep", "all": true])
+        try daemon.waitFor(id, timeout: 60, "some progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 5_000 }
+        let cancelled = try daemon.job(["op": "cancel", "job": .string(id)])
+        #expect(cancelled["state"]?.stringValue == "cancelled")
+        let kept = try PhotoTestSupport.tagCount("keep", storeAt: home.path + "/photos.sqlite3")
+        #expect(kept >= 5_000 && kept < 300_000 && kept % 1_000 == 0, "kept \(kept)")
+        #expect(Int64(kept) == cancelled["progress"]?["completed"]?.intValue)
+    }
+
+    @Test func tagValidatesItsSelection() throws {
+        let daemon = try DaemonHarness()
+        let none = try daemon.cli(["submit", "tag", "--tag", "x"])
+        #expect(none.status == 2)
+        let reply = try daemon.request([
+            "op": "submit", "kind": "tag", "params": ["tag": "x", "all": true, "ids": ["a"]],
+        ])
+        #expect(reply["error"]?["code"]?.stringValue == "invalid_params")
+        let badTag = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "  ", "all": true]])
+        #expect(badTag["error"]?["code"]?.stringValue == "invalid_params")
+    }
+
+    // MARK: cancel while waiting for workers
+
+    @Test func cancelWhileWaitingForWorkersReturnsPromptlyAndKeepsCommittedTags() throws {
+        let folder = TemporaryDirectory("tbj-photos")
+        for n in 0..<48 {
+            let picture = Fixtures.image(1600, 1200) { x, y in
+                (
+                    UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7),
+                    UInt8(truncatingIfNeeded: n * 4)
+                )
+            }
+            PhotoTestSupport.write(try picture.jpegData(), folder.file(String(format: "p%03d.jpg", n)))
+        }
+        let daemon = try DaemonHarness()
+        _ = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
+        let id = try daemon.submit("autotag", ["all": true])
+        try daemon.waitFor(id, timeout: 60, "one batch committed") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 16
+        }
+        let started = Date()
+        let cancelled = try daemon.job(["op": "cancel", "job": .string(id)])
+        let seconds = Date().timeIntervalSince(started)
+        #expect(cancelled["state"]?.stringValue == "cancelled")
+        #expect(seconds < 0.5, "cancel took \(seconds) s while workers were busy")
+        let completed = try #require(cancelled["progress"]?["completed"]?.intValue)
+        #expect(completed < 48, "stopped before the end")
+        let tagged = try PhotoTestSupport.tagCount("aspect:landscape", storeAt: daemon.home.path + "/photos.sqlite3")
+        #expect(Int64(tagged) == completed, "user_stop keeps the tags of committed batches")
+    }
+
+    // MARK: a worker killed mid-job
+
+    @Test func killingAWorkerMidJobStillSucceeds() throws {
+        let folder = TemporaryDirectory("tbj-photos")
+        for n in 0..<60 {
+            let picture = Fixtures.image(640, 480) { x, y in
+                (
+                    UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(truncatingIfNeeded: y + n * 7),
+                    UInt8(truncatingIfNeeded: n * 4)
+                )
+            }
+            PhotoTestSupport.write(try picture.jpegData(), folder.file(String(format: "p%03d.jpg", n)))
+        }
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
+        #expect(imported["result"]?["inserted"]?.intValue == 60)
+        let id = try daemon.submit("autotag", ["all": true])
+        try daemon.waitFor(id, timeout: 60, "autotag under way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 16 }
+        // Kill a worker while it decodes (state R), so a photo is in flight.
+        var busy: Int32?
+        let deadline = Date().addingTimeInterval(5)
+        while busy == nil && Date() < deadline {
+            busy = PhotoTestSupport.children(of: daemon.pid).first { PhotoTestSupport.processState($0) == "R" }
+        }
+        let victim = try #require(
+            busy ?? PhotoTestSupport.children(of: daemon.pid).first, "the daemon has worker processes")
+        kill(victim, SIGKILL)
+        let final = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(final["result"]?["tagged"]?.intValue == 60)
+        #expect(
+            final["result"]?["unreadable_count"]?.intValue == 0, "the photo in the killed worker was retried: \(final)")
+        #expect(!PhotoTestSupport.children(of: daemon.pid).contains(victim), "the dead worker was reaped")
+        if busy != nil {
+            #expect(daemon.log().contains("retrying once"), "the request of the killed worker was retried")
+        }
+    }
+}
+
+extension JSONValue {
+    /// The keys of an object (empty for anything else).
+    var objectKeys: [String] {
+        if case .object(let members) = self { return Array(members.keys) }
+        return []
+    }
+}

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Tagging benchmarks: bulk tag by ID at scale (with kill -9 and restart), ID-only vs full-record tagging, and
+autotag vs exiftool on the same files, with the daemon's peak RSS.
+
+Usage: bench/tagging.py [million|records|autotag|all] [--photos N] [--bin PATH]
+
+Builds nothing: run `swift build -c release` first (the default binary is .build/release/trailbook-jobs).
+Every run uses a fresh temporary TRAILBOOK_JOBS_HOME and removes it afterwards. Synthetic libraries are made
+with direct SQL inserts (a recursive CTE) into the photo store the daemon created; they have no files behind them,
+which `tag` never needs (it works on identifiers only).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REAL_PHOTOS = "/work/shared/photos"
+
+
+class Daemon:
+    def __init__(self, binary, home):
+        self.binary, self.home, self.proc = binary, home, None
+        self.env = dict(os.environ, TRAILBOOK_JOBS_HOME=home, NO_COLOR="1")
+
+    def start(self):
+        log = open(os.path.join(self.home, "daemon.log"), "a")
+        self.proc = subprocess.Popen([self.binary, "daemon"], env=self.env, stdout=log, stderr=log)
+        for _ in range(500):
+            if subprocess.run([self.binary, "list"], env=self.env, capture_output=True).returncode == 0:
+                return
+            time.sleep(0.02)
+        sys.exit("daemon did not start; see " + self.home + "/daemon.log")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait()
+
+    def cli(self, *args):
+        out = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{' '.join(args)} failed ({out.returncode}): {out.stderr}")
+        return out.stdout
+
+    def submit(self, *args):
+        return self.cli("submit", *args).strip().splitlines()[-1]
+
+    def show(self, job):
+        return json.loads(self.cli("show", job, "--json"))
+
+    def wait(self, job, state="succeeded", timeout=3600):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            j = self.show(job)
+            if j["state"] == state:
+                return j
+            if j["state"] in ("failed", "cancelled"):
+                sys.exit(f"job {job} ended {j['state']}: {j['error']}")
+            time.sleep(0.05)
+        sys.exit(f"timed out waiting for {job}")
+
+    def peak_rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+
+
+def new_home():
+    return tempfile.mkdtemp(prefix="tbj-bench-")
+
+
+def create_store(daemon):
+    """Lets the daemon create the photo store (an import of an empty directory)."""
+    empty = os.path.join(daemon.home, "empty")
+    os.mkdir(empty)
+    daemon.cli("photos", "import", empty, "--wait")
+
+
+def synthetic_library(daemon, count):
+    started = time.time()
+    db = sqlite3.connect(os.path.join(daemon.home, "photos.sqlite3"))
+    db.execute(
+        """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+           INSERT INTO photos (stable_id, path, bytes, mtime_ns, inode, width, height, taken_at, camera_make,
+                               camera_model, gps_lat, gps_lon)
+           SELECT printf('%08x-0000-4000-8000-%012x', i, i), '/synthetic/' || i || '.jpg', 2000000, 0, i,
+                  4032, 3024, '2024-05-03T18:22:10', 'Canon', 'Canon EOS 40D', 38.69, -9.21 FROM n""",
+        (count,))
+    db.commit()
+    ids_file = os.path.join(daemon.home, "ids.txt")
+    with open(ids_file, "w") as f:
+        for (sid,) in db.execute("SELECT stable_id FROM photos ORDER BY id"):
+            f.write(sid + "\n")
+    db.close()
+    return ids_file, time.time() - started
+
+
+def tag_count(daemon, tag):
+    db = sqlite3.connect(os.path.join(daemon.home, "photos.sqlite3"))
+    n = db.execute("SELECT count(*) FROM tags WHERE tag = ?", (tag,)).fetchone()[0]
+    dupes = db.execute("SELECT count(*) FROM (SELECT photo_id FROM tags WHERE tag = ? GROUP BY photo_id HAVING count(*) > 1)", (tag,)).fetchone()[0]
+    db.close()
+    return n, dupes
+
+
+def run_seconds(daemon, *args):
+    started = time.time()
+    job = daemon.submit(*args)
+    final = daemon.wait(job)
+    return time.time() - started, final
+
+
+def million(binary, count):
+    home = new_home()
+    d = Daemon(binary, home)
+    try:
+        d.start()
+        create_store(d)
+        ids_file, setup = synthetic_library(d, count)
+        print(f"setup: {count} synthetic photos + ID file in {setup:.1f} s")
+        # 1. A clean run, for the rate.
+        seconds, final = run_seconds(d, "tag", "--tag", "clean", "--ids-file", ids_file)
+        r = final["result"]
+        print(f"clean run: {count} IDs in {seconds:.2f} s = {count / seconds:,.0f} photos/s; "
+              f"tagged {r['tagged']}, already_had {r['already_had']}, unknown {r['unknown_count']}")
+        # 2. kill -9 in the middle, restart, finish.
+        started = time.time()
+        job = d.submit("tag", "--tag", "trip", "--ids-file", ids_file)
+        while d.show(job)["progress"]["completed"] < count * 0.4:
+            time.sleep(0.01)
+        d.kill9()
+        at_kill, _ = tag_count(d, "trip")
+        print(f"kill -9 at {at_kill} tagged photos ({time.time() - started:.2f} s after submit)")
+        restarted = time.time()
+        d.start()
+        final = d.wait(job)
+        total = time.time() - started
+        r = final["result"]
+        n, dupes = tag_count(d, "trip")
+        exact = r["tagged"] == count and r["already_had"] == 0 and n == count and dupes == 0
+        print(f"after restart: finished in {time.time() - restarted:.2f} s (total {total:.2f} s incl. restart); "
+              f"result tagged {r['tagged']}, already_had {r['already_had']}, unknown {r['unknown_count']}; "
+              f"rows with tag {n}, photos tagged twice {dupes}; attempt {final['attempt']}")
+        print("EXACT" if exact else "NOT EXACT")
+        return exact
+    finally:
+        d.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def records(binary, count, rounds=3):
+    home = new_home()
+    d = Daemon(binary, home)
+    try:
+        d.start()
+        create_store(d)
+        ids_file, _ = synthetic_library(d, count)
+        rows = []
+        for i in range(rounds):
+            ids_s, _ = run_seconds(d, "tag", "--tag", f"ids{i}", "--ids-file", ids_file)
+            rec_s, _ = run_seconds(d, "tag", "--tag", f"rec{i}", "--ids-file", ids_file, "--load-records")
+            rows.append((ids_s, rec_s))
+            print(f"round {i + 1}: ID-only {count / ids_s:,.0f} photos/s ({ids_s:.2f} s); "
+                  f"full records {count / rec_s:,.0f} photos/s ({rec_s:.2f} s); ratio {rec_s / ids_s:.1f}x")
+        ids_med = sorted(r[0] for r in rows)[len(rows) // 2]
+        rec_med = sorted(r[1] for r in rows)[len(rows) // 2]
+        print(f"median: ID-only {count / ids_med:,.0f} photos/s, full records {count / rec_med:,.0f} photos/s, "
+              f"ratio {rec_med / ids_med:.1f}x")
+    finally:
+        d.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def make_folder(target, copies):
+    """`copies` variants of each real photo (a distinct trailer after the JPEG data, so each has its own stable
+    ID; EXIF and pixels unchanged), plus the bad photos."""
+    names = sorted(n for n in os.listdir(REAL_PHOTOS) if n.lower().endswith((".jpg", ".jpeg")))
+    good = []
+    for name in names:
+        data = open(os.path.join(REAL_PHOTOS, name), "rb").read()
+        for c in range(copies):
+            path = os.path.join(target, f"{c:04d}-{name}")
+            with open(path, "wb") as f:
+                f.write(data + b"trailbook-bench-%d" % c)
+            good.append(path)
+    bad = os.path.join(target, "bad")
+    os.mkdir(bad)
+    sample = open(os.path.join(REAL_PHOTOS, "es_Canon_40D.jpg"), "rb").read()
+    open(os.path.join(bad, "zero-byte.jpg"), "wb").close()
+    open(os.path.join(bad, "not-a-jpeg.jpg"), "wb").write(b"GIF89a not a jpeg at all\n" * 10)
+    open(os.path.join(bad, "truncated.jpg"), "wb").write(sample[: len(sample) // 3])
+    bomb = bytearray(sample)
+    # The main image's frame header is the last SOF marker (the EXIF thumbnail has one earlier).
+    i = max(bomb.rfind(b"\xff\xc0"), bomb.rfind(b"\xff\xc2"))
+    bomb[i + 5:i + 9] = (60000).to_bytes(2, "big") * 2  # 60000 x 60000 = 3.6 gigapixels
+    open(os.path.join(bad, "huge-header.jpg"), "wb").write(bytes(bomb))
+    return good
+
+
+def autotag(binary, copies):
+    if not os.path.isdir(REAL_PHOTOS):
+        sys.exit(f"{REAL_PHOTOS} is missing: the autotag benchmark needs real camera JPEGs")
+    home = new_home()
+    folder = os.path.join(home, "photos")
+    os.mkdir(folder)
+    good = make_folder(folder, copies)
+    files = len(good) + 4
+    d = Daemon(binary, home)
+    try:
+        d.start()
+        started = time.time()
+        job = d.cli("photos", "import", folder).strip().splitlines()[-1]
+        imp = d.wait(job)
+        imp_s = time.time() - started
+        tag_s, final = run_seconds(d, "autotag", "--all")
+        r = final["result"]
+        peak = d.peak_rss_kib()
+        # exiftool reading the same EXIF fields of the same files (one process, like the daemon).
+        fields = ["-Make", "-Model", "-DateTimeOriginal", "-OffsetTimeOriginal", "-Orientation",
+                  "-GPSLatitude", "-GPSLongitude", "-ImageWidth", "-ImageHeight"]
+        started = time.time()
+        out = subprocess.run(["exiftool", "-fast", "-j", "-n", "-r", *fields, folder], capture_output=True, text=True)
+        exif_s = time.time() - started
+        exif_n = len(json.loads(out.stdout or "[]"))
+        print(f"files: {files} ({len(good)} real-photo variants + 4 bad)")
+        print(f"import (EXIF + SHA-256 in 2 workers, upsert): {files / imp_s:,.0f} files/s ({imp_s:.2f} s); "
+              f"failed {imp['result']['failed']}")
+        print(f"autotag (EXIF + pixels at reduced scale + pHash + places + tags): {r['photos'] / tag_s:,.0f} photos/s "
+              f"({tag_s:.2f} s); unreadable {r['unreadable_count']}")
+        codes = {}
+        for u in r["unreadable"]:
+            codes[u["code"]] = codes.get(u["code"], 0) + 1
+        print("  unreadable by code (first 1000 listed): " + ", ".join(f"{c}={n}" for c, n in sorted(codes.items())))
+        print("  bad photos: import failures " + ", ".join(
+            f"{os.path.basename(f['path'])}={f['code']}" for f in imp["result"]["failures"]) + "; autotag unreadable "
+            + ", ".join(f"{os.path.basename(u['path'])}={u['code']}" for u in r["unreadable"] if "/bad/" in u["path"]))
+        print(f"exiftool -fast (same EXIF fields, same files): {exif_n / exif_s:,.0f} files/s ({exif_s:.2f} s, "
+              f"{exif_n} files, exit {out.returncode})")
+        print(f"daemon peak RSS (VmHWM) after import + autotag: {peak / 1024:.1f} MiB")
+    finally:
+        d.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", nargs="?", default="all", choices=["million", "records", "autotag", "all"])
+    parser.add_argument("--photos", type=int, help="photos for million (default 1000000) / records (100000)")
+    parser.add_argument("--copies", type=int, default=100, help="variants of each real photo for autotag")
+    parser.add_argument("--bin", default=os.path.join(ROOT, ".build/release/trailbook-jobs"))
+    args = parser.parse_args()
+    print(f"binary {args.bin}; {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    ok = True
+    if args.which in ("million", "all"):
+        print("\n== (a) tag 1 000 000 IDs, kill -9 mid-run, restart ==")
+        ok = million(args.bin, args.photos or 1_000_000) and ok
+    if args.which in ("records", "all"):
+        print("\n== (b) ID-only tag vs full-record tag ==")
+        records(args.bin, args.photos or 100_000)
+    if args.which in ("autotag", "all"):
+        print("\n== (c) autotag vs exiftool, peak RSS with bad photos ==")
+        autotag(args.bin, args.copies)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
