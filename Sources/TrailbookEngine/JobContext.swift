@@ -20,6 +20,11 @@ protocol JobHost: AnyObject {
     var workerPool: WorkerPool? { get }
 }
 
+extension JobHost {
+    /// No worker processes unless the host has a pool (tests' hosts usually do not).
+    var workerPool: WorkerPool? { nil }
+}
+
 /// A running job's window on the engine: progress, checkpoint, cancellation, sleeping and the thread pool.
 ///
 /// One context per attempt, used on the loop (`LoopActor`) by the job kind's `run` and `onCancel`.
