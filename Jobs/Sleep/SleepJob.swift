@@ -4,7 +4,8 @@ import TrailbookEngine
 /// stalls and failures. Registered only when the daemon runs with `TRAILBOOK_JOBS_TEST_KINDS=1`.
 ///
 /// Params: `units` (items to count), `unit_ms` (milliseconds per item), `stall_after` (stop reporting progress
-/// after this many items and wait until stopped), `fail_code` (fail with this error code at the end).
+/// after this many items and wait until stopped), `fail_code` (fail with this error code at the end), `stamp` (report
+/// the wall-clock time of each progress change, Unix seconds, as `current`, so benchmarks can measure feed latency).
 /// Its checkpoint is the number of items done, saved after each item, so it resumes where it stopped.
 public struct SleepJob: JobKind {
     public struct Params: Codable, Sendable {
@@ -12,12 +13,14 @@ public struct SleepJob: JobKind {
         public var unitMilliseconds: Int64?
         public var stallAfter: Int64?
         public var failCode: String?
+        public var stamp: Bool?
 
         enum CodingKeys: String, CodingKey {
             case units
             case unitMilliseconds = "unit_ms"
             case stallAfter = "stall_after"
             case failCode = "fail_code"
+            case stamp
         }
     }
 
@@ -47,7 +50,8 @@ public struct SleepJob: JobKind {
             try await job.sleep(seconds: Double(params.unitMilliseconds ?? 10) / 1000)
             done += 1
             try job.saveCheckpoint(Checkpoint(done: done))
-            job.reportProgress(completed: done, total: params.units)
+            let current = params.stamp == true ? String(Timestamp.now()) : nil
+            job.reportProgress(completed: done, total: params.units, current: current)
         }
         if let code = params.failCode { throw JobError(code: code, message: "failed on request (\(code))") }
         return ["units": .number(Double(done)), "resumed_at": .number(Double(resumedAt)), "attempt": .number(Double(job.attempt))]

@@ -18,6 +18,7 @@ enum Commands {
         OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
         OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
+        OptionSpec("expand", help: "with --watch on a terminal: one sub-row per file or item"),
         json, socket,
     ]
     static let exitCodes = """
@@ -62,13 +63,19 @@ enum Commands {
         CommandSpec(path: ["resume"], summary: "put a paused job back in the queue", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
         CommandSpec(
             path: ["watch"], summary: "follow job progress live (plain lines when not on a terminal)",
-            positionals: [PositionalSpec(name: "ID", min: 0, max: nil, help: "only these jobs (full ids)")],
+            positionals: [PositionalSpec(name: "ID", min: 0, max: nil, help: "only these jobs (id or unique prefix)")],
             options: [
                 OptionSpec("kind", .value(placeholder: "KIND"), repeatable: true, help: "only jobs of KIND"),
                 OptionSpec("since", .value(placeholder: "SEQ"), help: "replay events after sequence number SEQ first"),
+                OptionSpec("expand", help: "on a terminal: one sub-row per file or item of a job"),
                 json, socket,
-            ]),
-    ] + PhotoCommands.specs
+            ],
+            details: """
+                On a terminal: one row per job redrawn in place; keys: ↑/↓ select, c cancel (asks y/n), p pause/resume,
+                q quit. Colour unless NO_COLOR is set. Not a terminal: plain lines, at most one per job per second plus
+                every state change. --json: the raw feed events, one per line.
+                """),
+    ]
 
     static var overview: String {
         """
@@ -152,6 +159,10 @@ enum Commands {
         let reply = try context.call(["op": "submit", "kind": .string(kind), "params": params, "options": try submitOptions(context.arguments)])
         let job = reply["job"] ?? .null
         let id = job["id"]?.stringValue ?? ""
+        if context.arguments.flag("watch"), let watcher, Watch.usesScreen(context) {
+            return try LiveWatch.run(
+                context, scope: LiveWatch.Scope(follow: id), subscription: watcher, expand: context.arguments.flag("expand"))
+        }
         switch (context.json, follow) {
         case (true, false): print(JSONCoding.encodePretty(job))
         case (true, true): break  // --wait --json prints the final job only; --watch --json the events

@@ -40,7 +40,10 @@ enum JobText {
     }
 
     /// Why a job stopped, in words ("stopped by you", "timed out — will retry").
-    static func reason(_ job: JSONValue) -> String? {
+    ///
+    /// The same words as the `watch` screen (`WatchScreen.reason`): "stopped by you", "timed out — will retry in
+    /// 30 s", "paused to free a slot — will resume"; a failed job's error message.
+    static func reason(_ job: JSONValue, retryInSeconds: Double? = nil) -> String? {
         let state = job["state"]?.stringValue
         if let error = job["error"], !error.isNull, state == JobState.failed.rawValue {
             return "\(error["message"]?.stringValue ?? "") [\(error["code"]?.stringValue ?? "")]"
@@ -51,9 +54,14 @@ enum JobText {
         let detail = cancellation["detail"]?.stringValue ?? ""
         switch cancellation["reason"]?.stringValue {
         case "user_stop": return "stopped by you"
-        case "timeout": return state == JobState.needsRetry.rawValue ? "timed out (\(detail)) — will retry" : "timed out (\(detail))"
+        case "timeout":
+            guard state == JobState.needsRetry.rawValue else { return "timed out (\(detail))" }
+            let when = retryInSeconds.map { " in \(Int($0.rounded(.up))) s" } ?? ""
+            return "timed out (\(detail)) — will retry" + when
         case "resource_reclaim":
-            return state == JobState.paused.rawValue ? "paused — resume to continue" : "\(detail) — will resume"
+            if state == JobState.paused.rawValue { return "paused by you — resume to continue" }
+            if detail.hasPrefix("paused to free a slot") { return "paused to free a slot — will resume" }
+            return "\(detail) — will resume"
         default: return detail
         }
     }

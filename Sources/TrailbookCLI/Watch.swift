@@ -66,10 +66,29 @@ enum Watch {
     /// `watch [ID…] [--kind K] [--since SEQ] [--json]`.
     static func run(_ context: CommandContext) throws -> Int32 {
         let since = try context.arguments.integer("since", range: 0...Int.max).map(Int64.init)
-        let subscription = try subscribe(context, jobs: context.arguments.positionals, kinds: context.arguments.values("kind"), since: since)
+        let jobs = try context.arguments.positionals.map(resolve(context))
+        let kinds = context.arguments.values("kind")
+        let subscription = try subscribe(context, jobs: jobs, kinds: kinds, since: since)
+        if usesScreen(context) {
+            return try LiveWatch.run(
+                context, scope: LiveWatch.Scope(jobs: jobs, kinds: kinds), subscription: subscription,
+                expand: context.arguments.flag("expand"))
+        }
         let printer = LinePrinter(json: context.json)
         while let event = try subscription.next() { printer.print(event) }
         return ExitCode.success
+    }
+
+    /// Whether to draw the live screen: stdout is a terminal that can take escape codes, and `--json` is not given.
+    static func usesScreen(_ context: CommandContext) -> Bool {
+        !context.json && Terminal.isTerminal(STDOUT_FILENO) && context.environment["TERM"].map { $0 != "dumb" } ?? false
+    }
+
+    /// Turns an id or unique prefix into the full id (the feed filters on full ids).
+    static func resolve(_ context: CommandContext) -> (String) throws -> String {
+        { prefix in
+            try context.call(["op": "show", "job": .string(prefix)])["job"]?["id"]?.stringValue ?? prefix
+        }
     }
 
     /// Follows job `id` on `subscription` until it reaches a terminal state; returns the job's final JSON.
@@ -117,8 +136,9 @@ enum Watch {
                 var job: [String: JSONValue] = ["state": event["to"] ?? .null]
                 job["cancellation"] = event["cancellation"] ?? .null
                 job["error"] = event["error"] ?? .null
-                if let reason = JobText.reason(.object(job)) { line += ": " + reason }
-                if let retry = event["retry_in_s"]?.doubleValue { line += " (retry in \(JobText.duration(retry)))" }
+                if let reason = JobText.reason(.object(job), retryInSeconds: event["retry_in_s"]?.doubleValue) {
+                    line += ": " + reason
+                }
                 Swift.print(line)
             case "log": Swift.print("\(head) \(event["level"]?.stringValue ?? ""): \(event["message"]?.stringValue ?? "")")
             default: Swift.print("\(head) \(type)")

@@ -1,0 +1,288 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `watch` in a real pseudo-terminal (tmux) against a real daemon: rows, bar, reason texts, keys, and a clean
+/// screen with the cursor back after `q` and Ctrl-C.
+@Suite(.serialized)
+struct WatchTerminalTests {
+    @Test func rowsBarReasonsCancelAndQuit() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let long = try harness.submitSleep(["units": 600, "unit_ms": 50])
+        let stalling = try harness.submitSleep(["units": 50, "unit_ms": 20, "stall_after": 5])
+        let victim = try harness.submitSleep(["units": 600, "unit_ms": 50])
+
+        try harness.startPane("watch")
+        let rows = try harness.waitForScreen("three rows") { screen in
+            [long, stalling, victim].allSatisfy { id in screen.contains("sleep \(id.prefix(8))") }
+                && screen.contains("running") && screen.contains("█")
+        }
+        #expect(rows.contains("%"))
+        #expect(rows.contains("items"))
+        #expect(rows.contains("try 1/5"))
+        #expect(rows.contains("↑/↓ select"))
+        #expect(rows.contains(" running · "))
+
+        // The stalled job is stopped for timeout and waits to retry: the reason in words, with a countdown.
+        try harness.waitForScreen("timeout reason") { $0.contains("timed out — will retry in") }
+
+        // Select the third row and cancel it, confirming with y.
+        try harness.keys("Down", "Down")
+        try harness.waitForScreen("selection on the victim") { $0.contains("▸ sleep \(victim.prefix(8))") }
+        try harness.keys("c")
+        try harness.waitForScreen("confirmation") { $0.contains("Cancel sleep \(victim.prefix(8))") && $0.contains("y/n") }
+        try harness.keys("y")
+        let cancelled = try harness.waitForScreen("cancelled row") { $0.contains("stopped by you") }
+        let settled = cancelled.split(separator: "\n").first { $0.contains(victim.prefix(8)) } ?? ""
+        #expect(settled.hasPrefix("⊘ sleep"))
+        #expect(settled.contains("cancelled — stopped by you"))
+
+        try harness.keys("q")
+        let after = try harness.waitForScreen("exit") { $0.contains("WATCH-EXIT=0") }
+        #expect(!after.contains("█"))
+        #expect(!after.contains("select"))
+        #expect(try harness.paneFlags() == "cursor=1 alternate=0")
+    }
+
+    @Test func ctrlCLeavesACleanScreenAndRestartsAreSurvived() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let id = try harness.submitSleep(["units": 2_000, "unit_ms": 50])
+        try harness.startPane("watch \(id.prefix(8))")
+        try harness.waitForScreen("the row") { $0.contains("sleep \(id.prefix(8))") && $0.contains("█") }
+
+        // The daemon restarts under the watcher: it says so, reconnects and carries on.
+        try harness.restartDaemon(pausingSeconds: 1.5, whileWaiting: {
+            try harness.waitForScreen("lost notice") { $0.contains("lost the daemon; reconnecting") }
+        })
+        try harness.waitForScreen("reconnected") { $0.contains("reconnected") && $0.contains("1 running") }
+
+        try harness.keys("C-c")
+        let after = try harness.waitForScreen("exit") { $0.contains("WATCH-EXIT=130") }
+        #expect(!after.contains("█"))
+        #expect(try harness.paneFlags() == "cursor=1 alternate=0")
+    }
+
+    @Test func plainLinesWhenNotATerminal() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        _ = try harness.submitSleep(["units": 40, "unit_ms": 50])
+        let output = try harness.runPiped(["watch"], seconds: 3)
+        #expect(!output.contains("\u{1B}"))
+        #expect(output.contains("running"))
+        #expect(output.contains("queued -> running") || output.contains("-> succeeded"))
+        // At most about one progress line per second for the one job.
+        let progressLines = output.split(separator: "\n").filter { $0.contains(" running ") && $0.contains("%") }
+        #expect(progressLines.count <= 4)
+    }
+}
+
+/// A daemon in a temp dir and a tmux server of our own, for driving `watch` in a real pseudo-terminal.
+final class WatchHarness {
+    let home: String
+    let binary: String
+    let tmuxSocket: String
+    let session = "watch"
+    private var daemon: pid_t?
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    init() throws {
+        binary = Self.locateBinary()
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw Failure(description: "no trailbook-jobs binary at \(binary); run swift build first")
+        }
+        var template = Array("/tmp/trailbook-watch-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed") }
+        home = String(cString: made)
+        tmuxSocket = "trailbook-watch-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try startDaemon()
+    }
+
+    static func locateBinary() -> String {
+        if let path = ProcessInfo.processInfo.environment["TRAILBOOK_JOBS_BIN"] { return path }
+        var directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        while directory.path != "/" {
+            if FileManager.default.fileExists(atPath: directory.appendingPathComponent("Package.swift").path) {
+                return directory.appendingPathComponent(".build/debug/trailbook-jobs").path
+            }
+            directory = directory.deletingLastPathComponent()
+        }
+        return ".build/debug/trailbook-jobs"
+    }
+
+    var environment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env["TRAILBOOK_JOBS_HOME"] = home
+        env["TRAILBOOK_JOBS_TEST_KINDS"] = "1"
+        env["NO_COLOR"] = "1"
+        return env
+    }
+
+    func startDaemon() throws {
+        daemon = try Self.spawn(
+            binary, ["daemon", "--stall-timeout", "1s", "--retry-base", "30s"], environment: environment,
+            output: home + "/daemon.log")
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if (try? request(["op": "ping"]))?["ok"] as? Bool == true { return }
+            usleep(50_000)
+        }
+        throw Failure(description: "the daemon did not start")
+    }
+
+    /// SIGTERM to the daemon, a pause (during which `whileWaiting` runs), and a fresh daemon on the same home.
+    func restartDaemon(pausingSeconds: Double, whileWaiting: () throws -> Void) throws {
+        if let daemon { Self.terminate(daemon) }
+        daemon = nil
+        try whileWaiting()
+        usleep(UInt32(pausingSeconds * 1_000_000))
+        try startDaemon()
+    }
+
+    func stop() {
+        _ = try? tmux(["kill-server"])
+        if let daemon { Self.terminate(daemon) }
+        try? FileManager.default.removeItem(atPath: home)
+    }
+
+    /// One request on the control socket; the reply as a dictionary.
+    func request(_ body: [String: Any]) throws -> [String: Any] {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array((home + "/daemon.sock").utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path)
+            raw[path.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { throw Failure(description: "cannot connect") }
+        let line = try JSONSerialization.data(withJSONObject: body) + Data([0x0A])
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        var reply = Data()
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while !reply.contains(0x0A) {
+            let n = read(fd, &chunk, chunk.count)
+            guard n > 0 else { break }
+            reply.append(contentsOf: chunk[..<n])
+        }
+        return try JSONSerialization.jsonObject(with: reply) as? [String: Any] ?? [:]
+    }
+
+    /// Submits a `sleep` test job; returns its id.
+    func submitSleep(_ params: [String: Any]) throws -> String {
+        let reply = try request(["op": "submit", "kind": "sleep", "params": params])
+        guard let id = (reply["job"] as? [String: Any])?["id"] as? String else {
+            throw Failure(description: "submit failed: \(reply)")
+        }
+        return id
+    }
+
+    @discardableResult
+    func tmux(_ arguments: [String]) throws -> String {
+        // Output to a file, not a pipe: the tmux server this may start keeps inherited descriptors open for good.
+        let outputPath = home + "/tmux-\(UInt32.random(in: 0...UInt32.max)).out"
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        let pid = try Self.spawn("/usr/bin/tmux", ["-L", tmuxSocket] + arguments, environment: environment, output: outputPath)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    }
+
+    /// Starts `path` with stdin from /dev/null and stdout and stderr to `output`, with every signal unblocked
+    /// and at its default (Foundation's `Process` passes on the test runner's blocked signals, so a child would
+    /// ignore SIGTERM, SIGINT and SIGWINCH).
+    static func spawn(_ path: String, _ arguments: [String], environment: [String: String], output: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        sigdelset(&all, SIGKILL)
+        sigdelset(&all, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw Failure(description: "cannot start \(path): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
+    /// SIGTERM, then SIGKILL after 5 s; reaps the process.
+    static func terminate(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<100 {
+            if waitpid(pid, &status, WNOHANG) == pid { return }
+            usleep(50_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+    }
+
+    /// Runs `trailbook-jobs COMMAND` in a 100×30 tmux pane; the pane prints `WATCH-EXIT=<code>` when it ends.
+    func startPane(_ command: String) throws {
+        let env = "TRAILBOOK_JOBS_HOME='\(home)' NO_COLOR=1"
+        try tmux([
+            "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+            "\(env) '\(binary)' \(command); echo WATCH-EXIT=$?; sleep 600",
+        ])
+    }
+
+    func keys(_ keys: String...) throws {
+        try tmux(["send-keys", "-t", session] + keys)
+    }
+
+    func capture() throws -> String { try tmux(["capture-pane", "-p", "-t", session]) }
+
+    /// "cursor=1 alternate=0" once the pane shows the cursor and the normal screen.
+    func paneFlags() throws -> String {
+        try tmux(["display-message", "-p", "-t", session, "cursor=#{cursor_flag} alternate=#{alternate_on}"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Polls the pane until `condition` holds (10 s at most); returns the screen.
+    @discardableResult
+    func waitForScreen(_ what: String, timeout: Double = 10, _ condition: (String) -> Bool) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        var screen = ""
+        while Date() < deadline {
+            screen = try capture()
+            if condition(screen) { return screen }
+            usleep(100_000)
+        }
+        throw Failure(description: "timed out waiting for \(what); screen:\n\(screen)")
+    }
+
+    /// Runs the CLI with stdout to a file (not a terminal) for `seconds`, then SIGTERM; returns what it printed.
+    func runPiped(_ arguments: [String], seconds: Double) throws -> String {
+        let outputPath = home + "/piped.out"
+        let pid = try Self.spawn(
+            binary, arguments, environment: environment.merging(["TERM": "xterm-256color"]) { $1 }, output: outputPath)
+        usleep(UInt32(seconds * 1_000_000))
+        Self.terminate(pid)
+        return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    }
+}
