@@ -126,3 +126,36 @@ public final class SignalWatcher: LoopHandle {
 
     override func dropCallbacks() { onSignal = nil }
 }
+
+/// Runs a callback once per loop iteration, right after the loop has polled for I/O (`uv_check_t`,
+/// https://docs.libuv.org/en/v1.x/check.html). Used to batch work produced during one iteration — for example,
+/// to write all the feed events of an iteration to a watcher in one write. A started check handle does not wake
+/// an idle loop.
+public final class CheckHandle: LoopHandle {
+    private var onCheck: (() -> Void)?
+
+    /// Makes a stopped check handle on `loop`. Call on the loop thread.
+    public init(loop: EventLoop) {
+        super.init(loop: loop, type: UV_CHECK)
+        precondition(uv_check_init(loop.raw, UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_check_t.self)) == 0)
+        adopt()
+    }
+
+    /// Starts calling `body` once per loop iteration, until `stop()`.
+    public func start(_ body: @escaping () -> Void) {
+        guard !isClosing else { return }
+        onCheck = body
+        uv_check_start(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_check_t.self)) { raw in
+            CheckHandle.owner(of: raw).onCheck?()
+        }
+    }
+
+    /// Stops the calls.
+    public func stop() {
+        guard !isClosing else { return }
+        uv_check_stop(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_check_t.self))
+        onCheck = nil
+    }
+
+    override func dropCallbacks() { onCheck = nil }
+}

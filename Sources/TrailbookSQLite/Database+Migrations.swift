@@ -27,11 +27,20 @@ extension Database {
         return migrations.count
     }
 
-    /// Puts the connection in WAL mode with `synchronous=FULL`, so a committed transaction survives power loss
-    /// (https://www.sqlite.org/wal.html, https://www.sqlite.org/pragma.html#pragma_synchronous).
+    /// How hard a commit waits for the disk (https://www.sqlite.org/pragma.html#pragma_synchronous).
+    public enum Synchronous: String, Sendable {
+        /// Every commit is fsynced: it survives power loss.
+        case full = "FULL"
+        /// In WAL mode, commits are atomic and survive a process crash (`kill -9`); a power loss may roll back the
+        /// last commits, never corrupt the file. The WAL is fsynced at checkpoints only.
+        case normal = "NORMAL"
+    }
+
+    /// Puts the connection in WAL mode with foreign keys on and the given `synchronous` level
+    /// (https://www.sqlite.org/wal.html).
     ///
     /// - Throws: `SQLiteError` if the journal mode cannot be changed (for example, on a read-only file).
-    public func enableWriteAheadLog() throws {
-        try execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+    public func enableWriteAheadLog(synchronous: Synchronous = .full) throws {
+        try execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(synchronous.rawValue); PRAGMA foreign_keys = ON;")
     }
 }
