@@ -13,11 +13,14 @@ let package = Package(
         .systemLibrary(name: "CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
         .target(name: "TrailbookSQLite", dependencies: ["CSQLite"]),
+        .target(name: "TrailbookHTTP", dependencies: ["TrailbookLoop", "CCurl"]),
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
+        .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
         .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload/Job"),
 
         .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob"]),
@@ -28,5 +31,6 @@ let package = Package(
             dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "TrailbookCLI"]
         ),
         .testTarget(name: "EndToEndTests", dependencies: ["trailbook-jobs"]),
+        .testTarget(name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto"]),
     ]
 )
