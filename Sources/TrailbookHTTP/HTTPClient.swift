@@ -60,8 +60,11 @@ public final class HTTPClient {
     /// - Returns: the response, whatever its status.
     /// - Throws: `HTTPError`: `.cancelled` when the task is cancelled or the client closed; the transport's failure
     ///   otherwise.
-    nonisolated(nonsending) public func perform(
-        _ request: HTTPRequest, onSendProgress: ((Int64) -> Void)? = nil
+    ///   - isolation: the caller's actor, which must run on `loop` (for `EventLoop.main`, `LoopActor`); filled in
+    ///     by the compiler.
+    public func perform(
+        _ request: HTTPRequest, onSendProgress: ((Int64) -> Void)? = nil,
+        isolation: isolated (any Actor)? = #isolation
     ) async throws(HTTPError) -> HTTPResponse {
         precondition(loop.inLoopThread, "HTTPClient.perform must be called on the loop thread")
         if Task.isCancelled { throw HTTPError(kind: .cancelled, message: "task cancelled before the request started") }
@@ -70,15 +73,20 @@ public final class HTTPClient {
         let transfer = try Transfer(id: nextID, request: request, onSendProgress: onSendProgress)
         let id = transfer.id
         let bound = LoopBound(self, loop: loop)
-        let outcome = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
-                transfer.continuation = continuation
-                start(transfer)
-            }
-        } onCancel: {
+        // Both closures run on `isolation`, that is on the loop thread, so the transfer starts there.
+        let outcome = await withTaskCancellationHandler(
+            operation: {
+                await withCheckedContinuation(isolation: isolation) {
+                    (continuation: CheckedContinuation<Result<HTTPResponse, HTTPError>, Never>) in
+                    precondition(loop.inLoopThread, "HTTPClient.perform must be called from an actor on its loop")
+                    transfer.continuation = continuation
+                    start(transfer)
+                }
+            },
+            onCancel: {
             // Runs on the cancelling thread: hop to the loop and refer to the transfer by id.
-            bound.loop.execute { bound.value.cancel(id: id) }
-        }
+                bound.loop.execute { bound.value.cancel(id: id) }
+            }, isolation: isolation)
         return try outcome.get()
     }
 
@@ -212,3 +220,4 @@ struct LoopBound<Value>: @unchecked Sendable {
         return _value
     }
 }
+

@@ -54,7 +54,7 @@ public final class TusClient {
 
     /// Asks the server which versions, extensions, size limit and checksum algorithms it supports (`OPTIONS`).
     /// - Throws: `TusError`.
-    nonisolated(nonsending) public func discover() async throws(TusError) -> TusServerInfo {
+    public func discover(isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> TusServerInfo {
         let response = try await send("OPTIONS", endpoint, headers: [:], expecting: [200, 204])
         let info = TusServerInfo(headers: response.headers)
         serverInfo = info
@@ -70,7 +70,9 @@ public final class TusClient {
     /// - Returns: the upload's absolute URL.
     /// - Throws: `TusError`; `too_large` without sending anything when `length` exceeds a discovered
     ///   `Tus-Max-Size`.
-    nonisolated(nonsending) public func create(length: Int64, metadata: [(String, String)] = [])
+    public func create(
+        length: Int64, metadata: [(String, String)] = [], isolation: isolated (any Actor)? = #isolation
+    )
         async throws(TusError) -> TusCreatedUpload
     {
         if let max = serverInfo?.maxSize, length > max {
@@ -90,7 +92,7 @@ public final class TusClient {
 
     /// Asks the server how much of the upload at `url` it has (`HEAD`).
     /// - Throws: `TusError`; `gone` for an upload that does not exist or expired.
-    nonisolated(nonsending) public func status(of url: String) async throws(TusError) -> TusUploadStatus {
+    public func status(of url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> TusUploadStatus {
         let response = try await send("HEAD", url, headers: [:], expecting: [200, 204])
         return try Self.uploadStatus(response, operation: "HEAD")
     }
@@ -105,9 +107,9 @@ public final class TusClient {
     ///   - onSendProgress: bytes of this chunk sent so far, on the loop thread, as they go out.
     /// - Returns: the server's new offset (and expiry).
     /// - Throws: `TusError`.
-    nonisolated(nonsending) public func upload(
+    public func upload(
         _ chunk: [UInt8], to url: String, at offset: Int64, checksum: TusChecksumAlgorithm? = nil,
-        onSendProgress: ((Int64) -> Void)? = nil
+        onSendProgress: ((Int64) -> Void)? = nil, isolation: isolated (any Actor)? = #isolation
     ) async throws(TusError) -> TusUploadStatus {
         var headers: HTTPHeaders = [
             "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream",
@@ -135,7 +137,7 @@ public final class TusClient {
     /// Deletes the upload at `url` on the server (`DELETE`, termination extension). An upload already gone is
     /// not an error.
     /// - Throws: `TusError`.
-    nonisolated(nonsending) public func terminate(_ url: String) async throws(TusError) {
+    public func terminate(_ url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
         do {
             _ = try await send("DELETE", url, headers: [:], expecting: [200, 204])
         } catch where error.code == .gone {
@@ -145,9 +147,9 @@ public final class TusClient {
 
     // MARK: plumbing
 
-    nonisolated(nonsending) private func send(
+    private func send(
         _ method: String, _ url: String, headers: HTTPHeaders, body: [UInt8] = [], expecting: Set<Int>,
-        onSendProgress: ((Int64) -> Void)? = nil
+        onSendProgress: ((Int64) -> Void)? = nil, isolation: isolated (any Actor)? = #isolation
     ) async throws(TusError) -> HTTPResponse {
         var all = options.headers
         all.replaceOrAdd(name: "Tus-Resumable", value: Self.version)

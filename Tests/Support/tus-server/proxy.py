@@ -24,6 +24,9 @@ Bounds: at most 64 client connections, request heads of 64 KiB, buffered (checks
 
 import argparse
 import asyncio
+import os
+import signal
+import threading
 import base64
 import hashlib
 import json
@@ -249,12 +252,27 @@ async def handle(reader, writer, limit):
             writer.close()
 
 
+def exit_with_parent() -> None:
+    """Dies when the test process does: unblocks SIGTERM (a parent may spawn with it blocked) and exits once
+    stdin reaches end of file, which happens when the parent exits, even by a crash."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def watch() -> None:
+        while os.read(0, 4096):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 async def main() -> None:
     global upstream_port
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--upstream-port", type=int, required=True)
     args = parser.parse_args()
+    exit_with_parent()
     upstream_port = args.upstream_port
     limit = asyncio.Semaphore(MAX_CONNECTIONS)
     server = await asyncio.start_server(

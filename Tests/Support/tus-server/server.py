@@ -11,12 +11,29 @@ creation-with-upload, expiration, termination and concatenation, but not checksu
 
 import argparse
 import asyncio
+import os
+import signal
+import threading
 import socket
 import sys
 
 import uvicorn
 from fastapi import FastAPI, HTTPException, Request
 from tuspyserver import create_tus_router
+
+
+def exit_with_parent() -> None:
+    """Dies when the test process does: unblocks SIGTERM (a parent may spawn with it blocked) and exits once
+    stdin reaches end of file, which happens when the parent exits, even by a crash."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def watch() -> None:
+        while os.read(0, 4096):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def main() -> None:
@@ -26,6 +43,7 @@ def main() -> None:
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' (else 401)")
     parser.add_argument("--max-size", type=int, default=1 << 40, help="Tus-Max-Size in bytes")
     args = parser.parse_args()
+    exit_with_parent()
 
     async def auth(request: Request) -> None:
         if args.token is not None and request.headers.get("authorization") != f"Bearer {args.token}":
