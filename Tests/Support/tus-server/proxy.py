@@ -57,7 +57,7 @@ async def read_head(reader):
     except asyncio.LimitOverrunError:
         return None
     lines = head.decode("latin-1").split("\r\n")
-    start = lines[0].split(" ")
+    start = lines[0].split(" ", 2)
     if len(start) != 3:
         return None
     headers = []
