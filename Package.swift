@@ -18,11 +18,14 @@ let package = Package(
         // libjpeg reports errors by longjmp, which must never cross a Swift frame: the decode/encode entry points
         // are C functions that catch it and return a status code.
         .target(name: "CJPEGShim", dependencies: ["CJPEG"], linkerSettings: [.linkedLibrary("jpeg")]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
         .target(name: "TrailbookSQLite", dependencies: ["CSQLite"]),
+        .target(name: "TrailbookHTTP", dependencies: ["TrailbookLoop", "CCurl"]),
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
+        .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
         .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
         // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
@@ -45,12 +48,13 @@ let package = Package(
             name: "TrailbookTests",
             dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI"]
         ),
-                .testTarget(
+        .testTarget(
             name: "EndToEndTests",
             dependencies: ["trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif"]),
         .testTarget(
             name: "PhotoLibraryTests",
             dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]
         ),
+        .testTarget(name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto"]),
     ]
 )

@@ -161,10 +161,11 @@ public final class WorkerPool {
     /// Runs one request and returns its answer (a wrapper of `submit` for callers that wait).
     ///
     /// - Throws: `JobError` as listed in the type's documentation.
-    nonisolated(nonsending) public func run(task: String, payload: JSONValue, timeoutSeconds: Double? = nil)
-        async throws(JobError) -> JSONValue
-    {
-        let result = await withCheckedContinuation {
+    /// - Parameter isolation: the caller's actor, which must run on the pool's loop; filled in by the compiler.
+    public func run(
+        task: String, payload: JSONValue, timeoutSeconds: Double? = nil, isolation: isolated (any Actor)? = #isolation
+    ) async throws(JobError) -> JSONValue {
+        let result = await withCheckedContinuation(isolation: isolation) {
             (continuation: CheckedContinuation<Result<JSONValue, JobError>, Never>) in
             submit(task: task, payload: payload, timeoutSeconds: timeoutSeconds) { continuation.resume(returning: $0) }
         }

@@ -35,8 +35,9 @@ private final class FSBox {
 /// File-system operations as libuv fs requests (https://docs.libuv.org/en/v1.x/fs.html): they run on the
 /// thread pool and complete on the loop thread, so the loop never blocks on a slow disk.
 ///
-/// Call them on the loop thread. They are `nonisolated(nonsending)`, so they stay on the caller's executor (the loop,
-/// for `LoopActor` code) rather than hop to the global executor as plain `nonisolated async` methods do.
+/// Call them on the loop thread, from an actor that runs on the loop (`LoopActor`): each takes the caller's isolation
+/// (`#isolation`) and hands it to the continuation, so the libuv request starts on the loop thread; a plain
+/// `nonisolated async` method would run on the global executor instead.
 public struct FileSystem {
     let loop: EventLoop
 
@@ -45,38 +46,44 @@ public struct FileSystem {
 
     /// `stat(2)` of `path`, following symbolic links.
     /// - Throws: `UVError` (for example `ENOENT`, `EACCES`).
-    nonisolated(nonsending) public func status(of path: String) async throws(UVError) -> FileStatus {
-        let (rc, status) = await request { req, cb in uv_fs_stat(loop.raw, req, path, cb) }
+    public func status(of path: String, isolation: isolated (any Actor)? = #isolation) async throws(UVError)
+        -> FileStatus
+    {
+        let (rc, status) = await request(isolation: isolation) { req, cb in uv_fs_stat(loop.raw, req, path, cb) }
         try UVError.check(rc, "stat \(path)")
         return status!
     }
 
     /// `rename(2)`: atomically replaces `destination` with `source` (same file system).
     /// - Throws: `UVError`.
-    nonisolated(nonsending) public func rename(_ source: String, to destination: String) async throws(UVError) {
-        let (rc, _) = await request { req, cb in uv_fs_rename(loop.raw, req, source, destination, cb) }
+    public func rename(_ source: String, to destination: String, isolation: isolated (any Actor)? = #isolation)
+        async throws(UVError)
+    {
+        let (rc, _) = await request(isolation: isolation) { req, cb in uv_fs_rename(loop.raw, req, source, destination, cb) }
         try UVError.check(rc, "rename \(source) to \(destination)")
     }
 
     /// `unlink(2)`. A file that is already gone is not an error.
     /// - Throws: `UVError` for any other failure.
-    nonisolated(nonsending) public func removeFile(_ path: String) async throws(UVError) {
-        let (rc, _) = await request { req, cb in uv_fs_unlink(loop.raw, req, path, cb) }
+    public func removeFile(_ path: String, isolation: isolated (any Actor)? = #isolation) async throws(UVError) {
+        let (rc, _) = await request(isolation: isolation) { req, cb in uv_fs_unlink(loop.raw, req, path, cb) }
         if rc == UV_ENOENT.rawValue { return }
         try UVError.check(rc, "unlink \(path)")
     }
 
     /// `access(2)` with `mode` (for example `W_OK | X_OK`): whether this process may use `path` so.
-    nonisolated(nonsending) public func isAccessible(_ path: String, mode: Int32) async -> Bool {
-        let (rc, _) = await request { req, cb in uv_fs_access(loop.raw, req, path, mode, cb) }
+    public func isAccessible(_ path: String, mode: Int32, isolation: isolated (any Actor)? = #isolation) async -> Bool {
+        let (rc, _) = await request(isolation: isolation) { req, cb in uv_fs_access(loop.raw, req, path, mode, cb) }
         return rc == 0
     }
 
-    nonisolated(nonsending) private func request(
+    private func request(
+        isolation: isolated (any Actor)?,
         _ start: (UnsafeMutablePointer<uv_fs_t>, @convention(c) (UnsafeMutablePointer<uv_fs_t>?) -> Void) -> Int32
     ) async -> (Int32, FileStatus?) {
         loop.assertInLoopThread()
-        return await withCheckedContinuation { (continuation: CheckedContinuation<(Int32, FileStatus?), Never>) in
+        return await withCheckedContinuation(isolation: isolation) {
+            (continuation: CheckedContinuation<(Int32, FileStatus?), Never>) in
             let req = UnsafeMutablePointer<uv_fs_t>.allocate(capacity: 1)
             let box = FSBox { req in
                 let rc = Int32(truncatingIfNeeded: req.pointee.result)

@@ -23,13 +23,17 @@ extension EventLoop {
     /// For blocking file I/O and CPU-heavy work (hashing, decoding) that must not stall the loop. libuv's pool
     /// has 4 threads by default (`UV_THREADPOOL_SIZE`, https://docs.libuv.org/en/v1.x/threadpool.html), shared
     /// with its own fs requests. `work` must not touch loop-owned state.
-    /// - Precondition: called on the loop thread. The method is `nonisolated(nonsending)`: it runs on the caller's
-    ///   executor (the loop, for `LoopActor` code) instead of hopping to the global executor first, which a plain
-    ///   `nonisolated async` method does in Swift 6 mode and which made this precondition fail.
+    /// - Parameter isolation: the caller's actor, which must run on this loop (`LoopActor` for `EventLoop.main`);
+    ///   filled in by the compiler. Without it a plain `async` function would run on the global executor, off the
+    ///   loop thread.
+    /// - Precondition: called on the loop thread.
     /// - Throws: whatever `work` throws.
-    nonisolated(nonsending) public func runOnPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
+    public func runOnPool<R: Sendable>(
+        isolation: isolated (any Actor)? = #isolation, _ work: @escaping @Sendable () throws -> R
+    ) async throws -> R {
         precondition(inLoopThread, "runOnPool must be called on the loop thread")
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+        return try await withCheckedThrowingContinuation(isolation: isolation) {
+            (continuation: CheckedContinuation<R, any Error>) in
             let outcome = ResultBox<R>()
             let box = WorkBox(
                 work: { outcome.result = Result { try work() } },

@@ -1,0 +1,200 @@
+import TrailbookHTTP
+import TrailbookLoop
+
+/// A tus 1.0 client (https://tus.io/protocols/resumable-upload): discovery, creation, offset queries, chunk
+/// uploads with optional checksums, and termination, each one HTTP request on an `HTTPClient`.
+///
+/// It decides nothing about retries: every failure is a `TusError` with a stable code, and the caller (the upload
+/// job, helped by `TusUpload`) decides what to do next. Loop-confined like the `HTTPClient` it uses.
+public final class TusClient {
+    /// Settings that apply to every request.
+    public struct Options: Sendable {
+        /// Extra header fields sent with every request, for example `Authorization: Bearer …`.
+        public var headers: HTTPHeaders
+        /// A PEM CA bundle for `https` endpoints; `nil` for the system's.
+        public var caBundlePath: String?
+        /// Limit on the upload rate of `PATCH` bodies in bytes per second; `nil` for none.
+        public var maxSendBytesPerSecond: Int64?
+        /// Time allowed for requests without a large body (OPTIONS, POST, HEAD, DELETE), in milliseconds.
+        /// Default 30 000.
+        public var requestTimeoutMilliseconds: Int
+        /// A `PATCH` is aborted when no byte moved for this many seconds. Default 60.
+        public var stallTimeoutSeconds: Int
+
+        public init(
+            headers: HTTPHeaders = [:], caBundlePath: String? = nil, maxSendBytesPerSecond: Int64? = nil,
+            requestTimeoutMilliseconds: Int = 30_000, stallTimeoutSeconds: Int = 60
+        ) {
+            self.headers = headers
+            self.caBundlePath = caBundlePath
+            self.maxSendBytesPerSecond = maxSendBytesPerSecond
+            self.requestTimeoutMilliseconds = requestTimeoutMilliseconds
+            self.stallTimeoutSeconds = stallTimeoutSeconds
+        }
+    }
+
+    /// The protocol version this client speaks, sent as `Tus-Resumable`.
+    public static let version = "1.0.0"
+
+    /// The HTTP client requests go through.
+    public let http: HTTPClient
+    /// The creation endpoint, for example `https://host/files/`.
+    public let endpoint: String
+    /// Settings for every request.
+    public var options: Options
+    /// What the last `discover()` learned; `create` refuses lengths above its `maxSize`.
+    public private(set) var serverInfo: TusServerInfo?
+
+    /// Makes a client for the tus endpoint `endpoint` (the URL uploads are created at).
+    public init(http: HTTPClient, endpoint: String, options: Options = Options()) {
+        self.http = http
+        self.endpoint = endpoint
+        self.options = options
+    }
+
+    /// Asks the server which versions, extensions, size limit and checksum algorithms it supports (`OPTIONS`).
+    /// - Throws: `TusError`.
+    public func discover(isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> TusServerInfo {
+        let response = try await send("OPTIONS", endpoint, headers: [:], expecting: [200, 204])
+        let info = TusServerInfo(headers: response.headers)
+        serverInfo = info
+        return info
+    }
+
+    /// Creates an upload of `length` bytes (`POST`, creation extension).
+    ///
+    /// - Parameters:
+    ///   - length: the file's size in bytes (`Upload-Length`).
+    ///   - metadata: `Upload-Metadata` pairs, for example `[("filename", "IMG_1.jpg"), ("filetype", "image/jpeg")]`;
+    ///     values are base64-encoded here. Keys must not contain spaces or commas.
+    /// - Returns: the upload's absolute URL.
+    /// - Throws: `TusError`; `too_large` without sending anything when `length` exceeds a discovered
+    ///   `Tus-Max-Size`.
+    public func create(
+        length: Int64, metadata: [(String, String)] = [], isolation: isolated (any Actor)? = #isolation
+    )
+        async throws(TusError) -> TusCreatedUpload
+    {
+        if let max = serverInfo?.maxSize, length > max {
+            throw TusError(code: .tooLarge, message: "\(length) bytes exceed the server's Tus-Max-Size of \(max)")
+        }
+        var headers: HTTPHeaders = ["Upload-Length": String(length)]
+        if !metadata.isEmpty {
+            let value = metadata.map { key, value in "\(key) \(Base64.encode(Array(value.utf8)))" }
+            headers.add(name: "Upload-Metadata", value: value.joined(separator: ","))
+        }
+        let response = try await send("POST", endpoint, headers: headers, expecting: [201])
+        guard let location = response.headers["Location"], !location.isEmpty else {
+            throw TusError(code: .protocolError, status: response.status, message: "POST answered without a Location")
+        }
+        return TusCreatedUpload(url: Self.resolve(location, against: endpoint), expires: response.headers["Upload-Expires"])
+    }
+
+    /// Asks the server how much of the upload at `url` it has (`HEAD`).
+    /// - Throws: `TusError`; `gone` for an upload that does not exist or expired.
+    public func status(of url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> TusUploadStatus {
+        let response = try await send("HEAD", url, headers: [:], expecting: [200, 204])
+        return try Self.uploadStatus(response, operation: "HEAD")
+    }
+
+    /// Sends `chunk` as the bytes at `offset` of the upload at `url` (`PATCH`).
+    ///
+    /// - Parameters:
+    ///   - chunk: the bytes, read by the caller (on the thread pool).
+    ///   - url: the upload URL.
+    ///   - offset: where `chunk` starts in the file; must equal the server's offset (else `offset_mismatch`).
+    ///   - checksum: when not `nil`, sends `Upload-Checksum` with the chunk's digest, computed on the thread pool.
+    ///   - onSendProgress: bytes of this chunk sent so far, on the loop thread, as they go out.
+    /// - Returns: the server's new offset (and expiry).
+    /// - Throws: `TusError`.
+    public func upload(
+        _ chunk: [UInt8], to url: String, at offset: Int64, checksum: TusChecksumAlgorithm? = nil,
+        onSendProgress: ((Int64) -> Void)? = nil, isolation: isolated (any Actor)? = #isolation
+    ) async throws(TusError) -> TusUploadStatus {
+        var headers: HTTPHeaders = [
+            "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream",
+        ]
+        if let checksum {
+            let value: String
+            do {
+                value = try await http.loop.runOnPool { checksum.headerValue(for: chunk) }
+            } catch {
+                throw TusError(code: .cancelled, message: "checksum computation cancelled")
+            }
+            headers.add(name: "Upload-Checksum", value: value)
+        }
+        let response = try await send(
+            "PATCH", url, headers: headers, body: chunk, expecting: [200, 204], onSendProgress: onSendProgress)
+        let status = try Self.uploadStatus(response, operation: "PATCH")
+        guard status.offset >= offset, status.offset <= offset + Int64(chunk.count) else {
+            throw TusError(
+                code: .protocolError, status: response.status,
+                message: "PATCH at \(offset) of \(chunk.count) bytes answered Upload-Offset \(status.offset)")
+        }
+        return status
+    }
+
+    /// Deletes the upload at `url` on the server (`DELETE`, termination extension). An upload already gone is
+    /// not an error.
+    /// - Throws: `TusError`.
+    public func terminate(_ url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
+        do {
+            _ = try await send("DELETE", url, headers: [:], expecting: [200, 204])
+        } catch where error.code == .gone {
+            return
+        }
+    }
+
+    // MARK: plumbing
+
+    private func send(
+        _ method: String, _ url: String, headers: HTTPHeaders, body: [UInt8] = [], expecting: Set<Int>,
+        onSendProgress: ((Int64) -> Void)? = nil, isolation: isolated (any Actor)? = #isolation
+    ) async throws(TusError) -> HTTPResponse {
+        var all = options.headers
+        all.replaceOrAdd(name: "Tus-Resumable", value: Self.version)
+        for (name, value) in headers { all.replaceOrAdd(name: name, value: value) }
+        let isPatch = method == "PATCH"
+        let request = HTTPRequest(
+            method: method, url: url, headers: all, body: body,
+            maxSendBytesPerSecond: isPatch ? options.maxSendBytesPerSecond : nil,
+            timeoutMilliseconds: isPatch ? nil : options.requestTimeoutMilliseconds,
+            stallTimeoutSeconds: options.stallTimeoutSeconds, caBundlePath: options.caBundlePath)
+        let response: HTTPResponse
+        do {
+            response = try await http.perform(request, onSendProgress: onSendProgress)
+        } catch {
+            throw TusError(transport: error, operation: method)
+        }
+        guard expecting.contains(response.status) else {
+            throw TusError(status: response.status, operation: method)
+        }
+        return response
+    }
+
+    private static func uploadStatus(_ response: HTTPResponse, operation: String) throws(TusError) -> TusUploadStatus {
+        guard let offset = response.headers["Upload-Offset"].flatMap({ Int64($0) }), offset >= 0 else {
+            throw TusError(
+                code: .protocolError, status: response.status, message: "\(operation) answered without Upload-Offset")
+        }
+        return TusUploadStatus(
+            offset: offset, length: response.headers["Upload-Length"].flatMap { Int64($0) },
+            expires: response.headers["Upload-Expires"])
+    }
+
+    /// `location` made absolute against `base` (RFC 3986 §5.2, for the forms servers send: absolute URLs,
+    /// absolute paths and relative paths).
+    static func resolve(_ location: String, against base: String) -> String {
+        if location.hasPrefix("http://") || location.hasPrefix("https://") { return location }
+        let scheme = base.hasPrefix("https://") ? "https" : "http"
+        guard base.hasPrefix(scheme + "://") else { return location }
+        let afterScheme = base.dropFirst(scheme.count + 3)
+        let authorityEnd = afterScheme.firstIndex(of: "/") ?? afterScheme.endIndex
+        let origin = base[..<authorityEnd]
+        if location.hasPrefix("//") { return scheme + ":" + location }
+        if location.hasPrefix("/") { return origin + location }
+        let path = base[authorityEnd...].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let directory = path.lastIndex(of: "/").map { path[...$0] } ?? "/"
+        return origin + directory + location
+    }
+}
