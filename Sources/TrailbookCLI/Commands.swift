@@ -75,7 +75,7 @@ enum Commands {
                 q quit. Colour unless NO_COLOR is set. Not a terminal: plain lines, at most one per job per second plus
                 every state change. --json: the raw feed events, one per line.
                 """),
-    ]
+    ] + PhotoCommands.specs
 
     static var overview: String {
         """

@@ -49,12 +49,12 @@ public final class ControlServer {
         }
     }
 
-    /// Stops accepting and closes every connection, watchers included.
+    /// Stops accepting and closes every connection but the watchers: those stay subscribed so they see the last
+    /// state events of a shutdown, and `ProgressFeed.close()` closes them after their last write.
     public func close() {
         server?.close()
         server = nil
-        for connection in connections.values {
-            scheduler.feed.unsubscribe(connection.pipe)
+        for connection in connections.values where !connection.watching {
             connection.pipe.close()
         }
         connections.removeAll()
@@ -63,7 +63,7 @@ public final class ControlServer {
     private func accept(_ pipe: PipeConnection) {
         guard pipe.peerUID == getuid() else {
             pipe.write(Self.errorLine(JobError(code: "forbidden", message: "only the daemon's own user may connect")))
-            pipe.close()
+            pipe.closeAfterWriting()
             return
         }
         let connection = Connection(pipe: pipe)

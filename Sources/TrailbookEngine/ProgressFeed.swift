@@ -159,7 +159,7 @@ public final class ProgressFeed {
         writer = nil
         writeTimer?.close()
         writeTimer = nil
-        for subscriber in subscribers.values { subscriber.connection.close() }
+        for subscriber in subscribers.values { subscriber.connection.closeAfterWriting() }
         subscribers.removeAll()
     }
 

@@ -134,6 +134,21 @@ public final class PipeConnection: LoopHandle {
         }
     }
 
+    /// Closes the connection once every queued write has gone out (`uv_shutdown`, then `uv_close`), so a last
+    /// reply (an error before hanging up) is not discarded the way `close()` discards pending writes.
+    public func closeAfterWriting() {
+        guard !isClosing else { return }
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        let rc = uv_shutdown(request, stream) { request, _ in
+            PipeConnection.owner(of: request!.pointee.handle).close()
+            request!.deallocate()
+        }
+        if rc < 0 {
+            request.deallocate()
+            close()
+        }
+    }
+
     /// Bytes queued for writing that the peer has not yet taken (`uv_stream_get_write_queue_size`).
     ///
     /// A slow reader shows up here: callers cap it to keep memory bounded.
