@@ -44,13 +44,20 @@ let package = Package(
         .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
 
+        // Loop helpers shared by the test targets (a loop on its own thread, an actor pinned to it).
+        .target(name: "LoopTestSupport", dependencies: ["TrailbookLoop"], path: "Tests/LoopTestSupport"),
         .testTarget(
             name: "TrailbookTests",
-            dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI"]
+            dependencies: [
+                "TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI", "LoopTestSupport",
+            ]
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif"]),
+            dependencies: [
+                "trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif",
+                "LoopTestSupport",
+            ]),
         .testTarget(
             name: "PhotoLibraryTests",
             dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]

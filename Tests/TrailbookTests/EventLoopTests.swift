@@ -1,39 +1,7 @@
 import Foundation
 import Testing
+import LoopTestSupport
 import TrailbookLoop
-
-/// An actor pinned to a private loop, so tests can call loop-thread APIs with `await`.
-actor LoopBound {
-    let loop: EventLoop
-    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
-
-    init(_ loop: EventLoop) { self.loop = loop }
-
-    func run<T: Sendable>(_ body: @Sendable (isolated LoopBound) async throws -> T) async rethrows -> T {
-        try await body(self)
-    }
-}
-
-/// A loop running on its own thread; `finish()` stops it and waits until `run()` returned, which libuv allows only
-/// once every handle is closed — so a leaked handle shows up as a hang (the test times out).
-final class LoopThread: @unchecked Sendable {
-    let loop = EventLoop()
-    private let done = DispatchSemaphore(value: 0)
-
-    init() {
-        let thread = Thread { [loop, done] in
-            loop.run()
-            done.signal()
-        }
-        thread.start()
-    }
-
-    /// Stops the loop and returns whether `run()` came back within 5 s.
-    func finish() -> Bool {
-        loop.execute { [loop] in loop.stop() }
-        return done.wait(timeout: .now() + 5) == .success
-    }
-}
 
 struct EventLoopTests {
     @Test func executeRunsOnTheLoopThreadAndTimersFireInOrder() async throws {
