@@ -70,6 +70,8 @@ public final class Scheduler {
         var lastMoveAt = Timestamp.monotonic()
         var lastCompleted: Int64
         var lastSample: (at: Double, completed: Int64)
+        /// Whether progress has moved since the start, so rate samples are taken.
+        var sampling = false
         var rate: Double?
         var lastPersistAt = Timestamp.monotonic()
         var pausing = false
@@ -518,9 +520,17 @@ extension Scheduler: JobHost {
             active.lastCompleted = completed
             active.lastMoveAt = now
         }
-        // Rate: exponential moving average with a 3 s time constant over samples at least 200 ms apart.
+        // Rate: exponential moving average with a 3 s time constant over samples at least 200 ms apart. The first
+        // sample starts at the first movement, not at the start: work done before it (setup, or the first piece a
+        // rate limiter lets through at once) would otherwise inflate the rate for several seconds.
+        if !active.sampling {
+            if completed != active.lastSample.completed {
+                active.sampling = true
+                active.lastSample = (now, completed)
+            }
+        }
         let elapsed = now - active.lastSample.at
-        if elapsed >= 0.2 {
+        if active.sampling, elapsed >= 0.2 {
             let instant = Double(completed - active.lastSample.completed) / elapsed
             let alpha = 1 - exp(-elapsed / 3)
             active.rate = active.rate.map { $0 + alpha * (instant - $0) } ?? instant
