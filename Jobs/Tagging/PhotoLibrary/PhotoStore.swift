@@ -193,29 +193,38 @@ public final class PhotoStore {
     /// per ID. Input is case-insensitive; repeats are resolved once.
     /// - Returns: the local IDs found (in input order) and the inputs that are unknown or not stable IDs at all.
     public func resolve(_ stableIDs: [String]) throws(PhotoLibraryError) -> ResolvedPhotos {
-        var seen = Set<StableID>()
-        var wanted: [StableID] = []
+        var texts: [String] = []
+        texts.reserveCapacity(stableIDs.count)
         var unknown: [String] = []
         for text in stableIDs {
-            guard let id = StableID(text) else {
-                unknown.append(text)
-                continue
-            }
-            if seen.insert(id).inserted { wanted.append(id) }
+            if let id = StableID(text) { texts.append(id.text) } else { unknown.append(text) }
         }
-        guard !wanted.isEmpty else { return ResolvedPhotos(localIDs: [], unknown: unknown) }
-        let array = "[" + wanted.map { "\"\($0.text)\"" }.joined(separator: ",") + "]"
+        guard !texts.isEmpty else { return ResolvedPhotos(localIDs: [], unknown: unknown) }
+        var array = "["
+        array.reserveCapacity(texts.count * 39 + 2)
+        for (index, text) in texts.enumerated() {
+            if index > 0 { array += "," }
+            array += "\"" + text + "\""
+        }
+        array += "]"
+        // One row per input, in input order (json_each drives the join); `p.id` is NULL for an unknown ID. Only
+        // integers come back, so no string is built per photo.
         let rows = try store {
             try database.query(
-                "SELECT j.value, p.id FROM json_each(?) AS j JOIN photos AS p ON p.stable_id = j.value",
+                "SELECT j.key, p.id FROM json_each(?) AS j LEFT JOIN photos AS p ON p.stable_id = j.value",
                 [.text(array)])
         }
-        var found: [String: PhotoLocalID] = [:]
-        for row in rows { if let key = row.text(0), let id = row.int(1) { found[key] = id } }
         var localIDs: [PhotoLocalID] = []
-        localIDs.reserveCapacity(found.count)
-        for id in wanted {
-            if let local = found[id.text] { localIDs.append(local) } else { unknown.append(id.text) }
+        localIDs.reserveCapacity(rows.count)
+        var seen = Set<PhotoLocalID>(minimumCapacity: rows.count)
+        var seenUnknown = Set<Int>()
+        for row in rows {
+            guard let key = row.int(0).map(Int.init) else { continue }
+            if let local = row.int(1) {
+                if seen.insert(local).inserted { localIDs.append(local) }
+            } else if seenUnknown.insert(key).inserted, !unknown.contains(texts[key]) {
+                unknown.append(texts[key])
+            }
         }
         return ResolvedPhotos(localIDs: localIDs, unknown: unknown)
     }
