@@ -66,6 +66,7 @@ public struct UploadJob: JobKind {
             case caBundle = "ca_bundle"
         }
 
+        /// Encodes the params as JSON; `headers` and `ca_bundle` only when given, so file:// jobs look as before.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(files, forKey: .files)
