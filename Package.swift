@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
         .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
-        .target(name: "UploadJob", dependencies: ["TrailbookEngine"], path: "Jobs/Upload/Job"),
+        .target(name: "UploadJob", dependencies: ["TrailbookEngine", "TrailbookLoop", "TrailbookHTTP", "TusClient"], path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
         // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
         // dependency, so it runs the same in the daemon, on the thread pool or in a worker process.

@@ -44,11 +44,15 @@ enum Commands {
             path: ["submit", "upload"], summary: "upload files in resumable chunks",
             positionals: [PositionalSpec(name: "FILE", min: 1, max: nil, help: "files to upload")],
             options: [
-                OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path)"),
-                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes per checkpoint, e.g. 8MiB (default)"),
+                OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), or an http(s):// tus endpoint"),
+                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes per checkpoint (per PATCH for tus), e.g. 8MiB (default)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
+                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus: an HTTP header for every request, e.g. 'Authorization: Bearer …' (values are never shown)"),
+                OptionSpec("ca-bundle", .value(placeholder: "FILE"), help: "tus over https: PEM file of CA certificates to trust"),
             ] + submitCommon,
-            details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n" + exitCodes),
+            details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
+                + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header 'Authorization: Bearer $TOKEN'\n"
+                + exitCodes),
         CommandSpec(
             path: ["list"], summary: "list jobs, oldest first",
             options: [
@@ -148,6 +152,19 @@ enum Commands {
         ]
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
         if let rate = try arguments.size("max-rate") { params["max_rate"] = .number(Double(rate)) }
+        let headers = arguments.values("header")
+        let isTus = params["to"]?.stringValue.map { $0.lowercased().hasPrefix("http://") || $0.lowercased().hasPrefix("https://") } ?? false
+        if !headers.isEmpty {
+            guard isTus else { throw UsageError("--header applies only to http(s):// (tus) destinations") }
+            for header in headers where !header.contains(":") {
+                throw UsageError("--header needs 'Name: value' (a colon after the name)")
+            }
+            params["headers"] = .array(headers.map { .string($0) })
+        }
+        if let bundle = arguments.value("ca-bundle") {
+            guard isTus else { throw UsageError("--ca-bundle applies only to http(s):// (tus) destinations") }
+            params["ca_bundle"] = .string(absolute(bundle, cwd: cwd))
+        }
         return try submit(kind: "upload", params: .object(params), context)
     }
 

@@ -17,12 +17,16 @@ protocol JobHost: AnyObject {
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue?
     func jobLog(_ job: JobContext, level: LogLevel, message: String)
+    func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String)
     var workerPool: WorkerPool? { get }
 }
 
 extension JobHost {
     /// No worker processes unless the host has a pool (tests' hosts usually do not).
     var workerPool: WorkerPool? { nil }
+
+    /// Without a scheduler behind it, the job just stops.
+    func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) { job.stop(reason) }
 }
 
 /// A running job's window on the engine: progress, checkpoint, cancellation, sleeping and the thread pool.
@@ -51,6 +55,9 @@ public final class JobContext {
     /// Waits on worker answers, by wait number: each ends its wait with `JobStopped` when the job is stopped.
     private var pendingWorkerWaits: [Int: (CancellationReason) -> Void] = [:]
     private var nextWorkerWait = 0
+    /// Called once when the job is stopped, by registration number (see `runCancellingOnStop`).
+    private var stopHandlers: [Int: () -> Void] = [:]
+    private var nextStopHandler = 0
 
     init(id: String, kind: String, attempt: Int, maxAttempts: Int, traits: JobKindTraits, progress: JobProgress) {
         self.id = id
@@ -210,6 +217,46 @@ public final class JobContext {
         }
     }
 
+    /// Runs `operation` in a task of its own that is cancelled the moment the job is stopped, and returns its
+    /// result.
+    ///
+    /// The engine does not cancel the task that runs `run` (a stop is a request, and `onCancel` must be able to
+    /// do I/O afterwards). Work that can be aborted only through task cancellation — an HTTP transfer in flight —
+    /// goes through here, so a stop aborts it at once instead of at its end.
+    /// - Throws: `JobStopped` if the job is already stopping; else what `operation` throws (typically a
+    ///   cancellation error of its own when the job was stopped: check `stopReason` or call `checkCancellation()`).
+    public func runCancellingOnStop<R: Sendable>(
+        _ operation: @escaping @Sendable @LoopActor () async throws -> R
+    ) async throws -> R {
+        try checkCancellation()
+        let task = Task { @LoopActor in try await operation() }
+        let key = nextStopHandler
+        nextStopHandler += 1
+        stopHandlers[key] = { task.cancel() }
+        defer { stopHandlers[key] = nil }
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    /// Stops this job by its own decision, exactly as if the scheduler had stopped it for `reason`; throw what it
+    /// returns from `run`.
+    ///
+    /// For a job that tried for long enough: `timeout` ends the attempt as a scheduler timeout does
+    /// (`needs_retry` with reason `timeout` and a backoff, `failed` with code `timeout` after the last attempt),
+    /// and `onCancel(.timeout)` runs, so the resumable state is kept.
+    /// - Parameters:
+    ///   - reason: the stop reason to record.
+    ///   - detail: the cancellation's `detail` (why), shown by `show`.
+    /// - Returns: the error to throw.
+    public func stopSelf(_ reason: CancellationReason, detail: String) -> JobStopped {
+        if stopReason == nil { host?.jobRequestStop(self, reason: reason, detail: detail) }
+        if stopReason == nil { stop(reason) }
+        return JobStopped(reason: stopReason ?? reason)
+    }
+
     /// Publishes a log line for this job in the feed (and the daemon's log).
     public func log(_ level: LogLevel, _ message: String) {
         host?.jobLog(self, level: level, message: message)
@@ -227,6 +274,9 @@ public final class JobContext {
         let waits = pendingWorkerWaits.values
         pendingWorkerWaits.removeAll()
         for stopWaiting in waits { stopWaiting(reason) }
+        let handlers = stopHandlers.values
+        stopHandlers.removeAll()
+        for handler in handlers { handler() }
     }
 }
 

@@ -216,7 +216,25 @@ public struct JobRecord: Sendable, Equatable {
             "error": error.map { JSONCoding.value(of: $0) } ?? .null,
             "created_at": .string(createdAt), "updated_at": .string(updatedAt),
             "retry_at": retryAt.map { .string(Timestamp.iso8601(unixSeconds: $0)) } ?? .null,
-            "params": params, "result": result,
+            "params": Self.redacted(params), "result": result,
         ]
+    }
+
+    /// What replaces a secret in the job JSON.
+    public static let redactedValue = "<redacted>"
+
+    /// `params` as the daemon shows it: the values of the HTTP header lines in a top-level `headers` array
+    /// (`"Authorization: Bearer …"`) are replaced by `<redacted>`, names kept. The store keeps them (the job needs
+    /// them to run after a restart); no reply, feed event or log line carries them.
+    public static func redacted(_ params: JSONValue) -> JSONValue {
+        guard case .object(var members) = params, let lines = members["headers"]?.arrayValue else { return params }
+        members["headers"] = .array(
+            lines.map { line in
+                guard let text = line.stringValue, let colon = text.firstIndex(of: ":") else {
+                    return .string(redactedValue)
+                }
+                return .string(text[..<colon] + ": " + redactedValue)
+            })
+        return .object(members)
     }
 }

@@ -558,6 +558,10 @@ extension Scheduler: JobHost {
     func jobLog(_ job: JobContext, level: LogLevel, message: String) {
         feed.log(job: job.id, kind: job.kind, level: level, message: message)
     }
+
+    func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) {
+        if let active = running[job.id], active.context === job { stop(active, reason, detail: detail) }
+    }
 }
 
 extension UUID {

@@ -96,6 +96,25 @@ struct TusUploadTests {
         #expect(error.isRetryable)
     }
 
+    @Test func aWorkingHeadBetweenFailingPatchesDoesNotResetTheRetries() {
+        var upload = TusUpload(length: 30, chunkSize: 10)
+        _ = upload.start()
+        _ = upload.discovered(info)
+        _ = upload.created(url: url)
+        for _ in 0..<5 {
+            guard case .wait = upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) else {
+                Issue.record("expected wait")
+                return
+            }
+            #expect(upload.backoffElapsed() == .queryOffset(url: url))
+            #expect(upload.offsetReported(TusUploadStatus(offset: 0, length: 30)) == .send(url: url, offset: 0, length: 10))
+        }
+        guard case .giveUp = upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) else {
+            Issue.record("expected giveUp after 5 retries")
+            return
+        }
+    }
+
     @Test func successResetsTheRetryCountAndJitterStaysInTheUpperHalf() {
         var upload = TusUpload(length: 30, chunkSize: 10)
         _ = upload.start()

@@ -118,12 +118,19 @@ struct UploadDestinationTests {
         #expect(try UploadDestination(parsing: url) == .directory(path: path))
     }
 
-    @Test func parsesTusEndpointsAndRefusesThemForNow() async throws {
+    @Test func parsesTusEndpoints() async throws {
         #expect(try UploadDestination(parsing: "https://tus.example.com/files/") == .tus(endpoint: "https://tus.example.com/files/"))
         #expect(try UploadDestination(parsing: "http://127.0.0.1:1080/files") == .tus(endpoint: "http://127.0.0.1:1080/files"))
-        let error = UploadDestination.tusNotSupportedYet("https://x/")
-        #expect(error.code == "unsupported_destination")
-        #expect(error.message.contains("tus support is coming"))
+        for bad in ["http://", "https:///files", "http://a b/files", "http://host/files#x"] {
+            #expect(throws: JobError.self, "\(bad)") { try UploadDestination(parsing: bad) }
+        }
+    }
+
+    @Test func headerValuesAreRedactedInTheJobJSON() {
+        let params: JSONValue = ["files": ["/a"], "headers": ["Authorization: Bearer s3cret", "X-Trace: 1"]]
+        let shown = JobRecord.redacted(params)
+        #expect(shown["headers"]?.arrayValue?.compactMap(\.stringValue) == ["Authorization: <redacted>", "X-Trace: <redacted>"])
+        #expect(shown["files"] == params["files"])
     }
 
     @Test(arguments: [
@@ -283,7 +290,8 @@ struct UploadJobRunTests {
             (.init(files: [scratch.src], to: dst), "source_not_regular"),
             (.init(files: [good], to: "file://" + scratch.root + "/nope"), "destination_missing"),
             (.init(files: [good], to: "file://" + scratch.root + "/plainfile"), "destination_not_directory"),
-            (.init(files: [good], to: "https://tus.example.com/files"), "unsupported_destination"),
+            (.init(files: [good], to: "https://tus.example.com/files", headers: ["no colon"]), "invalid_params"),
+            (.init(files: [good], to: "https://tus.example.com/files", headers: ["X-A: b\r\nEvil: 1"]), "invalid_params"),
             (.init(files: [good], to: "file:relative"), "bad_destination"),
             (.init(files: [scratch.src + "/b.jpg"], to: dst), "bad_name"),
             (.init(files: [good, scratch.root + "/a.jpg"], to: dst), "duplicate_name"),

@@ -86,6 +86,15 @@ enum DirectoryIO {
     static func preflight(files: [String], names: [String], directory: String, indices: Range<Int>)
         throws(JobError) -> [SourceIdentity]
     {
+        let identities = try sourceIdentities(files: files, indices: indices)
+        try checkDestination(names: names, directory: directory, indices: indices, files: files)
+        return identities
+    }
+
+    /// The source checks of `preflight` alone (for uploads that go to a server): each source at `indices` exists
+    /// (`source_missing`), is a regular file (`source_not_regular`) and is readable (`source_unreadable`).
+    /// - Returns: their identities, in `indices` order.
+    static func sourceIdentities(files: [String], indices: Range<Int>) throws(JobError) -> [SourceIdentity] {
         var identities: [SourceIdentity] = []
         for index in indices {
             let path = files[index]
@@ -102,6 +111,12 @@ enum DirectoryIO {
                 identities.append(identity)
             }
         }
+        return identities
+    }
+
+    private static func checkDestination(names: [String], directory: String, indices: Range<Int>, files: [String])
+        throws(JobError)
+    {
         switch status(directory) {
         case .failure(let error):
             let code = error.code
@@ -156,7 +171,6 @@ enum DirectoryIO {
                         + "remove it or choose another destination")
             }
         }
-        return identities
     }
 
     /// `fsync(2)` of a directory, so a rename in it survives a power loss. File systems that cannot sync

@@ -75,17 +75,20 @@ public struct UploadedFile: Codable, Sendable, Equatable {
     /// Bytes of this file that were written more than once, over all attempts (work lost to crashes or stops
     /// between checkpoints).
     public var bytesResent: Int64
+    /// The upload URL on a tus server; `nil` (absent from the JSON) for a directory upload.
+    public var url: String?
 
-    public init(name: String, path: String, bytes: Int64, sha256: String, bytesResent: Int64) {
+    public init(name: String, path: String, bytes: Int64, sha256: String, bytesResent: Int64, url: String? = nil) {
         self.name = name
         self.path = path
         self.bytes = bytes
         self.sha256 = sha256
         self.bytesResent = bytesResent
+        self.url = url
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, path, bytes, sha256
+        case name, path, bytes, sha256, url
         case bytesResent = "bytes_resent"
     }
 }
@@ -100,7 +103,13 @@ public struct UploadedFile: Codable, Sendable, Equatable {
 ///  "bytes_resent": 0, "file_bytes_resent": 0}
 /// ```
 /// No hash state is stored: on resume the hash of the first `offset` bytes is recomputed from what is at the
-/// destination. New optional members may be added (older checkpoints decode with them absent).
+/// destination (for a tus upload: from the source). New optional members may be added (older checkpoints decode
+/// with them absent).
+///
+/// A tus upload adds, for the file in progress: `"upload_url"` (the upload's URL on the server, once created),
+/// `"upload_expires"` (the server's last `Upload-Expires`, an HTTP date) and `"sent_through"` (the end of the
+/// furthest byte range ever sent, saved before each `PATCH`, so bytes lost in flight count as resent after a
+/// crash). `offset` is then the offset the server confirmed; a resume asks the server (`HEAD`) anyway.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -116,6 +125,12 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     public var bytesResent: Int64
     /// The part of `bytesResent` that belongs to the current file.
     public var fileBytesResent: Int64
+    /// tus: the current file's upload URL, once created; `nil` before (and for directory uploads).
+    public var uploadURL: String?
+    /// tus: the current upload's `Upload-Expires` as the server last sent it; `nil` if it did not say.
+    public var uploadExpires: String?
+    /// tus: the end of the furthest byte range of the current file ever sent; `nil` for none.
+    public var sentThrough: Int64?
 
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
@@ -136,6 +151,9 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case offset, sources, finished
         case bytesResent = "bytes_resent"
         case fileBytesResent = "file_bytes_resent"
+        case uploadURL = "upload_url"
+        case uploadExpires = "upload_expires"
+        case sentThrough = "sent_through"
     }
 
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.

@@ -4,14 +4,12 @@ import TrailbookEngine
 ///
 /// This is the seam between the parts of the upload job that do not care where bytes go (params, source
 /// identity, checkpoint, progress, rate limiting, hashing) and the transfer itself. Each case has its own
-/// transfer: `.directory` is `DirectoryUpload`; `.tus` is parsed now so that `http(s)://` gets a clear
-/// `unsupported_destination` error, and the tus client plugs in by handling that case in `UploadJob.validate`,
-/// `UploadJob.run` and `UploadJob.onCancel`.
+/// transfer: `.directory` is `DirectoryUpload`, `.tus` is `TusUploadRun`.
 public enum UploadDestination: Sendable, Equatable {
     /// A local directory (`file:///abs/dir`): an absolute path, percent-decoded, without trailing slashes
     /// (except `/` itself).
     case directory(path: String)
-    /// A tus 1.0 creation endpoint (`http://…` or `https://…`), as given. Not supported yet.
+    /// A tus 1.0 creation endpoint (`http://…` or `https://…`), as given.
     case tus(endpoint: String)
 
     /// Parses a destination URL.
@@ -32,6 +30,13 @@ public enum UploadDestination: Sendable, Equatable {
         switch scheme {
         case "http", "https":
             guard rest.hasPrefix("//"), rest.count > 2 else { throw bad("has no host") }
+            let authority = rest.dropFirst(2).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            let host = authority.split(separator: "@").last.map { $0.split(separator: ":").first ?? "" } ?? ""
+            guard !host.isEmpty || authority.hasPrefix("[") else { throw bad("has no host") }
+            guard !url.unicodeScalars.contains(where: { $0.value <= 32 || $0.value == 127 }) else {
+                throw bad("contains spaces or control characters")
+            }
+            guard !url.contains("#") else { throw bad("has a fragment") }
             self = .tus(endpoint: url)
         case "file":
             guard rest.hasPrefix("//") else { throw bad("needs three slashes after 'file:'") }
@@ -49,15 +54,6 @@ public enum UploadDestination: Sendable, Equatable {
         default:
             throw bad("has unsupported scheme '\(scheme)'")
         }
-    }
-
-    /// The error for a tus destination until the tus client lands.
-    static func tusNotSupportedYet(_ endpoint: String) -> JobError {
-        JobError(
-            code: "unsupported_destination",
-            message:
-                "\(endpoint): uploads to http(s):// (tus) servers are not supported yet; tus support is coming. "
-                + "For now upload to a directory with --to file:///absolute/dir")
     }
 
     /// `%XX` escapes decoded as UTF-8, or `nil` for a malformed escape or invalid UTF-8.

@@ -3,20 +3,22 @@ import TrailbookEngine
 /// The `upload` job kind: copies files to a destination in chunks, resumably, and records the SHA-256 of what
 /// was written.
 ///
-/// Destinations: `file:///abs/dir` (a local directory; see `DirectoryUpload`). `http(s)://` tus endpoints are
-/// parsed (`UploadDestination.tus`) but refused with `unsupported_destination` until the tus client lands.
+/// Destinations: `file:///abs/dir` (a local directory; see `DirectoryUpload`) and `http(s)://` tus 1.0 creation
+/// endpoints (see `TusUploadRun`).
 ///
 /// Progress counts bytes of all files together; `current` is the file being uploaded and `items` has one row per
 /// file. Stopping with `user_stop` deletes the current file's partial output; `timeout` and `resource_reclaim`
 /// keep it, and the next attempt resumes from the last checkpoint (at most one chunk is written again).
 ///
-/// Error codes: `invalid_params`, `bad_destination`, `unsupported_destination`, `bad_name`, `duplicate_name`,
+/// Error codes: `invalid_params`, `bad_destination`, `bad_name`, `duplicate_name`,
 /// `source_missing`, `source_not_regular`, `source_unreadable`, `source_changed`, `destination_missing`,
 /// `destination_not_directory`, `destination_not_writable`, `write_failed` (retryable for a full disk or an I/O
-/// error), `bad_checkpoint`.
+/// error), `bad_checkpoint`; for tus also `too_large`, `unauthorized`, `gone`, `checksum_mismatch`,
+/// `offset_mismatch`, `protocol_error` (see `TusUploadRun`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
-/// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`.
+/// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
+/// (the file's when exactly one, else null).
 public struct UploadJob: JobKind {
     /// Parameters as submitted (JSON, snake_case keys).
     public struct Params: Codable, Sendable, Equatable {
@@ -29,6 +31,12 @@ public struct UploadJob: JobKind {
         public var chunkSize: Int64
         /// Bandwidth limit in bytes per second (at least 1 KiB/s); `nil` for none.
         public var maxRate: Int64?
+        /// tus only: extra HTTP header lines sent with every request, `"Name: value"` (for example
+        /// `"Authorization: Bearer …"`). Their values never appear in `show`, `list` or logs (see
+        /// `JobRecord.redacted`).
+        public var headers: [String]
+        /// tus only: a PEM file of CA certificates to verify an `https` server with; `nil` for the system's.
+        public var caBundle: String?
 
         /// Default `chunkSize`: 8 MiB.
         public static let defaultChunkSize: Int64 = 8 << 20
@@ -39,17 +47,34 @@ public struct UploadJob: JobKind {
         /// Smallest `maxRate`: 1 KiB/s.
         public static let minimumRate: Int64 = 1 << 10
 
-        public init(files: [String], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil) {
+        public init(
+            files: [String], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil,
+            headers: [String] = [], caBundle: String? = nil
+        ) {
             self.files = files
             self.to = to
             self.chunkSize = chunkSize
             self.maxRate = maxRate
+            self.headers = headers
+            self.caBundle = caBundle
         }
 
         enum CodingKeys: String, CodingKey {
-            case files, to
+            case files, to, headers
             case chunkSize = "chunk_size"
             case maxRate = "max_rate"
+            case caBundle = "ca_bundle"
+        }
+
+        /// Encodes the params as JSON; `headers` and `ca_bundle` only when given, so file:// jobs look as before.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(files, forKey: .files)
+            try container.encode(to, forKey: .to)
+            try container.encode(chunkSize, forKey: .chunkSize)
+            try container.encodeIfPresent(maxRate, forKey: .maxRate)
+            if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
+            try container.encodeIfPresent(caBundle, forKey: .caBundle)
         }
 
         public init(from decoder: any Decoder) throws {
@@ -58,6 +83,34 @@ public struct UploadJob: JobKind {
             to = try container.decode(String.self, forKey: .to)
             chunkSize = try container.decodeIfPresent(Int64.self, forKey: .chunkSize) ?? Self.defaultChunkSize
             maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
+            headers = try container.decodeIfPresent([String].self, forKey: .headers) ?? []
+            caBundle = try container.decodeIfPresent(String.self, forKey: .caBundle)
+        }
+
+        /// `headers` as name/value pairs.
+        /// - Throws: `JobError` `invalid_params` for a line without `:`, with an empty or non-token name, or with a
+        ///   CR, LF or NUL (header injection). The message names the header, never its value.
+        public func headerFields() throws(JobError) -> [(name: String, value: String)] {
+            try headers.map { line throws(JobError) in
+                guard let colon = line.firstIndex(of: ":") else {
+                    throw JobError(
+                        code: "invalid_params", message: "header without ':'; give --header 'Name: value'")
+                }
+                let name = String(line[..<colon])
+                let value = String(line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" })
+                let token = name.utf8.allSatisfy { byte in
+                    byte > 32 && byte < 127 && !"()<>@,;:\\\"/[]?={}".utf8.contains(byte)
+                }
+                guard !name.isEmpty, token else {
+                    throw JobError(
+                        code: "invalid_params", message: "header name '\(name)' is not a valid HTTP field name")
+                }
+                guard !value.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) else {
+                    throw JobError(
+                        code: "invalid_params", message: "header \(name) has a line break or NUL in its value")
+                }
+                return (name: name, value: value)
+            }
         }
 
         /// Checks what needs no file system: at least one file, absolute paths, chunk size and rate limits.
@@ -100,8 +153,8 @@ public struct UploadJob: JobKind {
         switch destination {
         case .directory(let path):
             try await DirectoryUpload.validate(files: params.files, names: names, directory: path)
-        case .tus(let endpoint):
-            throw UploadDestination.tusNotSupportedYet(endpoint)
+        case .tus:
+            try await TusUploadRun.validate(params)
         }
     }
 
@@ -111,38 +164,46 @@ public struct UploadJob: JobKind {
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         try params.checkLimits()
         let destination = try UploadDestination(parsing: params.to)
-        let names = try UploadNames.names(ofSources: params.files)
         switch destination {
         case .directory(let path):
+            let names = try UploadNames.names(ofSources: params.files)
             let upload = DirectoryUpload(params: params, names: names, directory: path)
             return try await upload.run(in: job)
         case .tus(let endpoint):
-            throw UploadDestination.tusNotSupportedYet(endpoint)
+            let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
+            let upload = TusUploadRun(params: params, names: names, endpoint: endpoint)
+            // Its own task, cancelled on any stop, so a stop aborts the PATCH in flight at once.
+            return try await job.runCancellingOnStop { try await upload.run(in: job) }
         }
     }
 
-    /// On `user_stop`, deletes the current file's partial output (files already complete stay); on `timeout` and
+    /// On `user_stop`, deletes the current file's partial output (files already complete stay): the `.part` file
+    /// of a directory upload, the unfinished upload on a tus server (`DELETE`, termination). On `timeout` and
     /// `resource_reclaim` keeps it for the next attempt.
     public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {
-        guard reason == .userStop, let destination = try? UploadDestination(parsing: params.to),
-            let names = try? UploadNames.names(ofSources: params.files)
-        else { return }
+        guard reason == .userStop, let destination = try? UploadDestination(parsing: params.to) else { return }
         switch destination {
         case .directory(let path):
+            guard let names = try? UploadNames.names(ofSources: params.files) else { return }
             await DirectoryUpload(params: params, names: names, directory: path).removePartial(in: job)
-        case .tus:
-            break
+        case .tus(let endpoint):
+            await TusUploadRun.terminate(params: params, endpoint: endpoint, in: job)
         }
     }
 
     /// The result JSON of an upload to `destination` that wrote `files`.
     nonisolated public static func result(files: [UploadedFile], bytesResent: Int64, destination: String) -> JSONValue {
-        [
+        var result: JSONValue = [
             "bytes": .number(files.reduce(Int64(0)) { $0 + $1.bytes }),
             "bytes_resent": .number(bytesResent),
             "sha256": files.count == 1 ? .string(files[0].sha256) : .null,
             "files": JSONCoding.value(of: files),
             "destination": .string(destination),
         ]
+        if case .object(var members) = result, files.contains(where: { $0.url != nil }) {
+            members["url"] = files.count == 1 ? files[0].url.map { .string($0) } ?? .null : .null
+            result = .object(members)
+        }
+        return result
     }
 }

@@ -117,8 +117,10 @@ public struct TusUpload: Sendable, Equatable {
     }
 
     /// `HEAD` reported the server's offset: continue from there.
+    ///
+    /// It does not reset the count of retryable failures: a `HEAD` that works between `PATCH`es that keep failing
+    /// (a server answering 503 to every `PATCH`) must not make the retries endless. Only an accepted chunk does.
     public mutating func offsetReported(_ status: TusUploadStatus) -> Action {
-        retries = 0
         if let serverLength = status.length, serverLength != length {
             return .fail(TusError(
                 code: .protocolError, message: "server's Upload-Length \(serverLength) is not the file's \(length)"))

@@ -12,5 +12,5 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'tuspyserver==4.4.3' 'fastapi' 'uvicorn'
+    'tuspyserver==4.4.3' 'fastapi' 'uvicorn' 'tuspy==1.1.0'  # tuspy: the peer client of bench/tus_upload.py
 "$venv/bin/python" -c 'import tuspyserver, fastapi, uvicorn; print("tus venv ready:", "'"$venv"'")'

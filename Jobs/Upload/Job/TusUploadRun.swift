@@ -1,0 +1,332 @@
+import TrailbookEngine
+import TrailbookHTTP
+import TrailbookLoop
+import TusClient
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The daemon's one HTTP client, shared by every tus upload: made on first use, on the loop, and kept for the
+/// daemon's life (connections to a server are reused between chunks and jobs).
+@LoopActor
+enum TusTransport {
+    private static var client: HTTPClient?
+
+    /// The shared client on `EventLoop.main`.
+    static var shared: HTTPClient {
+        if let client { return client }
+        let made = HTTPClient(loop: .main)
+        client = made
+        return made
+    }
+}
+
+/// An upload to a tus 1.0 server (`http(s)://…/files/`), https://tus.io/protocols/resumable-upload.
+///
+/// For each file in order: `OPTIONS` once per run (size limit, checksum algorithms), `POST` to create the upload
+/// (or, when the checkpoint has one, `HEAD` to learn the server's offset), then one `PATCH` per chunk
+/// (`chunk_size` bytes read and hashed on the thread pool), each with `Upload-Checksum` when the server offers the
+/// checksum extension. The checkpoint is saved before each `PATCH` (the range about to be sent) and after it (the
+/// offset the server confirmed), so a resume after a crash, a timeout, a reclaim or a dropped connection starts
+/// from the server's offset and counts what had to be sent again in `bytes_resent`.
+///
+/// The resume and error policy is `TusUpload`'s: 409 → `HEAD` and continue; 404/410 → a new upload, once, then
+/// `gone`; 460 → the chunk again (3 times); 413 or above `Tus-Max-Size` → `too_large` before sending anything;
+/// 401/403 → `unauthorized`; 5xx, 423, 429, resets, DNS, TLS and stalls → backoff with jitter, 5 times, then the job
+/// stops itself with reason `timeout` (so it goes to `needs_retry`, keeps the upload and retries later). An upload
+/// whose `Upload-Expires` has passed is not resumed: a new one is created.
+///
+/// Progress: confirmed bytes plus the bytes of the current `PATCH` already sent. The SHA-256 in the result is of
+/// the source's bytes, hashed in order as they are read; on resume the prefix the server already has is re-hashed
+/// from the source.
+@LoopActor
+struct TusUploadRun {
+    let params: UploadJob.Params
+    let names: [String]
+    let endpoint: String
+
+    /// Most progress reports per second from the send callback (curl reports every few KiB).
+    static let progressInterval = 0.02
+
+    /// Submit-time checks: header lines well-formed, names, sources (`DirectoryIO.sourceIdentities`), a readable
+    /// CA bundle. Off the loop thread. The server is not contacted.
+    /// - Throws: `JobError` `invalid_params`, `bad_name`, `source_missing`, `source_not_regular`,
+    ///   `source_unreadable`.
+    static func validate(_ params: UploadJob.Params) async throws(JobError) {
+        _ = try params.headerFields()
+        for file in params.files { _ = try UploadNames.name(ofSource: file) }
+        let files = params.files
+        let caBundle = params.caBundle
+        let outcome = await Task.detached {
+            Result { () throws(JobError) in
+                _ = try DirectoryIO.sourceIdentities(files: files, indices: files.indices)
+                if let caBundle {
+                    guard caBundle.hasPrefix("/"), case .success(let (_, mode)) = DirectoryIO.status(caBundle),
+                        DirectoryIO.isRegular(mode), access(caBundle, R_OK) == 0
+                    else {
+                        throw JobError(
+                            code: "invalid_params",
+                            message: "CA bundle \(caBundle) is not a readable file; give a PEM file (--ca-bundle)")
+                    }
+                }
+            }
+        }.value
+        try outcome.get()
+    }
+
+    /// A client for this upload's endpoint with its headers, CA bundle and rate limit.
+    static func client(
+        for params: UploadJob.Params, endpoint: String, requestTimeoutMilliseconds: Int = 30_000
+    ) throws(JobError) -> TusClient {
+        var headers = HTTPHeaders()
+        for field in try params.headerFields() { headers.add(name: field.name, value: field.value) }
+        let options = TusClient.Options(
+            headers: headers, caBundlePath: params.caBundle, maxSendBytesPerSecond: params.maxRate,
+            requestTimeoutMilliseconds: requestTimeoutMilliseconds)
+        return TusClient(http: TusTransport.shared, endpoint: endpoint, options: options)
+    }
+
+    /// Runs (or resumes) the upload; see the type's documentation.
+    func run(in job: JobContext) async throws -> JSONValue {
+        let files = params.files
+        var checkpoint: UploadCheckpoint
+        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+            try saved.check(fileCount: files.count)
+            checkpoint = saved
+            let remaining = saved.fileIndex..<files.count
+            let now = try await job.runOnPool { try DirectoryIO.sourceIdentities(files: files, indices: remaining) }
+            for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {
+                throw PartFile.changed(files[index], expected: saved.sources[index], now: identity)
+            }
+        } else {
+            let identities = try await job.runOnPool {
+                try DirectoryIO.sourceIdentities(files: files, indices: files.indices)
+            }
+            checkpoint = UploadCheckpoint(sources: identities)
+            try job.saveCheckpoint(checkpoint)
+        }
+
+        let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
+        for (index, file) in checkpoint.finished.enumerated() { progress.upload.set(index, file.bytes) }
+        let client = try Self.client(for: params, endpoint: endpoint)
+        var info: TusServerInfo?
+        while checkpoint.fileIndex < files.count {
+            try job.checkCancellation()
+            try await upload(checkpoint.fileIndex, checkpoint: &checkpoint, info: &info, client: client, progress: progress, in: job)
+        }
+        progress.report(current: nil)
+        return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
+    }
+
+    /// Uploads file `index`, driving a `TusUpload` state machine with `client`, then advances the checkpoint.
+    private func upload(
+        _ index: Int, checkpoint: inout UploadCheckpoint, info: inout TusServerInfo?, client: TusClient,
+        progress: TusProgress, in job: JobContext
+    ) async throws {
+        let name = names[index]
+        let path = params.files[index]
+        let identity = checkpoint.sources[index]
+        let source = try await job.runOnPool { try TusSource.open(path, expected: identity) }
+
+        var url = checkpoint.uploadURL
+        if let existing = url, let expires = checkpoint.uploadExpires, let at = HTTPDate.parse(expires),
+            Double(at) <= Timestamp.now()
+        {
+            job.log(.info, "\(name): the upload \(existing) expired at \(expires); creating a new one")
+            url = nil
+            checkpoint.uploadExpires = nil
+        }
+        var machine = TusUpload(
+            length: identity.size, chunkSize: Int(params.chunkSize), url: url, sentThrough: checkpoint.sentThrough ?? 0)
+        let resentBefore = (all: checkpoint.bytesResent, file: checkpoint.fileBytesResent)
+        func record(_ machine: TusUpload, into checkpoint: inout UploadCheckpoint) {
+            checkpoint.uploadURL = machine.url
+            checkpoint.offset = machine.confirmedOffset
+            checkpoint.sentThrough = machine.sentThrough
+            checkpoint.uploadExpires = machine.expires ?? checkpoint.uploadExpires
+            checkpoint.bytesResent = resentBefore.all + machine.bytesResent
+            checkpoint.fileBytesResent = resentBefore.file + machine.bytesResent
+        }
+
+        progress.upload.set(index, checkpoint.offset)
+        progress.report(current: name)
+        var action = info.map { machine.discovered($0) } ?? machine.start()
+        while true {
+            try job.checkCancellation()
+            do {
+                switch action {
+                case .discover:
+                    let found = try await client.discover()
+                    info = found
+                    if let max = found.maxSize {
+                        for later in index..<params.files.count where checkpoint.sources[later].size > max {
+                            throw JobError(
+                                code: "too_large",
+                                message: "\(names[later]) (\(checkpoint.sources[later].size) bytes) exceeds the "
+                                    + "server's Tus-Max-Size of \(max) bytes; nothing was sent")
+                        }
+                    }
+                    action = machine.discovered(found)
+
+                case .create(let length):
+                    let created = try await client.create(
+                        length: length, metadata: [("filename", name), ("filetype", Self.mediaType(of: name))])
+                    action = machine.created(url: created.url)
+                    record(machine, into: &checkpoint)
+                    checkpoint.uploadExpires = created.expires
+                    try job.saveCheckpoint(checkpoint)
+                    job.log(.info, "\(name): created upload \(created.url)")
+
+                case .queryOffset(let url):
+                    let status = try await client.status(of: url)
+                    action = machine.offsetReported(status)
+                    record(machine, into: &checkpoint)
+                    try job.saveCheckpoint(checkpoint)
+                    progress.upload.set(index, machine.confirmedOffset)
+                    progress.report(current: name)
+                    job.log(
+                        .info,
+                        "\(name): the server has \(status.offset) of \(identity.size) bytes; continuing from there")
+
+                case .send(let url, let offset, let length):
+                    // Bytes the server had before this run read anything: hash them from the source first.
+                    while source.hashedThrough < offset {
+                        try job.checkCancellation()
+                        _ = try await job.runOnPool { try source.hash(through: offset) }
+                    }
+                    let chunk = try await job.runOnPool { try source.read(at: offset, count: length) }
+                    record(machine, into: &checkpoint)
+                    try job.saveCheckpoint(checkpoint)
+                    let status = try await client.upload(
+                        chunk, to: url, at: offset, checksum: info?.checksumAlgorithm,
+                        onSendProgress: { sent in progress.sending(index, from: offset, sent: sent, current: name) })
+                    action = machine.chunkAccepted(status)
+                    record(machine, into: &checkpoint)
+                    progress.upload.set(index, machine.confirmedOffset)
+                    try job.saveCheckpoint(checkpoint)
+                    progress.report(current: name)
+
+                case .wait(let milliseconds):
+                    job.log(.info, "\(name): retrying in \(milliseconds) ms")
+                    try await job.sleep(seconds: Double(milliseconds) / 1000)
+                    action = machine.backoffElapsed()
+
+                case .succeed(let url, let bytes, _):
+                    while source.hashedThrough < bytes {
+                        try job.checkCancellation()
+                        _ = try await job.runOnPool { try source.hash(through: bytes) }
+                    }
+                    try await job.runOnPool { try source.checkUnchanged() }
+                    record(machine, into: &checkpoint)
+                    let file = UploadedFile(
+                        name: name, path: url, bytes: bytes, sha256: source.hash.hexDigest,
+                        bytesResent: checkpoint.fileBytesResent, url: url)
+                    checkpoint.finished.append(file)
+                    checkpoint.fileIndex = index + 1
+                    checkpoint.offset = 0
+                    checkpoint.fileBytesResent = 0
+                    checkpoint.uploadURL = nil
+                    checkpoint.uploadExpires = nil
+                    checkpoint.sentThrough = nil
+                    progress.upload.set(index, bytes)
+                    try job.saveCheckpoint(checkpoint)
+                    return
+
+                case .fail(let error):
+                    throw Self.jobError(error, name: name, retryable: false)
+
+                case .giveUp(let error):
+                    if error.code == .retryable {
+                        throw job.stopSelf(
+                            .timeout,
+                            detail: "\(name): the server failed \(machine.policy.maxRetries + 1) times in a row "
+                                + "(last: \(error)); the upload is kept for the next attempt")
+                    }
+                    throw Self.jobError(error, name: name, retryable: true)
+                }
+            } catch let error as TusError {
+                progress.upload.set(index, machine.confirmedOffset)
+                if error.code == .cancelled {
+                    try job.checkCancellation()
+                }
+                job.log(.warning, "\(name): \(error)")
+                action = machine.failed(
+                    error.code == .cancelled ? TusError(code: .retryable, message: error.message) : error)
+            }
+        }
+    }
+
+    /// The job error for a tus failure: the tus code as the job's stable code.
+    static func jobError(_ error: TusError, name: String, retryable: Bool) -> JobError {
+        let advice: String
+        switch error.code {
+        case .tooLarge: advice = "the server refuses a file this large"
+        case .unauthorized: advice = "check the credentials given with --header"
+        case .gone: advice = "the server lost the upload again after it was created anew"
+        case .checksumMismatch: advice = "the data was corrupted on the way several times in a row"
+        case .offsetMismatch: advice = "the server's offset kept disagreeing"
+        default: advice = "the server's answer does not follow the tus protocol"
+        }
+        return JobError(code: error.code.description, message: "\(name): \(error.message) — \(advice)", retryable: retryable)
+    }
+
+    /// `Upload-Metadata` `filetype` from the name's extension.
+    static func mediaType(of name: String) -> String {
+        let ext = name.split(separator: ".").last.map { $0.lowercased() } ?? ""
+        switch ext {
+        case "jpg", "jpeg": return "image/jpeg"
+        case "png": return "image/png"
+        case "heic": return "image/heic"
+        case "gif": return "image/gif"
+        case "tif", "tiff": return "image/tiff"
+        case "mp4": return "video/mp4"
+        case "mov": return "video/quicktime"
+        default: return "application/octet-stream"
+        }
+    }
+
+    /// After `user_stop`: deletes the current file's unfinished upload on the server (`DELETE`, termination),
+    /// from a task of its own so it is not cut short by the stop that led here. Files already complete stay.
+    static func terminate(params: UploadJob.Params, endpoint: String, in job: JobContext) async {
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let url = checkpoint.uploadURL
+        else { return }
+        await Task { @LoopActor in
+            do {
+                let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
+                try await client.terminate(url)
+                job.log(.info, "deleted the unfinished upload \(url) on the server")
+            } catch {
+                job.log(.warning, "could not delete the unfinished upload \(url): \(error)")
+            }
+        }.value
+    }
+}
+
+/// Byte progress of a tus upload, reported from the loop: confirmed bytes plus those of the `PATCH` in flight.
+@LoopActor
+final class TusProgress {
+    let job: JobContext
+    var upload: UploadProgress
+    private var lastReport = 0.0
+
+    init(job: JobContext, names: [String], sizes: [Int64]) {
+        self.job = job
+        upload = UploadProgress(names: names, sizes: sizes)
+    }
+
+    /// Reports the current numbers.
+    func report(current: String?) {
+        lastReport = Timestamp.monotonic()
+        job.reportProgress(completed: upload.completed, total: upload.total, current: current, items: upload.items)
+    }
+
+    /// The `PATCH` of file `index` starting at `offset` has sent `sent` bytes: reports at most every
+    /// `TusUploadRun.progressInterval` seconds.
+    func sending(_ index: Int, from offset: Int64, sent: Int64, current: String) {
+        let now = Timestamp.monotonic()
+        guard now - lastReport >= TusUploadRun.progressInterval else { return }
+        upload.set(index, offset + sent)
+        report(current: current)
+    }
+}

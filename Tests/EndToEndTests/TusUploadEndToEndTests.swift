@@ -1,0 +1,219 @@
+import Foundation
+import Testing
+import TrailbookCLI
+import TrailbookEngine
+
+/// The upload job to a real tus server (tuspyserver, through the fault-injecting proxy), driven through the real
+/// daemon and CLI. Needs `Tests/Support/tus-server/setup.sh` to have run once; fails with that advice otherwise.
+@Suite(.serialized)
+struct TusUploadEndToEndTests {
+    func submit(_ daemon: DaemonHarness, _ arguments: [String]) throws -> String {
+        let result = try daemon.cli(["submit", "upload"] + arguments)
+        guard result.status == 0 else { throw HarnessError("submit failed (\(result.status)): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func patches(_ servers: TusServers) throws -> [JSONValue] {
+        try servers.requests().filter { $0["method"]?.stringValue == "PATCH" }
+    }
+
+    @Test func a256MiBFileArrivesWithTheSameSHA256InChunksOfTheGivenSize() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let size = 256 << 20
+        let chunk = 16 << 20
+        let expected = try UploadEndToEndTests.randomFile(work.file("big.bin"), bytes: size)
+        let result = try daemon.cli([
+            "submit", "upload", work.file("big.bin"), "--to", servers.endpoint, "--chunk-size", "16MiB", "--wait",
+            "--json",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let job = try JSONCoding.decode(JSONValue.self, from: Array(result.stdout.utf8))
+        #expect(job["state"]?.stringValue == "succeeded")
+        let url = try #require(job["result"]?["url"]?.stringValue)
+        #expect(url.hasPrefix(servers.endpoint))
+        #expect(job["result"]?["files"]?.arrayValue?.first?["url"]?.stringValue == url)
+        #expect(job["result"]?["bytes"]?.intValue == Int64(size))
+        #expect(job["result"]?["sha256"]?.stringValue == expected)
+        #expect(job["result"]?["bytes_resent"]?.intValue == 0)
+        #expect(job["progress"]?["completed"]?.intValue == Int64(size))
+        #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected, "the server's copy")
+        let sizes = try patches(servers).compactMap { $0["headers"]?["content-length"]?.stringValue.flatMap(Int.init) }
+        #expect(sizes == Array(repeating: chunk, count: size / chunk), "one PATCH of --chunk-size per chunk")
+        #expect(try servers.methods().filter { $0 == "POST" }.count == 1)
+    }
+
+    @Test func kill9HalfWayThenRestartResumesFromTheServersOffset() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let size = 64 << 20
+        let chunk = 4 << 20
+        let expected = try UploadEndToEndTests.randomFile(work.file("photo.bin"), bytes: size)
+        let id = try submit(daemon, [
+            work.file("photo.bin"), "--to", servers.endpoint, "--max-rate", "16MiB", "--chunk-size", "4MiB",
+        ])
+        try daemon.waitFor(id, timeout: 20, "half way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= Int64(size / 2) }
+        try daemon.crash()
+        let before = try servers.methods().count
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        let resent = try #require(done["result"]?["bytes_resent"]?.intValue)
+        #expect(resent <= Int64(chunk), "re-sent \(resent) bytes, more than one chunk")
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        let url = try #require(done["result"]?["url"]?.stringValue)
+        #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected)
+        let after = Array(try servers.methods().dropFirst(before))
+        #expect(after.prefix(2) == ["OPTIONS", "HEAD"], "resumed by asking the server's offset: \(after)")
+        #expect(!after.contains("POST"), "the same upload was continued")
+    }
+
+    @Test func cancelMidPatchDeletesTheUploadOnTheServerAtOnce() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("a.bin"), bytes: 64 << 20)
+        let id = try submit(daemon, [
+            work.file("a.bin"), "--to", servers.endpoint, "--max-rate", "4MiB", "--chunk-size", "32MiB",
+        ])
+        // Mid-PATCH: in-flight bytes show in the progress long before the 32 MiB chunk ends.
+        try daemon.waitFor(id, "bytes in flight") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
+        let url = try #require(try servers.requests().first { $0["method"]?.stringValue == "PATCH" }?["path"]?.stringValue)
+        let fullURL = "http://127.0.0.1:\(servers.proxy.port)\(url)"
+        let started = Date()
+        let job = try daemon.job(["op": "cancel", "job": .string(id)])
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(job["state"]?.stringValue == "cancelled")
+        #expect(job["cancellation"]?["reason"]?.stringValue == "user_stop")
+        // 100 ms plus one round trip (the DELETE) on a loopback server: 150 ms is generous.
+        #expect(elapsed < 0.15, "cancel took \(elapsed) s")
+        #expect([404, 410].contains(try servers.headStatus(fullURL)), "the server no longer has the upload")
+        let methods = try servers.methods()
+        #expect(methods.last == "DELETE", "\(methods)")
+        #expect(!FileManager.default.fileExists(atPath: servers.storedPath(fullURL)))
+    }
+
+    @Test func sigtermRequeuesAndTheUploadResumesAfterRestart() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("t.bin"), bytes: 32 << 20)
+        let id = try submit(daemon, [
+            work.file("t.bin"), "--to", servers.endpoint, "--max-rate", "16MiB", "--chunk-size", "2MiB",
+        ])
+        try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 8 << 20 }
+        let (status, seconds) = try daemon.stop(signal: SIGTERM)
+        #expect(status == 0)
+        #expect(seconds < 2)
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        #expect(done["cancellation"]?["reason"]?.stringValue == "resource_reclaim")
+        #expect((done["result"]?["bytes_resent"]?.intValue ?? .max) <= 2 << 20)
+        let url = try #require(done["result"]?["url"]?.stringValue)
+        #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected)
+        #expect(try servers.methods().filter { $0 == "POST" }.count == 1, "kept on the server and resumed")
+    }
+
+    // MARK: error kinds, each provoked through the proxy
+
+    /// Uploads a 6 MiB file in 1 MiB chunks with the proxy armed with `faults`; returns the job once in `state`,
+    /// with the source's directory and the daemon (both kept alive by the caller while it needs them).
+    func upload(
+        _ servers: TusServers, faults: [String], arguments: [String] = [], until state: String = "succeeded",
+        timeout: Double = 30
+    ) throws -> (job: JSONValue, work: TemporaryDirectory, daemon: DaemonHarness) {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("e.bin"), bytes: 6 << 20)
+        for fault in faults { try servers.arm(fault) }
+        let id = try submit(daemon, [work.file("e.bin"), "--to", servers.endpoint, "--chunk-size", "1MiB"] + arguments)
+        let job = try daemon.waitForState(id, state, timeout: timeout)
+        if state == "succeeded", let url = job["result"]?["url"]?.stringValue {
+            #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected)
+            #expect(job["result"]?["sha256"]?.stringValue == expected)
+        }
+        return (job, work, daemon)
+    }
+
+    @Test func a409IsFollowedByHeadAndTheUploadContinues() throws {
+        let servers = try TusServers()
+        _ = try upload(servers, faults: ["status?code=409&count=1&method=PATCH"])
+        let methods = try servers.methods()
+        let conflict = try #require(methods.firstIndex(of: "PATCH"))
+        #expect(methods[conflict + 1] == "HEAD", "\(methods)")
+    }
+
+    @Test func aLostUploadIsCreatedAgainOnceThenFailsWithGone() throws {
+        let servers = try TusServers()
+        let (job, _, _) = try upload(servers, faults: ["status?code=404&count=1&method=PATCH"])
+        #expect(try servers.methods().filter { $0 == "POST" }.count == 2, "created again after 404")
+        #expect((job["result"]?["bytes_resent"]?.intValue ?? 0) >= 0)
+
+        let again = try TusServers()
+        let (failed, _, _) = try upload(again, faults: ["status?code=410&count=2&method=PATCH"], until: "failed")
+        #expect(failed["error"]?["code"]?.stringValue == "gone")
+        #expect(try again.methods().filter { $0 == "POST" }.count == 2, "one new upload, not a loop")
+    }
+
+    @Test func aChecksumMismatchResendsTheChunk() throws {
+        let servers = try TusServers()
+        let (job, _, _) = try upload(servers, faults: ["checksum?on=1", "corrupt?count=1"])
+        #expect(job["result"]?["bytes_resent"]?.intValue == 1 << 20, "the corrupted chunk was sent again")
+        let patches = try patches(servers)
+        #expect(patches.allSatisfy { ($0["headers"]?["upload-checksum"]?.stringValue ?? "").hasPrefix("sha256 ") })
+    }
+
+    @Test func tooLargeFailsBeforeSendingAnything() throws {
+        let servers = try TusServers(maxSize: 1 << 20)
+        let (job, _, _) = try upload(servers, faults: [], until: "failed")
+        #expect(job["error"]?["code"]?.stringValue == "too_large")
+        #expect(try servers.methods() == ["OPTIONS"], "nothing but OPTIONS was sent")
+
+        let again = try TusServers()
+        let (refused, _, _) = try upload(again, faults: ["status?code=413&count=1&method=POST"], until: "failed")
+        #expect(refused["error"]?["code"]?.stringValue == "too_large")
+        #expect(!(try again.methods().contains("PATCH")))
+    }
+
+    @Test func unauthorizedFailsAtOnceAndHeaderValuesAreNeverShown() throws {
+        let servers = try TusServers(token: "s3cret-token")
+        let (job, _, daemon) = try upload(
+            servers, faults: [], arguments: ["--header", "Authorization: Bearer wrong-token"], until: "failed")
+        #expect(job["error"]?["code"]?.stringValue == "unauthorized")
+        #expect(job["attempt"]?.intValue == 1)
+        #expect(try servers.methods() == ["OPTIONS"], "no retry storm")
+
+        let (ok, _, okDaemon) = try upload(servers, faults: [], arguments: ["--header", "Authorization: Bearer s3cret-token"])
+        #expect(ok["params"]?["headers"]?.arrayValue?.first?.stringValue == "Authorization: <redacted>")
+        let id = try #require(ok["id"]?.stringValue)
+        let shown = try okDaemon.cli(["show", id, "--json"])
+        #expect(!shown.stdout.contains("s3cret-token"))
+        #expect(!okDaemon.log().contains("s3cret-token") && !daemon.log().contains("wrong-token"))
+    }
+
+    @Test func aDroppedConnectionResumesFromTheServersOffset() throws {
+        let servers = try TusServers()
+        let (job, _, _) = try upload(servers, faults: ["drop?after=300000&count=1"])
+        let resent = try #require(job["result"]?["bytes_resent"]?.intValue)
+        #expect(resent > 0 && resent <= 1 << 20, "\(resent)")
+        let methods = try servers.methods()
+        let drop = try #require(methods.firstIndex(of: "PATCH"))
+        #expect(methods[drop + 1] == "HEAD", "\(methods)")
+    }
+
+    @Test func serverErrorsAreRetriedWithBackoffThenNeedsRetryWithTimeoutThenResume() throws {
+        let servers = try TusServers()
+        let (job, work, daemon) = try upload(
+            servers, faults: ["status?code=503&count=1000&method=PATCH"], until: "needs_retry", timeout: 40)
+        defer { withExtendedLifetime(work) {} }
+        #expect(job["cancellation"]?["reason"]?.stringValue == "timeout")
+        let patches = try servers.methods().filter { $0 == "PATCH" }.count
+        #expect(patches >= 1 && patches <= 6, "bounded retries: \(patches) PATCHes")
+        try servers.arm("reset")
+        let id = try #require(job["id"]?.stringValue)
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        #expect(done["attempt"]?.intValue == 2)
+        #expect(try servers.methods().filter { $0 == "POST" }.count == 1, "the upload was kept and resumed")
+    }
+}
