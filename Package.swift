@@ -62,6 +62,7 @@ let package = Package(
             name: "PhotoLibraryTests",
             dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]
         ),
-        .testTarget(name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto"]),
+        .testTarget(
+            name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto", "LoopTestSupport"]),
     ]
 )

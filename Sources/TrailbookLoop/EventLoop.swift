@@ -41,7 +41,8 @@ public final class EventLoop: @unchecked Sendable {
     ///
     /// Afterwards the loop is closed (`uv_loop_close`) and may not be used again.
     public func run() {
-        thread.store(UInt(pthread_self()), ordering: .releasing)
+        let (exchanged, _) = thread.compareExchange(expected: 0, desired: UInt(pthread_self()), ordering: .acquiringAndReleasing)
+        precondition(exchanged, "EventLoop.run() called twice: a loop belongs to one thread")
         drainInbox()
         uv_run(raw, UV_RUN_DEFAULT)
         // Close callbacks of handles closed in the last iteration, and work queued while stopping.

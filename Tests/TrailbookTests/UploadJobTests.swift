@@ -2,18 +2,15 @@ import Foundation
 import Testing
 
 @testable import TrailbookEngine
+import LoopTestSupport
 import TrailbookLoop
 @testable import UploadJob
 
 // MARK: - Harness: the daemon's loop on a thread, and a job host that keeps the checkpoint in memory.
 
-/// Runs `EventLoop.main` (the loop `LoopActor` is pinned to) on a background thread, once per test process.
+/// The main loop on its thread, shared with every other test target in the process.
 enum TestEventLoop {
-    static let started: Void = {
-        let thread = Thread { EventLoop.main.run() }
-        thread.name = "test-event-loop"
-        thread.start()
-    }()
+    static var started: Void { MainLoopThread.started }
 }
 
 /// Runs `body` on the loop actor, starting the loop first.

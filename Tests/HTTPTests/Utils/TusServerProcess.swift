@@ -1,16 +1,12 @@
 import Foundation
 import Testing
 import TrailbookHTTP
+import LoopTestSupport
 import TrailbookLoop
 
-/// Runs `EventLoop.main` on a dedicated thread for the whole test process (it never stops: `run()` returns only
-/// after `stop()`, and the loop is shared by every suite).
+/// The main loop on its thread, shared with every other test target in the process.
 enum TestLoop {
-    static let started: Void = {
-        let thread = Thread { EventLoop.main.run() }
-        thread.name = "uv-loop"
-        thread.start()
-    }()
+    static var started: Void { MainLoopThread.started }
 }
 
 /// The package root, found from this file's path.
