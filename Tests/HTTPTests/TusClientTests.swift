@@ -212,27 +212,4 @@ struct TusClientTests {
             #expect(steps < 50)
         }
     }
-
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["TUS_BENCH"] != nil))
-    func throughputOf64MiBOverLoopback() async throws {
-        try await withTusServer { server, http in
-            let tus = TusClient(http: http, endpoint: server.endpoint)
-            let size = 64 << 20
-            let chunkSize = 8 << 20
-            let file = testBytes(count: size)
-            let clock = ContinuousClock()
-            let started = clock.now
-            let created = try await tus.create(length: Int64(size), metadata: Self.metadata)
-            var offset = 0
-            while offset < size {
-                let chunk = Array(file[offset..<min(size, offset + chunkSize)])
-                offset = Int(try await tus.upload(chunk, to: created.url, at: Int64(offset)).offset)
-            }
-            let elapsed = clock.now - started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            print("64 MiB to tuspyserver in \(elapsed): \(Double(size) / seconds / 1_048_576) MiB/s")
-            #expect(TusChecksumAlgorithm.sha256.digest(server.storedBytes(of: created.url) ?? []) ==
-                TusChecksumAlgorithm.sha256.digest(file))
-        }
-    }
 }
