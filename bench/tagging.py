@@ -21,7 +21,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL_PHOTOS = "/work/shared/photos"
+REAL_PHOTOS = next((p for p in (os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared", "photos"), "/work/shared/photos") if os.path.isdir(p)), "/work/shared/photos")
 
 
 class Daemon:

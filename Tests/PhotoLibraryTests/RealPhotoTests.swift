@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import PhotoLibrary
@@ -9,7 +10,13 @@ import Glibc
 /// Real camera JPEGs from ../shared/photos (read in place, never copied). Expectations were written by hand from
 /// `exiftool -n -Make -Model -Orientation -GPSLatitude -GPSLongitude -ImageWidth -ImageHeight -DateTimeOriginal`.
 struct RealPhotoTests {
-    static let folder = "/work/shared/photos"
+    /// `../shared/photos` beside this checkout (as laid out for developers and CI), else `/work/shared/photos`.
+    static let folder: String = {
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { root.deleteLastPathComponent() }  // RealPhotoTests.swift, PhotoLibraryTests, Tests
+        let beside = root.deletingLastPathComponent().appendingPathComponent("shared/photos").path
+        return FileManager.default.fileExists(atPath: beside) ? beside : "/work/shared/photos"
+    }()
     static let available = access(folder + "/SOURCES.md", R_OK) == 0
 
     struct Expected: Sendable, CustomTestStringConvertible {
@@ -50,7 +57,7 @@ struct RealPhotoTests {
         .init(file: "pil_pil_sample_cmyk.jpg", orientation: 1, width: 100, height: 100, aspect: .square),
     ]
 
-    @Test(.enabled(if: available, "skipped: /work/shared/photos is missing (real camera JPEGs, see issue 5)"),
+    @Test(.enabled(if: available, "skipped: ../shared/photos is missing (real camera JPEGs, see issue 5)"),
           arguments: expectations)
     func matchesExiftool(_ e: Expected) throws {
         let inspection = try PhotoInspection(path: Self.folder + "/" + e.file)
@@ -73,7 +80,7 @@ struct RealPhotoTests {
         #expect(pixels.aspect == e.aspect)
     }
 
-    @Test(.enabled(if: available, "skipped: /work/shared/photos is missing"))
+    @Test(.enabled(if: available, "skipped: ../shared/photos is missing"))
     func awkwardFilesFailCleanly() throws {
         let truncated = try PhotoInspection(path: Self.folder + "/pil_truncated_jpeg.jpg")
         #expect(truncated.pixels == nil)
@@ -86,7 +93,7 @@ struct RealPhotoTests {
         #expect(odd.pixels != nil || odd.pixelError != nil)
     }
 
-    @Test(.enabled(if: available, "skipped: /work/shared/photos is missing"))
+    @Test(.enabled(if: available, "skipped: ../shared/photos is missing"))
     func scanAndThroughput() throws {
         let files = Array(PhotoScan(root: Self.folder))
         #expect(files.count == 12)

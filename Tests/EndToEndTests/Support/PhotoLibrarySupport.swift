@@ -6,16 +6,26 @@ import TrailbookSQLite
 
 /// Photo-library helpers for the end-to-end tests: a synthetic library made with direct SQL, process lookups.
 enum PhotoTestSupport {
-    /// The real camera JPEGs of this machine layout (read-only, used in place, never copied).
-    static let realPhotos = "/work/shared/photos"
+    /// The shared folder beside this checkout (`../shared`, as laid out for developers and CI), else
+    /// `/work/shared`, else `$TRAILBOOK_SHARED`.
+    static let shared: String = {
+        if let path = ProcessInfo.processInfo.environment["TRAILBOOK_SHARED"] { return path }
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { root.deleteLastPathComponent() }  // Support, EndToEndTests, Tests, package root
+        let beside = root.deletingLastPathComponent().appendingPathComponent("shared").path
+        return FileManager.default.fileExists(atPath: beside) ? beside : "/work/shared"
+    }()
 
-    /// The real photo folder; `nil` (skip) when not on this machine layout, a failure when the layout is there
-    /// but the photos are missing.
+    /// The real camera JPEGs (read-only, used in place, never copied).
+    static let realPhotos = shared + "/photos"
+
+    /// The real photo folder; `nil` (skip) when there is no shared folder at all, a failure when it is there but
+    /// the photos are missing.
     static func realPhotoDirectory() throws -> String? {
         if FileManager.default.fileExists(atPath: realPhotos + "/SOURCES.md") { return realPhotos }
-        if FileManager.default.fileExists(atPath: "/work/shared") {
+        if FileManager.default.fileExists(atPath: shared) {
             throw HarnessError(
-                "/work/shared exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here"
+                "\(shared) exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here"
             )
         }
         return nil
