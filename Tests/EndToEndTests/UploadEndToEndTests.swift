@@ -138,6 +138,13 @@ struct UploadEndToEndTests {
         let watched = try daemon.cli(["submit", "upload", work.file("w.bin"), "--to", work.file("out"), "--watch"])
         #expect(watched.status == 0, "\(watched.stderr)")
         #expect(watched.stdout.contains("succeeded"))
+        // A job that ends failed (here: past its deadline on its only attempt) makes --wait exit 1.
+        let failed = try daemon.cli([
+            "submit", "upload", work.file("w.bin"), "--to", work.file("out"), "--max-rate", "64KiB", "--timeout", "300ms",
+            "--max-attempts", "1", "--wait",
+        ])
+        #expect(failed.status == 1, "\(failed.stdout) \(failed.stderr)")
+        #expect(failed.stdout.contains("failed"))
     }
 
     /// Sources and destinations that cannot work: refused at submit with a clear code (exit 2), nothing queued.

@@ -67,6 +67,25 @@ struct WatchTerminalTests {
         #expect(try harness.paneFlags() == "cursor=1 alternate=0")
     }
 
+    /// `submit upload … --watch` on a terminal: the screen follows the new upload to its end and the command
+    /// exits with the job's exit code.
+    @Test func submitWatchFollowsAnUploadAndExitsWithItsCode() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let source = harness.home + "/clip.mov"
+        let destination = harness.home + "/out"
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        try Data((0..<(6 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: URL(fileURLWithPath: source))
+        try harness.startPane("submit upload '\(source)' --to '\(destination)' --max-rate 3MiB --chunk-size 1MiB --watch")
+        let live = try harness.waitForScreen("the upload's row") { $0.contains("upload") && $0.contains("clip.mov") && $0.contains("█") }
+        #expect(live.contains("MiB"))
+        let done = try harness.waitForScreen("exit", timeout: 20) { $0.contains("WATCH-EXIT=") }
+        #expect(done.contains("WATCH-EXIT=0"), "screen: \(done)")
+        #expect(done.contains("succeeded"))
+        #expect(try harness.paneFlags() == "cursor=1 alternate=0")
+        #expect(FileManager.default.fileExists(atPath: destination + "/clip.mov"))
+    }
+
     @Test func plainLinesWhenNotATerminal() throws {
         let harness = try WatchHarness()
         defer { harness.stop() }
