@@ -35,8 +35,18 @@ public enum CLI {
     public static func run(_ arguments: [String]) -> Int32 {
         setvbuf(stdout, nil, _IOLBF, 0)
         let environment = Self.environment()
+        var resolved: CommandSpec?
+        if arguments == ["--version"] {
+            print("trailbook-jobs \(Self.version)")
+            return ExitCode.success
+        }
+        if let help = groupHelp(arguments) {
+            print(help)
+            return ExitCode.success
+        }
         do {
             let (spec, rest) = try ArgumentParser.command(for: arguments, in: Commands.all)
+            resolved = spec
             let parsed = try ArgumentParser.parse(rest, for: spec)
             if parsed.wantsHelp || spec.path.isEmpty {
                 print(spec.path.isEmpty ? Commands.overview : spec.helpText)
@@ -46,7 +56,11 @@ public enum CLI {
             return try Commands.handler(for: spec.path)(context)
         } catch let error as UsageError {
             printError(error.message)
-            if !error.message.contains("\n") { printError("Run 'trailbook-jobs --help' for the commands.") }
+            if let spec = resolved, !spec.path.isEmpty {
+                printError("Run 'trailbook-jobs \(spec.path.joined(separator: " ")) --help' for its options.")
+            } else if !error.message.contains("\n") {
+                printError("Run 'trailbook-jobs --help' for the commands.")
+            }
             return ExitCode.usage
         } catch let error as ClientError {
             printError(error.message)
@@ -58,6 +72,20 @@ public enum CLI {
             printError("\(error)")
             return ExitCode.jobFailed
         }
+    }
+
+    /// The version `--version` prints and the daemon reports in `ping`.
+    public static let version = "0.1.0"
+
+    /// `trailbook-jobs submit --help` and the like: the subcommands of a command group, or `nil`.
+    static func groupHelp(_ arguments: [String]) -> String? {
+        guard arguments.count == 2, ["--help", "-h"].contains(arguments[1]) else { return nil }
+        let group = arguments[0]
+        guard !Commands.all.contains(where: { $0.path == [group] }) else { return nil }
+        let members = Commands.all.filter { $0.path.count > 1 && $0.path[0] == group && !$0.summary.contains("internal") }
+        guard !members.isEmpty else { return nil }
+        return "Usage: trailbook-jobs \(group) SUBCOMMAND [options]\n\n" + ArgumentParser.commandList(members)
+            + "\nRun 'trailbook-jobs \(group) SUBCOMMAND --help' for a subcommand's options."
     }
 
     static func environment() -> [String: String] {

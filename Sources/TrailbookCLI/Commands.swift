@@ -9,11 +9,11 @@ import UploadJob
 
 /// The command table: every command's spec and its handler.
 enum Commands {
-    static let json = OptionSpec("json", help: "print JSON (one object, or one per line for watch)")
+    static let json = OptionSpec("json", help: "print JSON instead of text")
     static let socket = OptionSpec("socket", .value(placeholder: "PATH"), help: "the daemon's socket (default $TRAILBOOK_JOBS_HOME/daemon.sock)")
     static let submitCommon: [OptionSpec] = [
         OptionSpec("priority", .value(placeholder: "N"), help: "higher runs first; may preempt lower (default 0)"),
-        OptionSpec("timeout", .value(placeholder: "DUR"), help: "deadline of one attempt, e.g. 30m (default 1h for uploads)"),
+        OptionSpec("timeout", .value(placeholder: "DUR"), help: "deadline of one attempt, e.g. 30m (default 1h: uploads and tagging are long-running)"),
         OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "stop with reason timeout after no progress for DUR (default 60s)"),
         OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
@@ -45,9 +45,9 @@ enum Commands {
             positionals: [PositionalSpec(name: "FILE", min: 1, max: nil, help: "files to upload")],
             options: [
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), or an http(s):// tus endpoint"),
-                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes per checkpoint (per PATCH for tus), e.g. 8MiB (default)"),
+                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
-                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus: an HTTP header for every request, e.g. 'Authorization: Bearer …' (values are never shown)"),
+                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
                 OptionSpec("ca-bundle", .value(placeholder: "FILE"), help: "tus over https: PEM file of CA certificates to trust"),
             ] + submitCommon,
             details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
@@ -72,7 +72,7 @@ enum Commands {
                 OptionSpec("kind", .value(placeholder: "KIND"), repeatable: true, help: "only jobs of KIND"),
                 OptionSpec("since", .value(placeholder: "SEQ"), help: "replay events after sequence number SEQ first"),
                 OptionSpec("expand", help: "on a terminal: one sub-row per file or item of a job"),
-                json, socket,
+                OptionSpec("json", help: "print the raw feed events, one JSON object per line"), socket,
             ],
             details: """
                 On a terminal: one row per job redrawn in place; keys: ↑/↓ select, c cancel (asks y/n), p pause/resume,
@@ -110,6 +110,7 @@ enum Commands {
 
     static func daemon(_ context: CommandContext) throws -> Int32 {
         var configuration = DaemonConfiguration(home: context.home, socketPath: context.arguments.value("socket"))
+        configuration.version = CLI.version
         let arguments = context.arguments
         if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
         if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }

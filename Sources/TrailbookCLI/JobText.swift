@@ -82,7 +82,27 @@ enum JobText {
     static func summary(_ job: JSONValue) -> String {
         var line = "\(job["id"]?.stringValue ?? "") \(job["kind"]?.stringValue ?? "") \(job["state"]?.stringValue ?? "")"
         if let reason = reason(job) { line += ": " + reason }
+        if let outcome = outcome(job["result"]) { line += " (" + outcome + ")" }
         return line
+    }
+
+    /// The headline numbers of a result, e.g. "tagged 998, already had 1, 1 unknown ID: 1567995a": unknown IDs
+    /// are easy to miss in a job that succeeded.
+    static func outcome(_ result: JSONValue?) -> String? {
+        guard let result, case .object = result else { return nil }
+        var parts: [String] = []
+        if let bytes = result["bytes"]?.intValue { parts.append(ByteCount.format(bytes)) }
+        if let resent = result["bytes_resent"]?.intValue, resent > 0 { parts.append("\(ByteCount.format(resent)) re-sent") }
+        for (key, words) in [("tagged", "tagged"), ("removed", "removed"), ("already_had", "already had"),
+            ("did_not_have", "did not have"), ("inserted", "new"), ("updated", "updated"), ("unchanged", "unchanged")]
+        {
+            if let count = result[key]?.intValue { parts.append("\(words) \(count)") }
+        }
+        if let unknown = result["unknown_count"]?.intValue, unknown > 0 {
+            let first = (result["unknown_first"]?.arrayValue ?? []).compactMap(\.stringValue).prefix(3)
+            parts.append("\(unknown) unknown ID\(unknown == 1 ? "" : "s"): \(first.joined(separator: ", "))\(unknown > 3 ? ", …" : "")")
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
     /// The block printed by `show`.

@@ -74,6 +74,13 @@ final class LiveWatch {
     private func loop() -> Int32 {
         while true {
             if let id = scope.follow, screen.rows[id]?.state.isTerminal == true { return ExitCode.success }
+            // `watch ID…` ends once every job named has ended.
+            if scope.follow == nil, !scope.jobs.isEmpty,
+                scope.jobs.allSatisfy({ screen.rows[$0]?.state.isTerminal == true })
+            {
+                draw(force: true)
+                return ExitCode.success
+            }
             let now = self.now()
             if let until = noticeUntil, now >= until {
                 screen.notice = nil
@@ -153,6 +160,13 @@ final class LiveWatch {
     }
 
     private func apply(_ event: JSONValue) {
+        // Events after our last one are no longer buffered (typically: the daemon restarted). The rows are read
+        // again from the daemon instead, so nothing is stale and there is nothing to warn about.
+        if event["type"]?.stringValue == "gap" {
+            refresh()
+            dirty = true
+            return
+        }
         if let id = event["job"]?.stringValue {
             if let follow = scope.follow, id != follow { return }
             if !screen.knows(id), let job = try? context.call(["op": "show", "job": .string(id)])["job"] {

@@ -93,11 +93,12 @@ enum PhotoCommands {
         return try Commands.submit(kind: "import", params: ["dir": .string(dir)], context)
     }
 
-    static func selectionParams(_ arguments: ParsedArguments) throws -> [String: JSONValue] {
+    static func selectionParams(_ context: CommandContext) throws -> [String: JSONValue] {
+        let arguments = context.arguments
         let given = ["ids", "ids-file"].filter { arguments.value($0) != nil } + (arguments.flag("all") ? ["all"] : [])
         guard given.count == 1 else { throw UsageError("give exactly one of --ids, --ids-file, --all") }
         if let ids = arguments.value("ids") {
-            return ["ids": .array(ids.split(separator: ",").map { .string(String($0)) })]
+            return ["ids": .array(try ids.split(separator: ",").map { .string(try fullStableID(String($0), context)) })]
         }
         if let file = arguments.value("ids-file") {
             return ["ids_file": .string(Commands.absolute(file, cwd: Commands.currentDirectory()))]
@@ -105,8 +106,28 @@ enum PhotoCommands {
         return ["all": true]
     }
 
+    /// A full stable ID for `text`: itself when it is one (known or not: the job reports unknown IDs), else the
+    /// photo whose ID starts with it, as `photos show` accepts (`--ids 1567995a`).
+    /// - Throws: `UsageError` when it is neither; `DaemonReply` `no_such_photo` (exit 4) when no photo or several
+    ///   photos match the prefix.
+    static func fullStableID(_ text: String, _ context: CommandContext) throws -> String {
+        let trimmed = String(text.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
+        if let id = StableID(trimmed) { return id.text }
+        guard StableID.isPrefix(trimmed.lowercased()), !trimmed.isEmpty else {
+            throw UsageError("'\(trimmed)' is not a stable ID (a UUID like 0f6b2c1e-…) or a prefix of one")
+        }
+        guard let store = try openStore(context) else {
+            throw DaemonReply(error: JobError(code: "no_such_photo", message: "the photo library is empty; no photo \(trimmed)"))
+        }
+        do {
+            return try store.photo(matching: trimmed).stableID.text
+        } catch {
+            throw DaemonReply(error: JobError(code: "no_such_photo", message: "\(error.message) (in --ids)"))
+        }
+    }
+
     static func submitTag(_ context: CommandContext) throws -> Int32 {
-        var params = try selectionParams(context.arguments)
+        var params = try selectionParams(context)
         params["tag"] = .string(context.arguments.value("tag") ?? "")
         if context.arguments.flag("remove") { params["remove"] = true }
         if context.arguments.flag("load-records") { params["load_records"] = true }
@@ -114,7 +135,7 @@ enum PhotoCommands {
     }
 
     static func submitAutotag(_ context: CommandContext) throws -> Int32 {
-        var params = try selectionParams(context.arguments)
+        var params = try selectionParams(context)
         if let places = context.arguments.value("places") {
             params["places"] = .string(Commands.absolute(places, cwd: Commands.currentDirectory()))
         }

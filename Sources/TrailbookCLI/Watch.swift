@@ -75,7 +75,28 @@ enum Watch {
                 expand: context.arguments.flag("expand"))
         }
         let printer = LinePrinter(json: context.json)
-        while let event = try subscription.next() { printer.print(event) }
+        guard !jobs.isEmpty else {
+            while let event = try subscription.next() { printer.print(event) }
+            return ExitCode.success
+        }
+        // `watch ID…` ends once every job named has ended; one that already has is reported at once.
+        var open = Set(jobs)
+        for id in jobs {
+            let job = try context.call(["op": "show", "job": .string(id)])["job"] ?? .null
+            if let state = job["state"]?.stringValue.flatMap(JobState.init(rawValue:)), state.isTerminal {
+                print(context.json ? String(decoding: JSONCoding.encode(job), as: UTF8.self) : JobText.summary(job))
+                open.remove(id)
+            }
+        }
+        while !open.isEmpty, let event = try subscription.next() {
+            guard let id = event["job"]?.stringValue, open.contains(id) else { continue }
+            printer.print(event)
+            if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,
+                JobState(rawValue: to)?.isTerminal == true
+            {
+                open.remove(id)
+            }
+        }
         return ExitCode.success
     }
 

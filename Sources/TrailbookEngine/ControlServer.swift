@@ -190,6 +190,7 @@ public final class ControlServer {
                     return state
                 }
             }
+            if let kind = request["kind"]?.stringValue { try checkKinds([kind]) }
             let limit = Int(request["limit"]?.intValue ?? 1_000)
             let jobs = try scheduler.list(states: states, kind: request["kind"]?.stringValue, limit: max(1, min(limit, 100_000)))
             return ["ok": true, "jobs": .array(jobs.map(\.json))]
@@ -209,6 +210,7 @@ public final class ControlServer {
             let since = request["since"]?.intValue
             let jobs = Set((request["jobs"]?.arrayValue ?? []).compactMap(\.stringValue))
             let kinds = Set((request["kinds"]?.arrayValue ?? []).compactMap(\.stringValue))
+            try checkKinds(kinds)
             connection.watching = true
             let header: JSONValue = [
                 "ok": true, "watching": true, "seq": .number(Double(scheduler.feed.lastSeq)),
@@ -227,6 +229,15 @@ public final class ControlServer {
             return .null
         default:
             throw JobError(code: "unknown_op", message: "unknown op '\(op)'; known: ping, submit, list, show, cancel, pause, resume, watch")
+        }
+    }
+
+    /// Refuses a filter naming a job kind this daemon does not have (a typo would otherwise match nothing, silently).
+    private func checkKinds(_ kinds: some Collection<String>) throws(JobError) {
+        for kind in kinds where !scheduler.kindNames.contains(kind) {
+            throw JobError(
+                code: "unknown_kind",
+                message: "unknown job kind '\(kind)'; known: \(scheduler.kindNames.joined(separator: ", "))")
         }
     }
 

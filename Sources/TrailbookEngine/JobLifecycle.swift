@@ -25,7 +25,8 @@ public enum JobEvent: Sendable, Equatable {
 /// `handle(_:)` returns the next state and what the scheduler must do, or `nil` if the event is not allowed in
 /// the current state (for example `resume` of a running job), so an illegal transition cannot be written to the
 /// store. Attempts count runs that ended by themselves (success, failure, timeout); a run cut short by
-/// `resource_reclaim`, a pause or a crash is resumed as the same attempt.
+/// `resource_reclaim`, a pause or a crash keeps its attempt number and the next start resumes it
+/// (`resumesAttempt`), so `show` never reports attempt 0 for a job that has run.
 public struct JobLifecycle: Sendable, Equatable {
     /// What the scheduler must do besides recording the new state.
     public enum Effect: Sendable, Equatable {
@@ -37,13 +38,17 @@ public struct JobLifecycle: Sendable, Equatable {
     }
 
     public private(set) var state: JobState
+    /// The number of the current or last attempt, 1-based; 0 before the first start.
     public private(set) var attempt: Int
     public let maxAttempts: Int
+    /// Whether the next start continues the current attempt (its run was cut short, not ended).
+    public private(set) var resumesAttempt: Bool
 
-    public init(state: JobState, attempt: Int, maxAttempts: Int) {
+    public init(state: JobState, attempt: Int, maxAttempts: Int, resumesAttempt: Bool = false) {
         self.state = state
         self.attempt = attempt
         self.maxAttempts = maxAttempts
+        self.resumesAttempt = resumesAttempt
     }
 
     /// Applies `event`; returns the effect, or `nil` (and changes nothing) if `event` is illegal now.
@@ -51,7 +56,7 @@ public struct JobLifecycle: Sendable, Equatable {
         switch (state, event) {
         case (.queued, .start):
             state = .running
-            attempt += 1
+            if resumesAttempt { resumesAttempt = false } else { attempt += 1 }
             return .run
         case (.running, .succeed):
             state = .succeeded
@@ -65,11 +70,11 @@ public struct JobLifecycle: Sendable, Equatable {
             return endAttempt(retryable: true)
         case (.running, .stopped(.resourceReclaim, let pausing)):
             state = pausing ? .paused : .queued
-            attempt -= 1
+            resumesAttempt = true
             return JobLifecycle.Effect.none
         case (.running, .recoverAfterCrash):
             state = .queued
-            attempt -= 1
+            resumesAttempt = true
             return JobLifecycle.Effect.none
         case (.queued, .cancelWhileWaiting), (.paused, .cancelWhileWaiting), (.needsRetry, .cancelWhileWaiting):
             state = .cancelled

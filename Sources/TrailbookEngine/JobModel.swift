@@ -203,6 +203,20 @@ public struct JobRecord: Sendable, Equatable {
     public var retryAt: Double?
     /// Submission order: the FIFO key within a priority.
     public var sequence: Int64
+    /// Whether the next start continues the current attempt (the last run was reclaimed, paused or crashed).
+    public var resumesAttempt: Bool = false
+
+    /// The job's lifecycle state machine, at this record's state.
+    public var lifecycle: JobLifecycle {
+        JobLifecycle(state: state, attempt: attempt, maxAttempts: options.maxAttempts, resumesAttempt: resumesAttempt)
+    }
+
+    /// Takes the state, attempt and resume flag of `lifecycle` after a transition.
+    public mutating func adopt(_ lifecycle: JobLifecycle) {
+        state = lifecycle.state
+        attempt = lifecycle.attempt
+        resumesAttempt = lifecycle.resumesAttempt
+    }
 
     /// The DESIGN.md "Job as JSON" shape.
     public var json: JSONValue {

@@ -32,7 +32,9 @@ public final class JobStore {
         );
         CREATE INDEX jobs_by_state ON jobs (state, priority DESC, sequence);
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        """
+        """,
+        // 2: a reclaimed, paused or crashed run keeps its attempt number; the next start resumes it.
+        "ALTER TABLE jobs ADD COLUMN resumes_attempt INTEGER NOT NULL DEFAULT 0;",
     ]
 
     let database: Database
@@ -40,7 +42,7 @@ public final class JobStore {
     static func decodeRecord(_ row: Row) -> JobRecord? { record(row) }
     private static let columns = """
         id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
-        cancellation, error, result, retry_at, created_at, updated_at, sequence
+        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt
         """
 
     /// Opens (creating and migrating if needed) the store at `path`.
@@ -79,7 +81,7 @@ public final class JobStore {
         try database.query(
             """
             UPDATE jobs SET state = ?, attempt = ?, cancellation = ?, error = ?, result = ?, retry_at = ?,
-                progress = ?, updated_at = ? WHERE id = ?
+                progress = ?, updated_at = ?, resumes_attempt = ? WHERE id = ?
             """,
             [
                 .text(job.state.rawValue), .integer(Int64(job.attempt)),
@@ -87,7 +89,7 @@ public final class JobStore {
                 job.error.map { .text(Self.text(JSONCoding.value(of: $0))) } ?? .null,
                 job.result.isNull ? .null : .text(Self.text(job.result)),
                 job.retryAt.map { .real($0) } ?? .null, .text(Self.text(job.progress.json)), .real(Timestamp.now()),
-                .text(job.id),
+                .integer(job.resumesAttempt ? 1 : 0), .text(job.id),
             ])
     }
 
@@ -196,7 +198,7 @@ public final class JobStore {
             createdAt: Timestamp.iso8601(unixSeconds: row.double(14) ?? 0),
             updatedAt: Timestamp.iso8601(unixSeconds: row.double(15) ?? 0),
             params: json(row, 8) ?? .null, result: json(row, 12) ?? .null, retryAt: row.double(13),
-            sequence: row.int(16) ?? 0)
+            sequence: row.int(16) ?? 0, resumesAttempt: (row.int(17) ?? 0) != 0)
     }
 }
 

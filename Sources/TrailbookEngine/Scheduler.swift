@@ -70,8 +70,10 @@ public final class Scheduler {
         var lastMoveAt = Timestamp.monotonic()
         var lastCompleted: Int64
         var lastSample: (at: Double, completed: Int64)
-        /// Whether progress has moved since the start, so rate samples are taken.
+        /// Whether progress has stepped forward since the first report, so rate samples are taken.
         var sampling = false
+        /// Units in the last report before sampling began.
+        var previousReport: Int64?
         var rate: Double?
         var lastPersistAt = Timestamp.monotonic()
         var pausing = false
@@ -127,13 +129,12 @@ public final class Scheduler {
     /// - Throws: `SQLiteError` if the store cannot be read or written.
     public func start() throws {
         for var job in try store.jobs(states: [.running], limit: Int.max) {
-            var lifecycle = JobLifecycle(state: job.state, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+            var lifecycle = job.lifecycle
             guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
-            job.state = lifecycle.state
-            job.attempt = lifecycle.attempt
+            job.adopt(lifecycle)
             try store.update(job)
-            feed.stateChanged(job, from: .running)
-            feed.log(job: job.id, kind: job.kind, level: .warning, message: "resuming after the daemon stopped unexpectedly")
+            announce(job, from: .running)
+            log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
         }
         armRetryTimer()
         schedule()
@@ -178,6 +179,7 @@ public final class Scheduler {
             throw JobError(code: "store_error", message: "cannot store the job: \(error)")
         }
         feed.submitted(job)
+        DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
         schedule()
         return (try? store.job(id: job.id)) ?? job
     }
@@ -318,10 +320,9 @@ public final class Scheduler {
             try? commit(job, from: .queued)
             return
         }
-        var lifecycle = JobLifecycle(state: job.state, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+        var lifecycle = job.lifecycle
         guard lifecycle.handle(.start) == .run else { return }
-        job.state = lifecycle.state
-        job.attempt = lifecycle.attempt
+        job.adopt(lifecycle)
         job.error = nil
         job.progress.unit = kind.traits.unit
         job.progress.ratePerSecond = nil
@@ -333,7 +334,7 @@ public final class Scheduler {
         }
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
         running[job.id] = active
-        feed.stateChanged(job, from: .queued)
+        announce(job, from: .queued)
         armWatchdog(active)
         Task { @LoopActor in
             let outcome = await self.execute(active)
@@ -369,7 +370,7 @@ public final class Scheduler {
 
     private func finish(_ active: RunningJob, _ outcome: Outcome) {
         var job = live(active)
-        var lifecycle = JobLifecycle(state: .running, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+        var lifecycle = job.lifecycle
         let effect: JobLifecycle.Effect?
         switch outcome {
         case .succeeded(let result):
@@ -388,8 +389,7 @@ public final class Scheduler {
                     message: "\(active.stopDetail); gave up after \(job.attempt) of \(job.options.maxAttempts) attempts")
             }
         }
-        job.state = lifecycle.state
-        job.attempt = lifecycle.attempt
+        job.adopt(lifecycle)
         job.retryAt = nil
         if case .scheduleRetry(let attempt)? = effect {
             job.retryAt = Timestamp.now() + options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
@@ -411,7 +411,7 @@ public final class Scheduler {
         guard active.context.stopReason == nil else { return }
         active.stopDetail = detail
         active.context.stop(reason)
-        feed.log(job: active.record.id, kind: active.record.kind, level: .info, message: "stopping (\(reason.rawValue)): \(detail)")
+        log(active.record, .info, "stopping (\(reason.rawValue)): \(detail)")
     }
 
     private func waitUntilStopped(_ active: RunningJob) async {
@@ -481,12 +481,11 @@ public final class Scheduler {
     }
 
     private func transition(_ job: inout JobRecord, _ event: JobEvent, verb: String) throws(JobError) {
-        var lifecycle = JobLifecycle(state: job.state, attempt: job.attempt, maxAttempts: job.options.maxAttempts)
+        var lifecycle = job.lifecycle
         guard lifecycle.handle(event) != nil else {
             throw JobError(code: "invalid_state", message: "cannot \(verb) job \(job.id): it is \(job.state.rawValue)")
         }
-        job.state = lifecycle.state
-        job.attempt = lifecycle.attempt
+        job.adopt(lifecycle)
     }
 
     /// Persists `job` and announces the transition from `from` (the state before, read from the store if `nil`).
@@ -497,7 +496,26 @@ public final class Scheduler {
         } catch {
             throw JobError(code: "store_error", message: "cannot record the job's state: \(error)")
         }
-        feed.stateChanged((try? store.job(id: job.id)) ?? job, from: previous)
+        announce((try? store.job(id: job.id)) ?? job, from: previous)
+    }
+
+    /// Publishes a state change on the feed and writes it to the daemon's log (one line, for debugging from the
+    /// log alone).
+    private func announce(_ job: JobRecord, from previous: JobState) {
+        feed.stateChanged(job, from: previous)
+        var line = "job \(job.id.prefix(8)) \(job.kind) \(previous.rawValue) -> \(job.state.rawValue)"
+        if job.state == .running { line += " (attempt \(job.attempt) of \(job.options.maxAttempts))" }
+        if let cancellation = job.cancellation, job.state != .running, job.state != .succeeded {
+            line += ": \(cancellation.reason.rawValue), \(cancellation.detail)"
+        }
+        if let error = job.error, job.state == .failed || job.state == .needsRetry { line += ": \(error.code): \(error.message)" }
+        DaemonLog.write(line)
+    }
+
+    /// Publishes a log line of the scheduler's own about a job, on the feed and in the daemon's log.
+    private func log(_ job: JobRecord, _ level: LogLevel, _ message: String) {
+        feed.log(job: job.id, kind: job.kind, level: level, message: message)
+        DaemonLog.write("job \(job.id.prefix(8)) \(job.kind): \(message)")
     }
 
     private func live(_ active: RunningJob) -> JobRecord {
@@ -520,14 +538,16 @@ extension Scheduler: JobHost {
             active.lastCompleted = completed
             active.lastMoveAt = now
         }
-        // Rate: exponential moving average with a 3 s time constant over samples at least 200 ms apart. The first
-        // sample starts at the first movement, not at the start: work done before it (setup, or the first piece a
-        // rate limiter lets through at once) would otherwise inflate the rate for several seconds.
+        // Rate: exponential moving average with a 3 s time constant over samples at least 200 ms apart. Samples
+        // start at the first forward step after the job's first report, not at the start: the first report may
+        // rewind to the checkpoint, and the work before that step (setup, or the first piece a rate limiter lets
+        // through at once) would otherwise inflate the rate for several seconds.
         if !active.sampling {
-            if completed != active.lastSample.completed {
+            if let previous = active.previousReport, completed > previous {
                 active.sampling = true
                 active.lastSample = (now, completed)
             }
+            active.previousReport = completed
         }
         let elapsed = now - active.lastSample.at
         if active.sampling, elapsed >= 0.2 {
@@ -557,6 +577,9 @@ extension Scheduler: JobHost {
 
     func jobLog(_ job: JobContext, level: LogLevel, message: String) {
         feed.log(job: job.id, kind: job.kind, level: level, message: message)
+        if level == .warning || level == .error {
+            DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) \(level.rawValue): \(message)")
+        }
     }
 
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) {

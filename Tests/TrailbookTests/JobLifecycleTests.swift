@@ -31,9 +31,15 @@ struct JobLifecycleTests {
         var lifecycle = JobLifecycle(state: .running, attempt: 2, maxAttempts: 5)
         _ = lifecycle.handle(.stopped(.resourceReclaim, pausing: false))
         #expect(lifecycle.state == .queued)
-        #expect(lifecycle.attempt == 1)
+        #expect(lifecycle.attempt == 2, "a waiting job still shows the attempt it is in")
+        #expect(lifecycle.resumesAttempt)
         _ = lifecycle.handle(.start)
         #expect(lifecycle.attempt == 2)
+        #expect(!lifecycle.resumesAttempt)
+        _ = lifecycle.handle(.stopped(.timeout, pausing: false))
+        _ = lifecycle.handle(.retryDue)
+        _ = lifecycle.handle(.start)
+        #expect(lifecycle.attempt == 3, "a timeout ends the attempt")
     }
 
     @Test func pauseOfARunningJobEndsPaused() {
@@ -49,7 +55,9 @@ struct JobLifecycleTests {
         var lifecycle = JobLifecycle(state: .running, attempt: 1, maxAttempts: 5)
         _ = lifecycle.handle(.recoverAfterCrash)
         #expect(lifecycle.state == .queued)
-        #expect(lifecycle.attempt == 0)
+        #expect(lifecycle.attempt == 1)
+        _ = lifecycle.handle(.start)
+        #expect(lifecycle.attempt == 1, "the crashed run is resumed as the same attempt")
     }
 
     @Test func retryableFailureRetriesAndPermanentFailureFails() {

@@ -99,7 +99,7 @@ public struct StableID: Hashable, Comparable, Sendable, CustomStringConvertible,
     }
 
     /// Whether `text` could start a canonical stable ID (lowercase hex and dashes in the right places).
-    static func isPrefix(_ text: String) -> Bool {
+    public static func isPrefix(_ text: String) -> Bool {
         let utf8 = Array(text.utf8)
         guard !utf8.isEmpty, utf8.count <= 36 else { return false }
         for (i, c) in utf8.enumerated() {
