@@ -42,8 +42,11 @@ def main() -> None:
     parser.add_argument("--files-dir", required=True)
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' (else 401)")
     parser.add_argument("--max-size", type=int, default=1 << 40, help="Tus-Max-Size in bytes")
+    parser.add_argument("--standalone", action="store_true",
+                        help="run until Ctrl-C or SIGTERM instead of exiting when stdin closes (for use by hand)")
     args = parser.parse_args()
-    exit_with_parent()
+    if not args.standalone:
+        exit_with_parent()
 
     async def auth(request: Request) -> None:
         if args.token is not None and request.headers.get("authorization") != f"Bearer {args.token}":
