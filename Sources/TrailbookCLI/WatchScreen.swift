@@ -268,8 +268,13 @@ struct WatchScreen {
             }
         var spans = [Span("\(mark) ", style), Span(row.kind + " ", .bold), Span(String(row.id.prefix(8)) + " ", .dim)]
         if !row.label.isEmpty { spans.append(Span(row.label + "  ")) }
-        spans.append(Span(row.state.rawValue, style))
-        if let reason = Self.reason(row, now: now) { spans.append(Span(" — " + reason, style)) }
+        let reason = Self.reason(row, now: now)
+        if let reason, reason.hasPrefix(row.state.rawValue) {
+            spans.append(Span(reason, style))
+        } else {
+            spans.append(Span(row.state.rawValue, style))
+            if let reason { spans.append(Span(" — " + reason, style)) }
+        }
         var facts: [String] = []
         if row.state == .succeeded {
             if row.total > 0 { facts.append(JobText.amount(row.total, unit: row.unit)) }
@@ -325,7 +330,11 @@ struct WatchScreen {
                 cell[.attempt] = Span(row.maxAttempts > 0 ? "try \(row.attempt)/\(row.maxAttempts)" : "", .dim)
                 let reason = WatchScreen.reason(row, now: now)
                 cell[.status] = Span(
-                    reason.map { row.state == .needsRetry || row.state == .queued ? $0 : row.state.rawValue + " — " + $0 }
+                    reason.map {
+                        // A reason that already names the state ("paused by you …") stands alone.
+                        row.state == .needsRetry || row.state == .queued || $0.hasPrefix(row.state.rawValue)
+                            ? $0 : row.state.rawValue + " — " + $0
+                    }
                         ?? row.state.rawValue.split(separator: "_").joined(separator: " "),
                     WatchScreen.style(of: row.state))
                 cells.append(cell)
