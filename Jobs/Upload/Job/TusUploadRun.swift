@@ -238,10 +238,13 @@ struct TusUploadRun {
 
                 case .giveUp(let error):
                     if error.code == .retryable {
+                        let what =
+                            error.transport.map { "could not reach the tus server (\($0.message))" }
+                            ?? error.status.map { "the tus server answered HTTP \($0)" } ?? error.message
+                        let kept = machine.url == nil ? "" : "; the upload is kept on the server for the next attempt"
                         throw job.stopSelf(
                             .timeout,
-                            detail: "\(name): the server failed \(machine.policy.maxRetries + 1) times in a row "
-                                + "(last: \(error)); the upload is kept for the next attempt")
+                            detail: "\(name): \(what), \(machine.policy.maxRetries + 1) tries in a row\(kept)")
                     }
                     throw Self.jobError(error, name: name, retryable: true)
                 }
