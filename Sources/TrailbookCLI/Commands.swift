@@ -116,7 +116,7 @@ enum Commands {
         if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
-        if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = value }
+        if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = try positive(value, "retry-base") }
         if let value = try arguments.integer("workers", range: 1...64) { configuration.workers.workers = value }
         if let value = try arguments.duration("worker-timeout") { configuration.workers.requestTimeoutSeconds = try positive(value, "worker-timeout") }
         let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
@@ -130,8 +130,11 @@ enum Commands {
         }
     }
 
+    /// A timeout from the command line: more than 0 and at most a year (`SchedulerOptions.longestTimeoutSeconds`).
     static func positive(_ value: Double, _ name: String) throws(UsageError) -> Double {
-        guard value > 0 else { throw UsageError("option --\(name) must be more than 0") }
+        guard value > 0, value <= SchedulerOptions.longestTimeoutSeconds else {
+            throw UsageError("option --\(name) must be more than 0 and at most a year (8760h)")
+        }
         return value
     }
 

@@ -134,7 +134,7 @@ public final class JobContext {
         defer { timer.close() }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             pendingSleep = (continuation, timer)
-            timer.start(milliseconds: UInt64((seconds * 1000).rounded(.up))) { [weak self] in
+            timer.start(seconds: seconds) { [weak self] in
                 self?.pendingSleep = nil
                 continuation.resume()
             }

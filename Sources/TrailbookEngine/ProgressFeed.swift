@@ -173,7 +173,7 @@ public final class ProgressFeed {
         let timer = flushTimer ?? LoopTimer(loop: .main)
         flushTimer = timer
         guard !timer.isActive else { return }
-        timer.start(milliseconds: UInt64(max(1, (seconds * 1000).rounded(.up)))) { [weak self] in
+        timer.start(milliseconds: max(1, LoopTimer.milliseconds(seconds))) { [weak self] in
             self?.flushDue()
         }
     }

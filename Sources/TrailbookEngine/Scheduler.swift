@@ -24,6 +24,8 @@ public struct SchedulerOptions: Sendable {
     public var backoff = RetryBackoff()
     /// How often a running job's progress is written to the store, in seconds (the feed gets it live).
     public var progressPersistInterval: Double = 1
+    /// The longest deadline or stall timeout a job may have, in seconds: one year.
+    public static let longestTimeoutSeconds: Double = 365 * 24 * 3600
     /// How long shutdown waits for running jobs to checkpoint, in seconds (the daemon must exit within 2 s).
     public var shutdownGraceSeconds: Double = 1.5
 
@@ -160,12 +162,15 @@ public final class Scheduler {
             timeoutSeconds: submitted.timeoutSeconds ?? options.timeoutSeconds ?? kind.traits.defaultTimeoutSeconds,
             stallTimeoutSeconds: submitted.stallTimeoutSeconds ?? options.stallTimeoutSeconds,
             maxAttempts: submitted.maxAttempts ?? options.maxAttempts)
-        guard jobOptions.timeoutSeconds > 0, jobOptions.stallTimeoutSeconds > 0, jobOptions.maxAttempts >= 1,
-            jobOptions.maxAttempts <= 1_000, abs(jobOptions.priority) <= 1_000_000
+        let longest = SchedulerOptions.longestTimeoutSeconds
+        guard jobOptions.timeoutSeconds > 0, jobOptions.timeoutSeconds <= longest, jobOptions.stallTimeoutSeconds > 0,
+            jobOptions.stallTimeoutSeconds <= longest, jobOptions.maxAttempts >= 1, jobOptions.maxAttempts <= 1_000,
+            abs(jobOptions.priority) <= 1_000_000
         else {
             throw JobError(
                 code: "invalid_options",
-                message: "timeouts must be positive, max_attempts between 1 and 1000, priority within ±1000000")
+                message: "timeouts must be more than 0 and at most \(Int(longest)) s (a year), max_attempts between 1 "
+                    + "and 1000, priority within ±1000000")
         }
         try await kind.validate(params)
         let now = Timestamp.nowISO8601()
@@ -435,7 +440,7 @@ public final class Scheduler {
             return
         }
         let due = min(deadline, stallAt) - now
-        active.watchdog.start(milliseconds: UInt64((due * 1000).rounded(.up))) { [weak self, weak active] in
+        active.watchdog.start(seconds: due) { [weak self, weak active] in
             guard let self, let active, active.context.stopReason == nil else { return }
             self.armWatchdog(active)
         }
@@ -450,7 +455,7 @@ public final class Scheduler {
         let timer = retryTimer ?? LoopTimer(loop: .main)
         retryTimer = timer
         let delay = max(0, next - Timestamp.now())
-        timer.start(milliseconds: UInt64((delay * 1000).rounded(.up))) { [weak self] in self?.retryDue() }
+        timer.start(seconds: delay) { [weak self] in self?.retryDue() }
     }
 
     private func retryDue() {
@@ -525,7 +530,7 @@ public final class Scheduler {
     }
 
     static func seconds(_ value: Double) -> String {
-        value >= 1 && value.rounded() == value ? "\(Int(value)) s" : "\(value) s"
+        value >= 1 && value < 1e15 && value.rounded() == value ? "\(Int(value)) s" : "\(value) s"
     }
 }
 

@@ -264,7 +264,7 @@ public final class WorkerPool {
             "id": .number(Double(request.id)), "task": .string(request.task), "payload": request.payload,
         ]
         worker.process.stdin.write(JSONCoding.encode(line) + [0x0A])
-        worker.timer.start(milliseconds: UInt64((request.timeoutSeconds * 1000).rounded(.up))) {
+        worker.timer.start(seconds: request.timeoutSeconds) {
             [weak self, weak worker] in
             guard let self, let worker else { return }
             self.timedOut(worker)

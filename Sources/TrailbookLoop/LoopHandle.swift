@@ -97,6 +97,20 @@ public final class LoopTimer: LoopHandle {
         uv_timer_start(timer, { raw in LoopTimer.owner(of: raw).onFire?() }, milliseconds, repeatMilliseconds)
     }
 
+    /// Starts (or restarts) a one-shot timer `seconds` from now, rounded up to the millisecond.
+    ///
+    /// Any `Double` is safe: negative or NaN fires at once, and a huge value is capped at about 285 000 years
+    /// (2^53 ms), instead of trapping in the conversion to `UInt64`.
+    public func start(seconds: Double, _ body: @escaping () -> Void) {
+        start(milliseconds: Self.milliseconds(seconds), body)
+    }
+
+    /// `seconds` as whole milliseconds for libuv, rounded up and clamped to 0…2^53.
+    public static func milliseconds(_ seconds: Double) -> UInt64 {
+        guard seconds.isFinite || seconds == .infinity, seconds > 0 else { return 0 }
+        return UInt64(min((seconds * 1000).rounded(.up), 9_007_199_254_740_992))
+    }
+
     /// Stops the timer; it can be started again.
     public func stop() {
         guard !isClosing else { return }
