@@ -126,7 +126,10 @@ struct CommandContext {
     var environment: [String: String]
 
     var home: String { Endpoint.home(environment: environment) }
-    var socketPath: String { arguments.value("socket") ?? home + "/daemon.sock" }
+    var socketPath: String {
+        guard let given = arguments.value("socket"), !given.isEmpty else { return home + "/daemon.sock" }
+        return given
+    }
     var json: Bool { arguments.flag("json") }
 
     func connect() throws(ClientError) -> DaemonClient { try DaemonClient(socketPath: socketPath) }

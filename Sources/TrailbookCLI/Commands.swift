@@ -109,7 +109,7 @@ enum Commands {
     // MARK: - Handlers
 
     static func daemon(_ context: CommandContext) throws -> Int32 {
-        var configuration = DaemonConfiguration(home: context.home, socketPath: context.arguments.value("socket"))
+        var configuration = DaemonConfiguration(home: context.home, socketPath: context.socketPath)
         configuration.version = CLI.version
         let arguments = context.arguments
         if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }

@@ -31,6 +31,10 @@ public final class ControlServer {
         var busy = false
         var watching = false
         var discardingOversizedLine = false
+        /// The client half-closed (or hung up): answer what was received, then close.
+        var inputEnded = false
+        /// Reads are paused until the queue drains (back-pressure).
+        var readingPaused = false
 
         init(pipe: PipeConnection) { self.pipe = pipe }
     }
@@ -66,20 +70,38 @@ public final class ControlServer {
             pipe.closeAfterWriting()
             return
         }
+        guard connections.count < Self.maxConnections else {
+            pipe.write(
+                Self.errorLine(
+                    JobError(code: "too_many_connections", message: "the daemon serves \(Self.maxConnections) connections at most")))
+            pipe.closeAfterWriting()
+            return
+        }
         let connection = Connection(pipe: pipe)
         connections[ObjectIdentifier(pipe)] = connection
-        pipe.startReading(
-            onRead: { [weak self, weak connection] bytes in
-                guard let self, let connection else { return }
-                LoopIsolation.assume { self.received(bytes, on: connection) }
-            },
-            onEnd: { [weak self, weak connection] _ in
-                guard let self, let connection else { return }
-                LoopIsolation.assume { self.drop(connection) }
-            })
+        startReading(connection)
+    }
+
+    /// The client stopped sending. After a clean end of input (a half-close, as `nc -N` does) the requests already
+    /// received are still answered, then the connection closes; after a read error it closes at once.
+    private func ended(_ connection: Connection, error: UVError?) {
+        connection.inputEnded = true
+        if error != nil || connection.watching {
+            drop(connection)
+        } else if !connection.busy {
+            finish(connection)
+        }
+    }
+
+    /// Closes a connection once its last replies are written.
+    private func finish(_ connection: Connection) {
+        scheduler.feed.unsubscribe(connection.pipe)
+        connection.pipe.closeAfterWriting()
+        connections[ObjectIdentifier(connection.pipe)] = nil
     }
 
     private func drop(_ connection: Connection) {
+        connection.queue.removeAll()
         scheduler.feed.unsubscribe(connection.pipe)
         connection.pipe.close()
         connections[ObjectIdentifier(connection.pipe)] = nil
@@ -124,16 +146,56 @@ public final class ControlServer {
         guard !connection.watching else { return }
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { return }
         connection.queue.append(line)
+        // Back-pressure: a client that pipelines more than `maxQueuedRequests` waits (its reads pause) until
+        // they are answered.
+        if connection.queue.count >= Self.maxQueuedRequests, !connection.readingPaused {
+            connection.readingPaused = true
+            connection.pipe.stopReading()
+        }
         guard !connection.busy else { return }
         connection.busy = true
         Task { @LoopActor in
-            while !connection.queue.isEmpty, !connection.watching {
+            while !connection.queue.isEmpty, !connection.watching, !connection.pipe.isClosing {
+                // A client that is gone or does not read its replies is cut off rather than allowed to keep us
+                // busy or grow our memory.
+                if connection.pipe.writeFailed || connection.pipe.pendingWriteBytes > Self.maxUnreadReplyBytes {
+                    self.drop(connection)
+                    break
+                }
                 let next = connection.queue.removeFirst()
                 await self.handle(next, on: connection)
+                if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2, !connection.inputEnded {
+                    connection.readingPaused = false
+                    self.startReading(connection)
+                }
+                // Let timers, other clients and jobs run between requests.
+                await Task.yield()
             }
             connection.busy = false
+            if connection.inputEnded, !connection.watching, !connection.pipe.isClosing { self.finish(connection) }
         }
     }
+
+    /// Reads the connection's requests (again, after back-pressure paused it).
+    private func startReading(_ connection: Connection) {
+        guard !connection.pipe.isClosing else { return }
+        connection.pipe.startReading(
+            onRead: { [weak self, weak connection] bytes in
+                guard let self, let connection else { return }
+                LoopIsolation.assume { self.received(bytes, on: connection) }
+            },
+            onEnd: { [weak self, weak connection] error in
+                guard let self, let connection else { return }
+                LoopIsolation.assume { self.ended(connection, error: error) }
+            })
+    }
+
+    /// Requests one connection may have waiting before its reads pause.
+    static let maxQueuedRequests = 64
+    /// Unread reply bytes past which a connection is closed (its client is not reading).
+    static let maxUnreadReplyBytes = 8 << 20
+    /// Connections served at once; more are refused with `too_many_connections`.
+    static let maxConnections = 512
 
     private func reply(_ connection: Connection, _ line: [UInt8]) {
         connection.pipe.write(line)

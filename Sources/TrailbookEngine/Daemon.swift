@@ -84,6 +84,8 @@ public final class Daemon {
         -> Daemon
     {
         try prepareHome(configuration.home)
+        try lockHome(configuration.home)
+        raiseOpenFileLimit()
         if SocketProbe.isAnswering(configuration.socketPath) {
             throw JobError(
                 code: "already_running",
@@ -118,6 +120,45 @@ public final class Daemon {
         var info = stat()
         guard stat(home, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             throw JobError(code: "bad_home", message: "cannot create the state directory \(home): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Takes an exclusive `flock` on `home/daemon.lock` for the life of the process, so a second daemon on the same
+    /// state directory (even one told to listen on another socket) refuses to start instead of running the same
+    /// jobs twice. The lock goes with the process, crash included; the file holds the owner's pid for people.
+    private static func lockHome(_ home: String) throws {
+        let path = home + "/daemon.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw JobError(code: "bad_home", message: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = read(fd, &buffer, buffer.count)
+            let owner = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).filter(\.isNumber)
+            close(fd)
+            throw JobError(
+                code: "already_running",
+                message: "another daemon (pid \(owner.isEmpty ? "?" : owner)) is using \(home); stop it first")
+        }
+        ftruncate(fd, 0)
+        let pid = Array("\(getpid())\n".utf8)
+        _ = pid.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        lockDescriptor = fd
+    }
+
+    /// The descriptor holding the state directory's lock; never closed while the process runs.
+    private static var lockDescriptor: Int32 = -1
+
+    /// Lifts the soft limit on open files to the hard limit (at most 65 536): every client, watcher and worker
+    /// pipe is a descriptor, and the usual soft limit of 1 024 is low for a daemon.
+    private static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = min(limit.rlim_max, 65_536)
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = wanted
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         }
     }
 

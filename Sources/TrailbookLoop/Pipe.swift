@@ -60,6 +60,8 @@ public final class PipeServer: LoopHandle {
 public final class PipeConnection: LoopHandle {
     private var onRead: ((UnsafeRawBufferPointer) -> Void)?
     private var onEnd: ((UVError?) -> Void)?
+    /// Set when a write failed (the peer is gone, `EPIPE`): nothing more will reach it.
+    public private(set) var writeFailed = false
 
     init(loop: EventLoop) {
         super.init(loop: loop, type: UV_NAMED_PIPE)
@@ -124,11 +126,14 @@ public final class PipeConnection: LoopHandle {
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.pointee.data = UnsafeMutableRawPointer(memory)
         var buffer = uv_buf_init(UnsafeMutableRawPointer(memory).assumingMemoryBound(to: CChar.self), UInt32(count))
-        let rc = uv_write(request, stream, &buffer, 1) { request, _ in
+        let rc = uv_write(request, stream, &buffer, 1) { request, status in
+            // The handle is still valid here: libuv runs write callbacks (with UV_ECANCELED) before a close callback.
+            if status < 0 { PipeConnection.owner(of: request!.pointee.handle).writeFailed = true }
             free(request!.pointee.data)
             request!.deallocate()
         }
         if rc < 0 {
+            writeFailed = true
             free(memory)
             request.deallocate()
         }

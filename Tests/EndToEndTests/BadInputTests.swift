@@ -94,6 +94,74 @@ struct BadInputTests {
         #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
     }
 
+    @Test func aHalfClosedClientStillGetsItsReplies() throws {
+        let daemon = try DaemonHarness()
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socketPath.utf8) + [0]) }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        let request = Array("{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n".utf8)
+        _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        shutdown(fd, Int32(SHUT_WR))
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            received += chunk[..<n]
+        }
+        #expect(received.filter { $0 == 0x0A }.count == 2, "both pings answered before the close")
+    }
+
+    /// A client that pipelines thousands of requests and hangs up neither starves other clients nor keeps the
+    /// daemon busy answering nobody.
+    @Test func aPipelinedFloodDoesNotStarveOtherClients() throws {
+        let daemon = try DaemonHarness()
+        for _ in 0..<20 { _ = try daemon.submitSleep(units: 1, unitMilliseconds: 1) }
+        let flood = Array(String(repeating: "{\"op\":\"list\",\"limit\":100000}\n", count: 20_000).utf8)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socketPath.utf8) + [0]) }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        _ = flood.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        let started = Date()
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+        #expect(Date().timeIntervalSince(started) < 1, "ping waited \(Date().timeIntervalSince(started)) s")
+        usleep(500_000)
+        let before = try daemon.cpuSeconds()
+        usleep(1_000_000)
+        #expect(try daemon.cpuSeconds() - before < 0.2, "the daemon kept working for a client that is gone")
+    }
+
+    @Test func aSecondDaemonOnAnotherSocketButTheSameStoreIsRefused() throws {
+        let daemon = try DaemonHarness()
+        let other = TemporaryDirectory()
+        let second = try DaemonHarness.run(
+            Binary.path, ["daemon", "--socket", other.file("other.sock")], environment: daemon.environment)
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("another daemon"), "\(second.stderr)")
+    }
+
+    @Test func absurdTimeoutsAreRefusedNotFatal() throws {
+        let daemon = try DaemonHarness()
+        let reply = try daemon.request([
+            "op": "submit", "kind": "sleep", "params": ["units": 1], "options": ["timeout_s": 1e17, "stall_timeout_s": 1e17],
+        ])
+        #expect(reply["error"]?["code"]?.stringValue == "invalid_options")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
     @Test func cliWithoutADaemonExits3AndSaysHowToStartIt() throws {
         let home = TemporaryDirectory()
         var environment = ProcessInfo.processInfo.environment
