@@ -83,6 +83,7 @@ public struct AutotagJob: JobKind {
     public func validate(_ params: Params) async throws(JobError) {
         try params.selection.validate()
         if let places = params.places {
+            try PhotoSelection.checkRegularFile(places, what: "places file")
             do { _ = try PlaceTable.load(csvAt: places) } catch {
                 throw JobError(code: "invalid_params", message: "bad places file: \(error.message)")
             }

@@ -38,10 +38,27 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
         guard given == 1 else {
             throw JobError(code: "invalid_params", message: "give exactly one of ids, ids_file or all")
         }
-        if let idsFile, access(idsFile, R_OK) != 0 {
+        if let idsFile {
+            try Self.checkRegularFile(idsFile)
+            if access(idsFile, R_OK) != 0 {
+                throw JobError(
+                    code: "invalid_params",
+                    message: "cannot read the ID file \(idsFile): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// Refuses an ID file that is not a regular file: reading a FIFO or a device would block a pool thread for
+    /// good (and `/dev/zero` never ends), and the daemon's own stdin is not the user's.
+    static func checkRegularFile(_ path: String, what: String = "ID file") throws(JobError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
             throw JobError(
-                code: "invalid_params",
-                message: "cannot read the ID file \(idsFile): \(String(cString: strerror(errno)))")
+                code: "source_missing", message: "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw JobError(
+                code: "source_not_regular", message: "the \(what) \(path) is not a regular file; give a file")
         }
     }
 
@@ -53,6 +70,7 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
     public func stableIDs(in job: JobContext) async throws -> [String]? {
         if let ids { return ids }
         guard let idsFile else { return nil }
+        try Self.checkRegularFile(idsFile)
         let read: @Sendable () throws -> [String] = {
             let file = try PhotoFile.read(path: idsFile, maxBytes: 1 << 30).bytes
             var ids: [String] = []
