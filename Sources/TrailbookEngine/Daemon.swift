@@ -165,7 +165,7 @@ public final class Daemon {
     private func shutDown(signal: Int32) {
         guard !stopping else {
             DaemonLog.write("second signal: exiting now; running jobs resume on the next start")
-            exit(0)
+            _exit(0)
         }
         stopping = true
         DaemonLog.write("signal \(signal): stopping running jobs (resource_reclaim) and shutting down")
@@ -176,7 +176,9 @@ public final class Daemon {
                 // A job that ignores its stop must not keep the daemon past its 2 s promise; it stays `running`
                 // in the store and resumes from its checkpoint on the next start, as after a crash.
                 DaemonLog.write("\(scheduler.runningCount) job(s) did not stop in time; they resume on the next start")
-                exit(0)
+                // _exit, not exit: atexit handlers (OpenSSL's cleanup among them) may wait on a pool thread that
+                // is stuck in the very call that did not stop. Committed SQLite transactions are already in the WAL.
+                _exit(0)
             }
             if let pool = scheduler.workerPool {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
