@@ -52,7 +52,7 @@ struct UploadEndToEndTests {
         #expect(job["progress"]?["completed"]?.intValue == 200 << 20)
         #expect(job["progress"]?["unit"]?.stringValue == "bytes")
         #expect(try Self.sha256(ofFile: work.file("out/big.bin")) == expected)
-        #expect(!FileManager.default.fileExists(atPath: work.file("out/big.bin.part")))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")) == ["big.bin"], "no .part left")
     }
 
     @Test func kill9HalfWayThenRestartResendsAtMostOneChunk() throws {
@@ -65,7 +65,8 @@ struct UploadEndToEndTests {
         let id = try submit(daemon, [work.file("photo.bin"), "--to", "file://" + work.file("out"), "--max-rate", "20MiB", "--chunk-size", "4MiB"])
         try daemon.waitFor(id, timeout: 10, "half way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= Int64(size / 2) }
         try daemon.crash()
-        #expect(FileManager.default.fileExists(atPath: work.file("out/photo.bin.part")), "the .part survives a crash")
+        #expect(
+            FileManager.default.fileExists(atPath: work.file("out/photo.bin.\(id.prefix(8)).part")), "the .part survives a crash")
         try daemon.start()
         let done = try daemon.waitForState(id, "succeeded", timeout: 30)
         let resent = try #require(done["result"]?["bytes_resent"]?.intValue)
@@ -87,7 +88,7 @@ struct UploadEndToEndTests {
         #expect(job["state"]?.stringValue == "cancelled")
         #expect(job["cancellation"]?["reason"]?.stringValue == "user_stop")
         #expect(elapsed < 0.1, "cancel took \(elapsed) s")
-        #expect(!FileManager.default.fileExists(atPath: work.file("out/a.bin.part")))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")).isEmpty, "no .part left")
         #expect(!FileManager.default.fileExists(atPath: work.file("out/a.bin")))
     }
 
@@ -125,6 +126,29 @@ struct UploadEndToEndTests {
         let failed = try daemon.waitForState(id, "failed", timeout: 20)
         #expect(failed["error"]?["code"]?.stringValue == "source_changed")
         #expect(!FileManager.default.fileExists(atPath: work.file("out/c.bin")), "no silently corrupt copy")
+    }
+
+    /// Two jobs uploading different files of the same name to one directory, one paused half way: each writes its
+    /// own .part, each result's SHA-256 is its own source's, and the final file is the one renamed last, whole.
+    @Test func sameNameUploadsNeverMixTheirBytes() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        for folder in ["a", "b", "out"] {
+            try FileManager.default.createDirectory(atPath: work.file(folder), withIntermediateDirectories: true)
+        }
+        let first = try Self.randomFile(work.file("a/n.bin"), bytes: 12 << 20)
+        let second = try Self.randomFile(work.file("b/n.bin"), bytes: 12 << 20)
+        let paused = try submit(daemon, [work.file("a/n.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
+        try daemon.waitFor(paused, "some bytes") { ($0["progress"]?["completed"]?.intValue ?? 0) > 3 << 20 }
+        #expect(try daemon.cli(["pause", paused]).status == 0)
+        let other = try daemon.cli(["submit", "upload", work.file("b/n.bin"), "--to", work.file("out"), "--wait", "--json"])
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(try Self.sha256(ofFile: work.file("out/n.bin")) == second)
+        #expect(try daemon.cli(["resume", paused]).status == 0)
+        let done = try daemon.waitForState(paused, "succeeded", timeout: 20)
+        #expect(done["result"]?["sha256"]?.stringValue == first)
+        #expect(try Self.sha256(ofFile: work.file("out/n.bin")) == first, "the job renamed last wins, whole")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")) == ["n.bin"])
     }
 
     @Test func waitExitsWithTheJobsOutcome() throws {

@@ -316,7 +316,7 @@ struct UploadJobRunTests {
         #expect(try scratch.bytes(scratch.dst + "/a.bin") == a.bytes)
         #expect(try scratch.bytes(scratch.dst + "/b.bin") == [])
         #expect(try scratch.bytes(scratch.dst + "/c.bin") == c.bytes)
-        #expect(!scratch.exists(scratch.dst + "/a.bin.part"))
+        #expect(!scratch.exists(scratch.dst + "/a.bin.test-job.part"))
         #expect(result["bytes"] == 370_000)
         #expect(result["bytes_resent"] == 0)
         #expect(result["sha256"] == .null)
@@ -338,7 +338,7 @@ struct UploadJobRunTests {
         defer { scratch.remove() }
         let a = try scratch.source("photo.jpg", count: 1_000_000, seed: 7)
         let params = UploadJob.Params(files: [a.path], to: "file://" + scratch.dst, chunkSize: 65536)
-        let partPath = scratch.dst + "/photo.jpg.part"
+        let partPath = scratch.dst + "/photo.jpg.test-job.part"
         let host = RecordingHost()
         let code = await errorCode {
             try await onLoop { @LoopActor in
@@ -388,7 +388,7 @@ struct UploadJobRunTests {
                 _ = try await UploadJob().run(params, in: host.context())
             }
         }
-        try FileManager.default.removeItem(atPath: scratch.dst + "/v.mov.part")
+        try FileManager.default.removeItem(atPath: scratch.dst + "/v.mov.test-job.part")
         let result = try await onLoop { @LoopActor in
             host.stopAt = nil
             return try await UploadJob().run(params, in: host.context(attempt: 2))
@@ -445,7 +445,7 @@ struct UploadJobRunTests {
         }
         #expect(code.hasPrefix("other: JobStopped"))
         #expect(try scratch.bytes(scratch.dst + "/1.jpg") == a.bytes)
-        #expect(!scratch.exists(scratch.dst + "/2.jpg.part"))
+        #expect(!scratch.exists(scratch.dst + "/2.jpg.test-job.part"))
         #expect(!scratch.exists(scratch.dst + "/2.jpg"))
     }
 

@@ -8,7 +8,7 @@ import TrailbookLoop
 
 /// An upload to a local directory (`file:///abs/dir`).
 ///
-/// For each file in order: copy it in chunks into `DIR/NAME.part` (pieces of at most 1 MiB read with `pread`,
+/// For each file in order: copy it in chunks into `DIR/NAME.<job>.part` (pieces of at most 1 MiB read with `pread`,
 /// written with `pwrite` and hashed in one pool call), `fsync` and checkpoint at each chunk end, then re-check the
 /// source, rename the `.part` file to `DIR/NAME` (replacing a file there) and `fsync` the directory.
 ///
@@ -25,7 +25,12 @@ struct DirectoryUpload {
     /// Bytes hashed per pool call when re-hashing a kept prefix on resume.
     static let rehashStep: Int64 = 8 << 20
 
-    func partPath(_ index: Int) -> String { UploadNames.join(directory, names[index] + UploadNames.partSuffix) }
+    /// The job's own `.part` file for file `index`: `DIR/NAME.<first 8 hex digits of the job id>.part`. Per job,
+    /// so two jobs uploading files of the same name to one directory (one paused, one running) can never write
+    /// into, or resume from, each other's partial file.
+    func partPath(_ index: Int, job: JobContext) -> String {
+        UploadNames.join(directory, names[index] + "." + String(job.id.prefix(8)) + UploadNames.partSuffix)
+    }
     func finalPath(_ index: Int) -> String { UploadNames.join(directory, names[index]) }
 
     /// Submit-time checks that need the file system (see `DirectoryIO.preflight`), run off the loop thread so a
@@ -88,7 +93,7 @@ struct DirectoryUpload {
         pacer: inout RatePacer?, in job: JobContext
     ) async throws {
         let sourcePath = params.files[index]
-        let partPath = partPath(index)
+        let partPath = partPath(index, job: job)
         let finalPath = finalPath(index)
         let directory = self.directory
         let expected = checkpoint.sources[index]
@@ -198,7 +203,7 @@ struct DirectoryUpload {
     private func adoptCompleted(_ index: Int, _ checkpoint: UploadCheckpoint, in job: JobContext) async throws
         -> UploadedFile?
     {
-        let partPath = partPath(index)
+        let partPath = partPath(index, job: job)
         let finalPath = finalPath(index)
         let size = checkpoint.sources[index].size
         let directory = self.directory
@@ -226,7 +231,7 @@ struct DirectoryUpload {
         guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
             checkpoint.fileIndex >= 0, checkpoint.fileIndex < names.count
         else { return }
-        let path = partPath(checkpoint.fileIndex)
+        let path = partPath(checkpoint.fileIndex, job: job)
         // `unlink` on the pool: `job.fileSystem`'s async methods cannot be called from the loop actor in Swift 6
         // mode (FileSystem is not Sendable).
         let outcome = try? await job.runOnPool { () -> Int32 in
