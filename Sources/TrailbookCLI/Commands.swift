@@ -152,7 +152,7 @@ enum Commands {
         let cwd = currentDirectory()
         var params: [String: JSONValue] = [
             "files": .array(arguments.positionals.map { .string(absolute($0, cwd: cwd)) }),
-            "to": .string(destinationURL(arguments.value("to")!, cwd: cwd)),
+            "to": .string(try destinationURL(arguments.value("to")!, cwd: cwd)),
         ]
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
         if let rate = try arguments.size("max-rate") { params["max_rate"] = .number(Double(rate)) }
@@ -243,7 +243,8 @@ enum Commands {
     }
 
     /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.
-    static func destinationURL(_ text: String, cwd: String) -> String {
+    static func destinationURL(_ text: String, cwd: String) throws(UsageError) -> String {
+        guard !text.isEmpty else { throw UsageError("option --to needs a destination (file:///dir or a tus URL)") }
         if text.contains("://") { return text }
         return "file://" + absolute(text, cwd: cwd)
     }

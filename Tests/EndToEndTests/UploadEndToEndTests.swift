@@ -126,6 +126,7 @@ struct UploadEndToEndTests {
         let failed = try daemon.waitForState(id, "failed", timeout: 20)
         #expect(failed["error"]?["code"]?.stringValue == "source_changed")
         #expect(!FileManager.default.fileExists(atPath: work.file("out/c.bin")), "no silently corrupt copy")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")).isEmpty, "a failed job leaves no .part")
     }
 
     /// Two jobs uploading different files of the same name to one directory, one paused half way: each writes its

@@ -168,7 +168,13 @@ public struct UploadJob: JobKind {
         case .directory(let path):
             let names = try UploadNames.names(ofSources: params.files)
             let upload = DirectoryUpload(params: params, names: names, directory: path)
-            return try await upload.run(in: job)
+            do {
+                return try await upload.run(in: job)
+            } catch let error as JobError where !error.retryable && job.stopReason == nil {
+                // The job ends `failed` (a changed or vanished source): its partial file can never be resumed.
+                await upload.removePartial(in: job)
+                throw error
+            }
         case .tus(let endpoint):
             let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
             let upload = TusUploadRun(params: params, names: names, endpoint: endpoint)
