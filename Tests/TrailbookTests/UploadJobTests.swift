@@ -329,8 +329,10 @@ struct UploadJobRunTests {
         #expect(reports.last?.items.map(\.completed) == [300_000, 0, 70_000])
         #expect(zip(reports, reports.dropFirst()).allSatisfy { $0.completed <= $1.completed })
         #expect(reports.contains { $0.current == "a.bin" })
-        // One checkpoint at the start, one per chunk end (5 + 0 + 2), one per file.
-        #expect(await host.checkpointSaves == 1 + 7 + 3)
+        // One checkpoint at the start; one per chunk end inside a file (4 in a.bin, 1 in c.bin; a file's last
+        // chunk is recorded with the file); one per finished file once a chunk's worth of files finished since the
+        // last save (a.bin), and after the last file (c.bin) — none after the empty b.bin.
+        #expect(await host.checkpointSaves == 1 + 5 + 2)
     }
 
     @Test func resumesAfterAStopResendingAtMostOneChunk() async throws {

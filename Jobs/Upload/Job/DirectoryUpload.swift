@@ -100,13 +100,6 @@ struct DirectoryUpload {
         let name = names[index]
         var offset = checkpoint.offset
 
-        // A crash between the rename and the checkpoint: the file is complete under its final name.
-        if offset == expected.size, offset > 0, let adopted = try await adoptCompleted(index, checkpoint, in: job) {
-            finish(index, adopted, checkpoint: &checkpoint, progress: &progress)
-            try job.saveCheckpoint(checkpoint)
-            return
-        }
-
         let (file, partLength) = try await job.runOnPool {
             try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
         }
@@ -173,7 +166,8 @@ struct DirectoryUpload {
             }
             try await job.runOnPool { try file.sync() }
             checkpoint.offset = offset
-            try job.saveCheckpoint(checkpoint)
+            // The end of the file is recorded once it is renamed (below), with the next file's start.
+            if offset < expected.size { try job.saveCheckpoint(checkpoint) }
         }
 
         try job.checkCancellation()
@@ -185,7 +179,15 @@ struct DirectoryUpload {
             name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,
             bytesResent: checkpoint.fileBytesResent)
         finish(index, record, checkpoint: &checkpoint, progress: &progress)
-        try job.saveCheckpoint(checkpoint)
+        // Small files are many: the checkpoint (which lists every source and every finished file) is saved once a
+        // chunk's worth of files has finished since the last save, not after each file, so a job of 20 000 small
+        // files is not quadratic. A crash then re-copies at most one chunk of finished files (not counted in
+        // bytes_resent, since no checkpoint knew of them).
+        progress.unsavedFinishedBytes += expected.size
+        if progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == params.files.count {
+            try job.saveCheckpoint(checkpoint)
+            progress.unsavedFinishedBytes = 0
+        }
     }
 
     private func finish(
@@ -196,34 +198,6 @@ struct DirectoryUpload {
         checkpoint.offset = 0
         checkpoint.fileBytesResent = 0
         progress.set(index, record.bytes)
-    }
-
-    /// If file `index` is complete at its final path (no `.part`, final file of the recorded size) and its source
-    /// is unchanged, its record with the hash recomputed from the final file; else `nil`.
-    private func adoptCompleted(_ index: Int, _ checkpoint: UploadCheckpoint, in job: JobContext) async throws
-        -> UploadedFile?
-    {
-        let partPath = partPath(index, job: job)
-        let finalPath = finalPath(index)
-        let size = checkpoint.sources[index].size
-        let directory = self.directory
-        let hash: String? = try await job.runOnPool { () throws(JobError) -> String? in
-            guard DirectoryIO.linkMode(partPath) == nil,
-                case .success(let (final, mode)) = DirectoryIO.status(finalPath), DirectoryIO.isRegular(mode),
-                final.size == size
-            else { return nil }
-            let hash = SHA256()
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
-            defer { buffer.deallocate() }
-            guard try DirectoryIO.hashRange(of: finalPath, from: 0, count: size, into: hash, buffer: buffer) == size
-            else { return nil }
-            try DirectoryIO.syncDirectory(directory)
-            return hash.hexDigest
-        }
-        guard let hash else { return nil }
-        job.log(.info, "\(names[index]): already complete at \(finalPath); not uploading it again")
-        return UploadedFile(
-            name: names[index], path: finalPath, bytes: size, sha256: hash, bytesResent: checkpoint.fileBytesResent)
     }
 
     /// Deletes the `.part` file of the file the checkpoint says is in progress (after `user_stop`).
@@ -248,18 +222,34 @@ struct DirectoryUpload {
 
 /// Byte progress of a multi-file upload: the total and one item per file.
 struct UploadProgress {
-    private(set) var items: [ProgressItem]
+    private var all: [ProgressItem]
     private(set) var completed: Int64 = 0
     let total: Int64
+    private var current = 0
+    /// Bytes of files finished since the checkpoint was last saved (not persisted).
+    var unsavedFinishedBytes: Int64 = 0
+
+    /// Per-file rows sent with each report, at most: a job of 20 000 small files must not copy and publish
+    /// 20 000 rows per report (that made it quadratic); the window follows the file in progress.
+    static let reportedItemLimit = 64
 
     init(names: [String], sizes: [Int64]) {
-        items = zip(names, sizes).map { ProgressItem(label: $0, completed: 0, total: $1) }
+        all = zip(names, sizes).map { ProgressItem(label: $0, completed: 0, total: $1) }
         total = sizes.reduce(0, +)
     }
 
     /// Sets file `index`'s done bytes.
     mutating func set(_ index: Int, _ done: Int64) {
-        completed += done - items[index].completed
-        items[index].completed = done
+        completed += done - all[index].completed
+        all[index].completed = done
+        current = index
+    }
+
+    /// The per-file rows to report: all of them for a small job, else a window of `reportedItemLimit` starting
+    /// at the file in progress (a fresh small array, so reporting never copies the whole list).
+    var items: [ProgressItem] {
+        guard all.count > Self.reportedItemLimit else { return all }
+        let start = min(current, all.count - Self.reportedItemLimit)
+        return Array(all[start..<(start + Self.reportedItemLimit)])
     }
 }
