@@ -152,6 +152,25 @@ struct UploadEndToEndTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")) == ["n.bin"])
     }
 
+    /// An in-place rewrite of the same size with the mtime put back (`touch -r`) is still caught, by the ctime.
+    @Test func aRewriteWithTheMtimePutBackIsStillCaught() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("d.bin"), bytes: 16 << 20)
+        let id = try submit(daemon, [work.file("d.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
+        try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
+        #expect(try daemon.cli(["pause", id]).status == 0)
+        #expect(try DaemonHarness.run("/usr/bin/touch", ["-r", work.file("d.bin"), work.file("ref")]).status == 0)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file("d.bin")))
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 4096))
+        try handle.close()
+        #expect(try DaemonHarness.run("/usr/bin/touch", ["-r", work.file("ref"), work.file("d.bin")]).status == 0)
+        #expect(try daemon.cli(["resume", id]).status == 0)
+        let failed = try daemon.waitForState(id, "failed", timeout: 20)
+        #expect(failed["error"]?["code"]?.stringValue == "source_changed")
+    }
+
     @Test func waitExitsWithTheJobsOutcome() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()

@@ -62,7 +62,8 @@ enum DirectoryIO {
         SourceIdentity(
             size: Int64(info.st_size),
             modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-            inode: UInt64(info.st_ino), device: UInt64(info.st_dev))
+            inode: UInt64(info.st_ino), device: UInt64(info.st_dev),
+            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
     }
 
     static func isRegular(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }

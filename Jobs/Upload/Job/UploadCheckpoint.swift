@@ -16,18 +16,32 @@ public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConverti
     public var inode: UInt64
     /// Device number (`st_dev`).
     public var device: UInt64
+    /// Last status change time (`st_ctim`), in nanoseconds since the Unix epoch. Unlike the mtime it cannot be set
+    /// back (`touch -r`), so an in-place rewrite that restores the mtime is still noticed. `nil` in checkpoints
+    /// written before it was recorded; then it is not compared.
+    public var changedNanoseconds: Int64?
 
-    public init(size: Int64, modifiedNanoseconds: Int64, inode: UInt64, device: UInt64) {
+    public init(size: Int64, modifiedNanoseconds: Int64, inode: UInt64, device: UInt64, changedNanoseconds: Int64? = nil) {
         self.size = size
         self.modifiedNanoseconds = modifiedNanoseconds
         self.inode = inode
         self.device = device
+        self.changedNanoseconds = changedNanoseconds
+    }
+
+    /// Same file, same content as far as `stat` can tell: size, mtime, inode, device, and ctime when both know it.
+    public static func == (lhs: SourceIdentity, rhs: SourceIdentity) -> Bool {
+        lhs.size == rhs.size && lhs.modifiedNanoseconds == rhs.modifiedNanoseconds && lhs.inode == rhs.inode
+            && lhs.device == rhs.device
+            && (lhs.changedNanoseconds == nil || rhs.changedNanoseconds == nil
+                || lhs.changedNanoseconds == rhs.changedNanoseconds)
     }
 
     enum CodingKeys: String, CodingKey {
         case size
         case modifiedNanoseconds = "mtime_ns"
         case inode, device
+        case changedNanoseconds = "ctime_ns"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -44,6 +58,7 @@ public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConverti
         modifiedNanoseconds = try integer(.modifiedNanoseconds, Int64.self)
         inode = try integer(.inode, UInt64.self)
         device = try integer(.device, UInt64.self)
+        changedNanoseconds = container.contains(.changedNanoseconds) ? try integer(.changedNanoseconds, Int64.self) : nil
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -52,6 +67,7 @@ public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConverti
         try container.encode(String(modifiedNanoseconds), forKey: .modifiedNanoseconds)
         try container.encode(String(inode), forKey: .inode)
         try container.encode(String(device), forKey: .device)
+        try container.encodeIfPresent(changedNanoseconds.map { String($0) }, forKey: .changedNanoseconds)
     }
 
     /// "123 bytes, mtime …ns, inode …, device …", for error messages.
