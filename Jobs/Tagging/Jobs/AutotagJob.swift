@@ -48,7 +48,7 @@ public struct AutotagJob: JobKind {
         var message: String
     }
 
-    struct Checkpoint: Codable {
+    struct Checkpoint: PhotoBatchCheckpoint {
         var cursor: Int64 = 0
         var processed: Int64 = 0
         var total: Int64 = 0
@@ -124,66 +124,47 @@ public struct AutotagJob: JobKind {
             guard let batch = selected else { break }
             let answers = try await job.runInWorkers(
                 task: InspectPhotoTask.name, records.map { ["path": .string($0.path), "pixels": true] })
-            var next = checkpoint
-            do {
-                try store.transaction { tx in
-                    for (record, answer) in zip(records, answers) {
-                        var tags: [String]
-                        switch answer.flatMap({ value in
-                            Result { try JSONCoding.convert(value, to: PhotoInspection.self) }
-                                .mapError { JobError(code: "bad_answer", message: "\($0)") }
-                        }) {
-                        case .success(let inspection):
-                            tags = AutoTags.tags(
-                                metadata: inspection.metadata, pixels: inspection.pixels, places: places)
-                            if let pixels = inspection.pixels {
-                                let hash = pixels.perceptualHash
-                                try store.setPerceptualHash(hash, for: record.localID)
-                                if let twin = try store.nearestDuplicate(of: hash, excluding: record.localID),
-                                    twin.localID < record.localID
-                                {
-                                    tags.append("duplicate-of:" + twin.stableID.text)
-                                    next.duplicates += 1
-                                }
-                            } else {
-                                let reason = inspection.pixelError ?? "undecodable: pixels not decodable"
-                                let code =
-                                    reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "undecodable"
-                                Self.noteUnreadable(&next, record, code: code, reason)
+            checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "an autotag batch") {
+                tx, next in
+                for (record, answer) in zip(records, answers) {
+                    var tags: [String]
+                    switch answer.flatMap({ value in
+                        Result { try JSONCoding.convert(value, to: PhotoInspection.self) }
+                            .mapError { JobError(code: "bad_answer", message: "\($0)") }
+                    }) {
+                    case .success(let inspection):
+                        tags = AutoTags.tags(
+                            metadata: inspection.metadata, pixels: inspection.pixels, places: places)
+                        if let pixels = inspection.pixels {
+                            let hash = pixels.perceptualHash
+                            try store.setPerceptualHash(hash, for: record.localID)
+                            if let twin = try store.nearestDuplicate(of: hash, excluding: record.localID),
+                                twin.localID < record.localID
+                            {
+                                tags.append("duplicate-of:" + twin.stableID.text)
+                                next.duplicates += 1
                             }
-                        case .failure(let error):
-                            tags = ["unreadable"]
-                            Self.noteUnreadable(&next, record, code: error.code, error.message)
+                        } else {
+                            let reason = inspection.pixelError ?? "undecodable: pixels not decodable"
+                            let code =
+                                reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "undecodable"
+                            Self.noteUnreadable(&next, record, code: code, reason)
                         }
-                        try tx.replaceTags(of: record.localID, with: tags, where: AutoTags.isManaged)
-                        next.tagged += 1
+                    case .failure(let error):
+                        tags = ["unreadable"]
+                        Self.noteUnreadable(&next, record, code: error.code, error.message)
                     }
-                    next.unknownCount += batch.unknown.count + (batch.localIDs.count - records.count)
-                    next.unknownFirst += batch.unknown.prefix(max(0, 20 - next.unknownFirst.count))
-                    next.cursor = batch.nextCursor
-                    next.processed += Int64(batch.consumed)
-                    try PhotoLibraryService.saveCheckpoint(next, job: job.id, in: tx.database)
+                    try tx.replaceTags(of: record.localID, with: tags, where: AutoTags.isManaged)
+                    next.tagged += 1
                 }
-            } catch let error as PhotoLibraryError {
-                throw error.jobError
-            } catch {
-                throw JobError(
-                    code: "photo_store_error", message: "cannot write an autotag batch: \(error)", retryable: true)
+                next.advance(past: batch, missing: batch.localIDs.count - records.count)
             }
-            checkpoint = next
             job.reportProgress(
                 completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed),
                 current: records.last?.path)
         }
         checkpoint.finished = true
-        do {
-            try store.transaction { tx in
-                try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database)
-            }
-        } catch {
-            throw JobError(
-                code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
-        }
+        checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")
         return Self.result(checkpoint)
     }
 

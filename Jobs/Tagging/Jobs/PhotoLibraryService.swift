@@ -64,6 +64,56 @@ public final class PhotoLibraryService {
     }
 }
 
+/// The resumable state of a bulk photo job (`tag`, `autotag`): where it is in its selection, and what it met.
+protocol PhotoBatchCheckpoint: Codable {
+    /// Index into the ID list, or the last local ID done for `all`.
+    var cursor: Int64 { get set }
+    /// Inputs consumed so far, in photos.
+    var processed: Int64 { get set }
+    /// IDs that matched no photo: how many, and the first 20.
+    var unknownCount: Int { get set }
+    var unknownFirst: [String] { get set }
+    /// Set once the last batch committed, so a restart after that does not run again.
+    var finished: Bool { get set }
+}
+
+extension PhotoBatchCheckpoint {
+    /// Moves past `batch`; `missing` counts resolved IDs whose photo vanished since.
+    mutating func advance(past batch: SelectedBatch, missing: Int) {
+        unknownCount += batch.unknown.count + missing
+        unknownFirst += batch.unknown.prefix(max(0, 20 - unknownFirst.count))
+        cursor = batch.nextCursor
+        processed += Int64(batch.consumed)
+    }
+}
+
+extension PhotoLibraryService {
+    /// Runs `body` (a batch's writes, which also update the checkpoint) and saves the checkpoint in the same
+    /// photo-store transaction: both commit, or neither (the exactly-once promise of the bulk jobs).
+    ///
+    /// - Returns: the checkpoint as `body` left it.
+    /// - Throws: `JobError` from the photo library (its code), or `photo_store_error` (retryable) naming `what`.
+    static func commit<C: PhotoBatchCheckpoint>(
+        _ checkpoint: C, job: String, in store: PhotoStore, what: String,
+        _ body: (PhotoStoreTransaction, inout C) throws -> Void = { _, _ in }
+    ) throws(JobError) -> C {
+        var next = checkpoint
+        do {
+            try store.transaction { tx in
+                try body(tx, &next)
+                try saveCheckpoint(next, job: job, in: tx.database)
+            }
+        } catch let error as PhotoLibraryError {
+            throw error.jobError
+        } catch let error as JobError {
+            throw error
+        } catch {
+            throw JobError(code: "photo_store_error", message: "cannot write \(what): \(error)", retryable: true)
+        }
+        return next
+    }
+}
+
 /// Maps photo-library errors to job errors with the same stable code.
 extension PhotoLibraryError {
     /// This error as a `JobError` (code `code.name`); store errors are retryable.

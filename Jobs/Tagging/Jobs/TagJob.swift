@@ -55,7 +55,7 @@ public struct TagJob: JobKind {
     }
 
     /// The checkpoint kept in the photo store, committed with each batch.
-    struct Checkpoint: Codable {
+    struct Checkpoint: PhotoBatchCheckpoint {
         var cursor: Int64 = 0
         var processed: Int64 = 0
         var total: Int64 = 0
@@ -120,40 +120,21 @@ public struct TagJob: JobKind {
                     do { _ = try store.photo(localID: id) } catch { throw error.jobError }
                 }
             }
-            var next = checkpoint
-            do {
-                try store.transaction { tx in
-                    let counts =
-                        params.remove == true
-                        ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
-                    next.changed += counts.changed
-                    next.unchanged += counts.unchanged
-                    next.unknownCount += batch.unknown.count + counts.missing
-                    next.unknownFirst += batch.unknown.prefix(max(0, 20 - next.unknownFirst.count))
-                    next.cursor = batch.nextCursor
-                    next.processed += Int64(batch.consumed)
-                    try PhotoLibraryService.saveCheckpoint(next, job: job.id, in: tx.database)
-                }
-            } catch let error as PhotoLibraryError {
-                throw error.jobError
-            } catch {
-                throw JobError(
-                    code: "photo_store_error", message: "cannot write a tag batch: \(error)", retryable: true)
+            checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "a tag batch") {
+                tx, next in
+                let counts =
+                    params.remove == true
+                    ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
+                next.changed += counts.changed
+                next.unchanged += counts.unchanged
+                next.advance(past: batch, missing: counts.missing)
             }
-            checkpoint = next
             job.reportProgress(completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed))
             // Let the control socket and the feed run between batches.
             await Task.yield()
         }
         checkpoint.finished = true
-        do {
-            try store.transaction { tx in
-                try PhotoLibraryService.saveCheckpoint(checkpoint, job: job.id, in: tx.database)
-            }
-        } catch {
-            throw JobError(
-                code: "photo_store_error", message: "cannot record the end of the job: \(error)", retryable: true)
-        }
+        checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")
         return Self.result(checkpoint, params)
     }
 
