@@ -234,6 +234,14 @@ public final class ControlServer {
             guard let kind = request["kind"]?.stringValue else {
                 throw JobError(code: "bad_request", message: "submit needs a \"kind\" string")
             }
+            for key in ["priority", "max_attempts"] {
+                if let value = request["options"]?[key], !value.isNull,
+                    value.intValue.map({ abs($0) > 1_000_000_000 }) ?? true
+                {
+                    let text = String(decoding: JSONCoding.encode(value), as: UTF8.self)
+                    throw JobError(code: "invalid_options", message: "options.\(key) must be a whole number, got \(text)")
+                }
+            }
             let options: SubmitOptions
             do {
                 options = try JSONCoding.convert(request["options"] ?? [:], to: SubmitOptions.self)

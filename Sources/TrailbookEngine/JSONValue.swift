@@ -165,6 +165,11 @@ public enum JSONCoding {
         case .keyNotFound(let key, let context):
             return "\(path(context.codingPath + [key])): required but missing"
         case .dataCorrupted(let context):
+            // The decoder reports a number that does not fit its field (1.5 or 1e300 for an integer) as "not valid
+            // JSON" with no path; the text was valid JSON, so say what is likely instead.
+            if context.codingPath.isEmpty, context.debugDescription.contains("not valid JSON") {
+                return "a number is not a whole number or is out of range for its field"
+            }
             return "\(path(context.codingPath)): \(context.debugDescription)"
         @unknown default: return "\(error)"
         }

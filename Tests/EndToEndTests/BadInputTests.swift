@@ -34,6 +34,8 @@ struct BadInputTests {
         ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":\"many\"}}", "invalid_params"),
         ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":1},\"options\":{\"max_attempts\":0}}", "invalid_options"),
         ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":1},\"options\":{\"priority\":\"high\"}}", "invalid_options"),
+        ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":1},\"options\":{\"priority\":1.5}}", "invalid_options"),
+        ("{\"op\":\"submit\",\"kind\":\"sleep\",\"params\":{\"units\":1e300}}", "invalid_params"),
         ("{\"op\":\"show\",\"job\":\"00000000-0000-4000-8000-000000000000\"}", "no_such_job"),
         ("{\"op\":\"show\",\"job\":\"../../etc/passwd\"}", "no_such_job"),
         ("{\"op\":\"show\"}", "bad_request"),
