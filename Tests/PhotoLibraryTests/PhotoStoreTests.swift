@@ -136,9 +136,9 @@ struct PhotoStoreTests {
         defer { Fixtures.removeTree(dir) }
         let store = try PhotoStore(path: dir + "/photos.db")
         #expect(try store.database.query("PRAGMA journal_mode").first?.text(0) == "wal")
-        #expect(try store.database.query("PRAGMA user_version").first?.int(0) == 1)
+        #expect(try store.database.query("PRAGMA user_version").first?.int(0) == Int64(PhotoStore.migrations.count))
         let plan = try store.database.query(
-            "EXPLAIN QUERY PLAN SELECT j.value, p.id FROM json_each(?) AS j JOIN photos AS p ON p.stable_id = j.value",
+            "EXPLAIN QUERY PLAN SELECT j.key, p.id FROM json_each(?) AS j LEFT JOIN photos AS p ON p.stable_id = j.value",
             [.text("[]")]
         ).compactMap { $0.text(3) }.joined(separator: "; ")
         #expect(plan.contains("USING INDEX") || plan.contains("USING COVERING INDEX"), "\(plan)")
