@@ -124,6 +124,21 @@ struct SchedulerEndToEndTests {
         #expect(replayed == Array(seqs.dropFirst()))
     }
 
+    /// `watch ID` (not on a terminal) prints the job's lines and exits once it has ended; for a job that already
+    /// ended it prints its outcome and exits at once.
+    @Test func watchOfNamedJobsEndsWithThem() throws {
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitSleep(units: 10, unitMilliseconds: 20)
+        let started = Date()
+        let watched = try daemon.cli(["watch", String(id.prefix(8))])
+        #expect(watched.status == 0, "\(watched.stderr)")
+        #expect(watched.stdout.contains("-> succeeded"), "\(watched.stdout)")
+        #expect(Date().timeIntervalSince(started) < 10)
+        let again = try daemon.cli(["watch", id])
+        #expect(again.status == 0)
+        #expect(again.stdout.contains("succeeded"))
+    }
+
     @Test func idleDaemonUsesNoCPU() throws {
         let daemon = try DaemonHarness()
         _ = try daemon.waitForState(try daemon.submitSleep(units: 3, unitMilliseconds: 1), "succeeded")

@@ -180,6 +180,25 @@ struct TaggingEndToEndTests {
         #expect(peak < 150 * 1024, "daemon peak RSS \(peak) KiB")
     }
 
+    // MARK: tag from the CLI: prefixes, unknown IDs in the outcome
+
+    @Test func tagTakesIDPrefixesAndReportsUnknownIDs() throws {
+        let home = TemporaryDirectory()
+        let ids = try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: 3)
+        let daemon = try DaemonHarness(home: home)
+        let unknown = "ffffffff-0000-4000-8000-000000000001"
+        let done = try daemon.cli(["submit", "tag", "--tag", "trip", "--ids", "\(ids[0].prefix(8)),\(ids[1]),\(unknown)", "--wait"])
+        #expect(done.status == 0, "\(done.stderr)")
+        #expect(done.stdout.contains("tagged 2"), "\(done.stdout)")
+        #expect(done.stdout.contains("1 unknown ID: \(unknown)"), "\(done.stdout)")
+        #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == 2)
+        let notAnID = try daemon.cli(["submit", "tag", "--tag", "trip", "--ids", "zz"])
+        #expect(notAnID.status == 2)
+        let missing = try #require(["0000", "1111", "2222", "3333"].first { prefix in !ids.contains { $0.hasPrefix(prefix) } })
+        let noMatch = try daemon.cli(["submit", "tag", "--tag", "trip", "--ids", missing])
+        #expect(noMatch.status == 4, "\(noMatch.stderr)")
+    }
+
     // MARK: tag: exactly once across kill -9
 
     @Test func tagSurvivesKill9MidJobWithEveryPhotoTaggedExactlyOnce() throws {
