@@ -44,25 +44,25 @@ let package = Package(
         .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
 
-        // Loop helpers shared by the test targets (a loop on its own thread, an actor pinned to it).
-        .target(name: "LoopTestSupport", dependencies: ["TrailbookLoop"], path: "Tests/LoopTestSupport"),
+        // Helpers shared by the test targets: a loop on its own thread, an actor pinned to it, a child that says READY.
+        .target(name: "TestSupport", dependencies: ["TrailbookLoop"], path: "Tests/TestSupport"),
         .testTarget(
             name: "TrailbookTests",
             dependencies: [
-                "TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI", "LoopTestSupport",
+                "TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI", "TestSupport",
             ]
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif",
-                "LoopTestSupport",
+                "TestSupport",
             ]),
         .testTarget(
             name: "PhotoLibraryTests",
             dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]
         ),
         .testTarget(
-            name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto", "LoopTestSupport"]),
+            name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto", "TestSupport"]),
     ]
 )

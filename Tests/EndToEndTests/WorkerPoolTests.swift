@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TrailbookEngine
-import LoopTestSupport
+import TestSupport
 import TrailbookLoop
 
 /// `WorkerPool` against real worker processes (`trailbook-jobs worker`), on a private loop.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import LoopTestSupport
+import TestSupport
 import TrailbookLoop
 
 struct EventLoopTests {

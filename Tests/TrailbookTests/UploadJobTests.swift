@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 @testable import TrailbookEngine
-import LoopTestSupport
+import TestSupport
 import TrailbookLoop
 @testable import UploadJob
 

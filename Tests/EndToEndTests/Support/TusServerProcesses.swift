@@ -1,49 +1,6 @@
 import Foundation
+import TestSupport
 import TrailbookEngine
-
-/// A child process that prints `READY <port>` once it listens (Tests/Support/tus-server/server.py, proxy.py).
-/// It exits when its stdin reaches end of file, so it never outlives the test process; `stop()` kills it.
-final class ReadyProcess {
-    let process = Process()
-    let port: Int
-    private let output = Pipe()
-    private let input = Pipe()
-
-    init(python: String, script: String, arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [script] + arguments
-        process.standardOutput = output
-        process.standardInput = input
-        process.standardError = FileHandle.standardError
-        try process.run()
-        var line = [UInt8]()
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            let data = output.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            line += data
-            if line.contains(UInt8(ascii: "\n")) { break }
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("READY "), let port = Int(text.dropFirst(6).prefix { $0.isNumber }) else {
-            try? input.fileHandleForWriting.close()
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            throw HarnessError("\(script) did not start; it printed: \(text)")
-        }
-        self.port = port
-    }
-
-    deinit { stop() }
-
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-}
 
 /// The real tus server (tuspyserver under uvicorn on 127.0.0.1) with the fault-injecting proxy in front, from
 /// the venv that `Tests/Support/tus-server/setup.sh` makes. Construction fails — it never skips — when the venv

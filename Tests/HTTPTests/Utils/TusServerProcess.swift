@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TrailbookHTTP
-import LoopTestSupport
+import TestSupport
 import TrailbookLoop
 
 /// The main loop on its thread, shared with every other test target in the process.
@@ -18,50 +18,6 @@ let packageRoot: String = {
 
 struct TestSetupError: Error, CustomStringConvertible {
     var description: String
-}
-
-/// A child process that prints `READY <port>` when it listens (server.py, proxy.py). Terminated by `stop()`.
-final class ReadyProcess: @unchecked Sendable {
-    let process = Process()
-    let port: Int
-    private let output = Pipe()
-    /// Held open while the child runs: the scripts exit when it reaches end of file (the test process died).
-    private let input = Pipe()
-
-    init(python: String, script: String, arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [script] + arguments
-        process.standardOutput = output
-        process.standardInput = input
-        process.standardError = FileHandle.standardError
-        try process.run()
-        var line = [UInt8]()
-        let handle = output.fileHandleForReading
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            let data = handle.availableData  // blocks until some output or EOF
-            if data.isEmpty { break }
-            line += data
-            if line.contains(UInt8(ascii: "\n")) { break }
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("READY "), let port = Int(text.dropFirst(6).prefix { $0.isNumber }) else {
-            try? input.fileHandleForWriting.close()
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            throw TestSetupError(description: "\(script) did not start; it printed: \(text)")
-        }
-        self.port = port
-    }
-
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        if process.isRunning {
-            // No graceful shutdown needed; SIGKILL also works if the child inherited a blocked SIGTERM.
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
 }
 
 /// A real tus server (tuspyserver under uvicorn, 127.0.0.1, a free port) plus the fault-injecting proxy in front
