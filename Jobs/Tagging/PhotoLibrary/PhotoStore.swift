@@ -356,20 +356,9 @@ public struct PhotoStoreTransaction {
     /// - Throws: `PhotoLibraryError.invalidTag` for an empty tag or one with control characters,
     ///   `.store` on a SQLite error.
     public func addTag(_ tag: String, to localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> TagCounts {
-        let tag = try TagName.validated(tag)
-        let (array, unique) = PhotoStoreTransaction.jsonArray(localIDs)
-        guard unique > 0 else { return TagCounts(changed: 0, unchanged: 0, missing: 0) }
-        return try store.store {
-            let present = Int(
-                try database.query(
-                    "SELECT count(*) FROM photos WHERE id IN (SELECT value FROM json_each(?))", [.text(array)]
-                ).first?.int(0) ?? 0)
-            try database.query(
-                "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT id, ?2 FROM photos WHERE id IN (SELECT value FROM json_each(?1))",
-                [.text(array), .text(tag)])
-            let added = database.changes
-            return TagCounts(changed: added, unchanged: present - added, missing: unique - present)
-        }
+        try changeTag(
+            tag, of: localIDs,
+            "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT id, ?2 FROM photos WHERE id IN (SELECT value FROM json_each(?1))")
     }
 
     /// Removes `tag` from every photo in `localIDs`.
@@ -378,6 +367,14 @@ public struct PhotoStoreTransaction {
     ///   `missing` = local IDs with no photo.
     /// - Throws: `PhotoLibraryError.invalidTag`, `.store`.
     public func removeTag(_ tag: String, from localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> TagCounts {
+        try changeTag(tag, of: localIDs, "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))")
+    }
+
+    /// Runs `statement` (binding ?1 = the IDs as a JSON array, ?2 = the tag) and counts: rows it changed, photos
+    /// present that it did not change, IDs with no photo.
+    private func changeTag(_ tag: String, of localIDs: [PhotoLocalID], _ statement: String) throws(PhotoLibraryError)
+        -> TagCounts
+    {
         let tag = try TagName.validated(tag)
         let (array, unique) = PhotoStoreTransaction.jsonArray(localIDs)
         guard unique > 0 else { return TagCounts(changed: 0, unchanged: 0, missing: 0) }
@@ -386,11 +383,9 @@ public struct PhotoStoreTransaction {
                 try database.query(
                     "SELECT count(*) FROM photos WHERE id IN (SELECT value FROM json_each(?))", [.text(array)]
                 ).first?.int(0) ?? 0)
-            try database.query(
-                "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))",
-                [.text(array), .text(tag)])
-            let removed = database.changes
-            return TagCounts(changed: removed, unchanged: present - removed, missing: unique - present)
+            try database.query(statement, [.text(array), .text(tag)])
+            let changed = database.changes
+            return TagCounts(changed: changed, unchanged: present - changed, missing: unique - present)
         }
     }
 
