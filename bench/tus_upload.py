@@ -14,7 +14,8 @@ twice per chunk; tuspy does neither. Each upload's stored copy is checked agains
 """
 import argparse, hashlib, json, os, resource, shutil, statistics, subprocess, sys, tempfile, time
 
-root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT as root, build, cpu_seconds  # noqa: E402
 venv_python = os.path.join(root, ".venv-tus", "bin", "python")
 
 TUSPY = r"""
@@ -25,19 +26,6 @@ uploader = client.TusClient(url).uploader(path, chunk_size=chunk)
 uploader.upload()
 print(uploader.url)
 """
-
-
-def build():
-    subprocess.run(["swift", "build", "-c", "release", "--product", "trailbook-jobs"], cwd=root, check=True,
-                   stdout=subprocess.DEVNULL)
-    out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout.strip()
-    return os.path.join(out, "trailbook-jobs")
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def size_bytes(text):

@@ -10,20 +10,8 @@ Prints each round and the medians, with the ratio daemon/peer (below 1.0: the da
 """
 import argparse, os, shutil, socket, json, statistics, subprocess, sys, tempfile, time
 
-root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def build():
-    subprocess.run(["swift", "build", "-c", "release", "--product", "trailbook-jobs"], cwd=root, check=True,
-                   stdout=subprocess.DEVNULL)
-    out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout.strip()
-    return os.path.join(out, "trailbook-jobs")
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT as root, build, cpu_seconds  # noqa: E402
 
 
 def main():

@@ -1,0 +1,20 @@
+"""Helpers shared by the benchmark scripts: the release binary and a process's CPU time."""
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build():
+    """Builds the release binary (incrementally) and returns its path."""
+    subprocess.run(["swift", "build", "-c", "release", "--product", "trailbook-jobs"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return os.path.join(out, "trailbook-jobs")
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` (all its threads), from /proc/PID/stat fields 14 and 15."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
