@@ -8,11 +8,17 @@ import TrailbookEngine
 /// the wall-clock time of each progress change, Unix seconds, as `current`, so benchmarks can measure feed latency).
 /// Its checkpoint is the number of items done, saved after each item, so it resumes where it stopped.
 public struct SleepJob: JobKind {
+    /// The params of a `sleep` job (JSON keys in snake case).
     public struct Params: Codable, Sendable {
+        /// Items to count.
         public var units: Int64
+        /// Milliseconds per item (default 10).
         public var unitMilliseconds: Int64?
+        /// Stop reporting progress after this many items (provokes the stall timeout).
         public var stallAfter: Int64?
+        /// Fail with this error code at the end.
         public var failCode: String?
+        /// Report the wall-clock time of each progress change as `current` (the feed latency benchmark reads it).
         public var stamp: Bool?
 
         enum CodingKeys: String, CodingKey {
@@ -28,9 +34,12 @@ public struct SleepJob: JobKind {
         var done: Int64
     }
 
+    /// `sleep`.
     public static let name = "sleep"
+    /// Items; long-running; the daemon loop only.
     public static let traits = JobKindTraits(unit: .items, isLongRunning: true, executionTargets: [.daemonLoop])
 
+    /// The kind (stateless).
     public init() {}
 
     public func validate(_ params: Params) async throws(JobError) {

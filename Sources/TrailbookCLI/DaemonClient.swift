@@ -6,6 +6,7 @@ import TrailbookEngine
 
 /// Why a request to the daemon did not get an answer.
 public struct ClientError: Error, CustomStringConvertible, Sendable {
+    /// What failed and what to do (for example, how to start the daemon).
     public var message: String
     public var description: String { message }
 }

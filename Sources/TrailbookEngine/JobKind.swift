@@ -73,6 +73,7 @@ extension JobKind {
 
 /// Thrown by `JobContext.checkCancellation()` when the job is being stopped.
 public struct JobStopped: Error, Sendable {
+    /// Why the job is being stopped.
     public let reason: CancellationReason
 }
 

@@ -37,9 +37,11 @@ public struct JobLifecycle: Sendable, Equatable {
         case run
     }
 
+    /// The state after the last event.
     public private(set) var state: JobState
     /// The number of the current or last attempt, 1-based; 0 before the first start.
     public private(set) var attempt: Int
+    /// Attempts allowed before a retryable failure becomes `failed`.
     public let maxAttempts: Int
     /// Whether the next start continues the current attempt (its run was cut short, not ended).
     public private(set) var resumesAttempt: Bool

@@ -32,8 +32,11 @@ public enum CancellationReason: String, Codable, Sendable, CaseIterable {
 
 /// A recorded stop: the reason, when (ISO 8601, UTC) and a human detail.
 public struct Cancellation: Codable, Sendable, Equatable {
+    /// Why the job was stopped.
     public var reason: CancellationReason
+    /// When, ISO 8601 in UTC.
     public var at: String
+    /// What happened, for people ("no progress for 60 s", "paused by user").
     public var detail: String
 
     public init(reason: CancellationReason, at: String, detail: String) {
@@ -102,6 +105,7 @@ public struct JobProgress: Sendable, Equatable {
     public var completed: Int64
     /// Units in all (`totalUnitCount`); 0 while unknown.
     public var total: Int64
+    /// What the counts count.
     public var unit: ProgressUnit
     /// Smoothed units per second (exponential moving average), or `nil` before two samples.
     public var ratePerSecond: Double?
@@ -186,18 +190,26 @@ public struct JobOptions: Codable, Sendable, Equatable {
 public struct JobRecord: Sendable, Equatable {
     /// A UUID, lower case.
     public var id: String
+    /// The job kind's name (`upload`, `tag`, …).
     public var kind: String
+    /// The lifecycle state.
     public var state: JobState
+    /// Priority, deadline, stall timeout and attempts.
     public var options: JobOptions
     /// The number of the current or last attempt; 0 before the first start.
     public var attempt: Int
+    /// The last progress reported (live for a running job).
     public var progress: JobProgress
+    /// The last stop, if the job was ever stopped.
     public var cancellation: Cancellation?
+    /// Why the job failed (or why its last attempt did).
     public var error: JobError?
     /// ISO 8601 UTC timestamps.
     public var createdAt: String
     public var updatedAt: String
+    /// The kind's params, as submitted (header values of tus uploads redacted when shown).
     public var params: JSONValue
+    /// The kind's result once it succeeded, else `null`.
     public var result: JSONValue
     /// When a `needs_retry` job becomes `queued` again, in Unix seconds; `nil` otherwise.
     public var retryAt: Double?

@@ -13,9 +13,13 @@ import TrailbookLoop
 public final class ProgressFeed {
     /// One event as published.
     public struct Event: Sendable {
+        /// Sequence number, increasing per daemon and across its restarts.
         public var seq: Int64
+        /// The job's id.
         public var job: String
+        /// The job's kind, for `watch --kind` filters.
         public var kind: String
+        /// Whether this is a `progress` event (those may be skipped for a slow watcher; others never).
         public var isProgress: Bool
         /// The encoded line, with its trailing newline.
         public var line: [UInt8]

@@ -29,14 +29,19 @@ public struct SchedulerOptions: Sendable {
     /// How long shutdown waits for running jobs to checkpoint, in seconds (the daemon must exit within 2 s).
     public var shutdownGraceSeconds: Double = 1.5
 
+    /// The defaults described on each property.
     public init() {}
 }
 
 /// Per-submission overrides of the defaults; `nil` takes the daemon's default.
 public struct SubmitOptions: Codable, Sendable, Equatable {
+    /// Higher runs first; `nil` is 0.
     public var priority: Int?
+    /// Deadline of one attempt, in seconds; `nil` takes the daemon's or the kind's default.
     public var timeoutSeconds: Double?
+    /// Seconds without progress before the job is stopped with `timeout`; `nil` takes the daemon's default.
     public var stallTimeoutSeconds: Double?
+    /// Attempts before failing; `nil` takes the daemon's default.
     public var maxAttempts: Int?
 
     public init(priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil) {
@@ -46,12 +51,8 @@ public struct SubmitOptions: Codable, Sendable, Equatable {
         self.maxAttempts = maxAttempts
     }
 
-    enum CodingKeys: String, CodingKey {
-        case priority
-        case timeoutSeconds = "timeout_s"
-        case stallTimeoutSeconds = "stall_timeout_s"
-        case maxAttempts = "max_attempts"
-    }
+    /// The same JSON keys as `JobOptions`.
+    typealias CodingKeys = JobOptions.CodingKeys
 }
 
 /// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
@@ -98,7 +99,9 @@ public final class Scheduler {
         case stopped(CancellationReason)
     }
 
+    /// The defaults and limits it was made with.
     public let options: SchedulerOptions
+    /// The feed it announces every transition and progress report on.
     public let feed: ProgressFeed
     /// The worker processes job kinds reach through `JobContext.runInWorker`; `nil` until the daemon sets it.
     public var workerPool: WorkerPool?
