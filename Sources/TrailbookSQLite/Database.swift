@@ -200,6 +200,91 @@ public final class Statement {
         sqlite3_reset(raw)
     }
 
+    // MARK: Row-at-a-time use, without building `Row`s
+    //
+    // For hot loops (one lookup per photo ID): bind one parameter, step, read a column, rewind. Nothing is
+    // allocated per row, unlike `step()`, which copies every column into a `Row`.
+
+    /// Binds the integer `value` to parameter `index` (1-based).
+    ///
+    /// - Throws: `SQLiteError` if `index` is out of range.
+    public func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+        try check(sqlite3_bind_int64(raw, index, value))
+    }
+
+    /// Binds `text` to parameter `index` (1-based). SQLite copies the bytes.
+    ///
+    /// - Throws: `SQLiteError` if `index` is out of range.
+    public func bind(_ text: String, at index: Int32) throws(SQLiteError) {
+        try check(text.utf8CString.withUnsafeBufferPointer { tb_sqlite3_bind_text(raw, index, $0.baseAddress, -1) })
+    }
+
+    /// Binds the UTF-8 bytes `utf8` (no terminating NUL needed) as text to parameter `index` (1-based). SQLite
+    /// copies them, so the buffer need not outlive the call.
+    ///
+    /// - Throws: `SQLiteError` if `index` is out of range or the text is over SQLite's length limit.
+    public func bind(utf8: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        guard let base = utf8.baseAddress?.assumingMemoryBound(to: CChar.self) else {
+            return try check(tb_sqlite3_bind_text(raw, index, "", 0))
+        }
+        try check(tb_sqlite3_bind_text(raw, index, base, Int32(utf8.count)))
+    }
+
+    /// Runs `body` with parameter `index` (1-based) bound to the UTF-8 bytes `utf8` as text, in place: SQLite
+    /// reads the caller's buffer instead of copying it (`SQLITE_STATIC`), so `body` must step the statement
+    /// itself. The parameter is bound to NULL again before this returns, so SQLite never keeps the pointer.
+    ///
+    /// - Throws: `SQLiteError` if `index` is out of range, or what `body` throws.
+    public func withBinding<R>(
+        utf8: UnsafeRawBufferPointer, at index: Int32, _ body: () throws(SQLiteError) -> R
+    ) throws(SQLiteError) -> R {
+        if let base = utf8.baseAddress?.assumingMemoryBound(to: CChar.self) {
+            try check(sqlite3_bind_text(raw, index, base, Int32(utf8.count), nil))
+        } else {
+            try check(tb_sqlite3_bind_text(raw, index, "", 0))
+        }
+        defer { sqlite3_bind_null(raw, index) }
+        return try body()
+    }
+
+    /// `withBinding(utf8:at:_:)` for bytes held in an array.
+    public func withBinding<R>(
+        utf8: [UInt8], at index: Int32, _ body: () throws(SQLiteError) -> R
+    ) throws(SQLiteError) -> R {
+        // `withUnsafeBytes` cannot carry a typed throw, so the outcome comes out through a Result.
+        let outcome: Result<R, SQLiteError> = utf8.withUnsafeBytes { bytes in
+            Result { () throws(SQLiteError) -> R in try withBinding(utf8: bytes, at: index, body) }
+        }
+        return try outcome.get()
+    }
+
+    /// Steps once and says whether a row is ready (read it with `int64(at:)`); `false` when the statement is
+    /// done. Call `rewind()` before running it again.
+    ///
+    /// - Throws: `SQLiteError` if the step fails (constraint, I/O error, corruption); the statement is rewound.
+    public func next() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(raw)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        let message = database.errorMessage
+        sqlite3_reset(raw)
+        throw SQLiteError(code: rc, message: message)
+    }
+
+    /// Column `column` (0-based) of the row `next()` made ready, as an integer; `nil` when it is NULL.
+    public func int64(at column: Int32) -> Int64? {
+        sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : sqlite3_column_int64(raw, column)
+    }
+
+    /// Rewinds the statement to run again, keeping its bindings (unlike `reset()`).
+    public func rewind() {
+        sqlite3_reset(raw)
+    }
+
+    private func check(_ rc: Int32) throws(SQLiteError) {
+        guard rc == SQLITE_OK else { throw SQLiteError(code: rc, message: database.errorMessage) }
+    }
+
     private func value(at column: Int32) -> SQLiteValue {
         switch sqlite3_column_type(raw, column) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(raw, column))
