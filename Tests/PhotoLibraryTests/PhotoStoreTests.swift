@@ -73,7 +73,7 @@ struct PhotoStoreTests {
             [Self.item(0).stableID.text, Self.item(1).stableID.text.uppercased(), Self.item(2).stableID.text,
              Self.item(2).stableID.text, StableID(contentsOf: [9]).text, "garbage"])
         #expect(resolved.localIDs.count == 3)
-        #expect(resolved.unknown == ["garbage", StableID(contentsOf: [9]).text])
+        #expect(resolved.unknown == [StableID(contentsOf: [9]).text, "garbage"], "input order")
 
         let first = try store.addTag("trip", to: [resolved.localIDs[0]])
         #expect(first == TagCounts(changed: 1, unchanged: 0, missing: 0))

@@ -80,10 +80,18 @@ protocol PhotoBatchCheckpoint: Codable {
 extension PhotoBatchCheckpoint {
     /// Moves past `batch`; `missing` counts resolved IDs whose photo vanished since.
     mutating func advance(past batch: SelectedBatch, missing: Int) {
-        unknownCount += batch.unknown.count + missing
-        unknownFirst += batch.unknown.prefix(max(0, 20 - unknownFirst.count))
-        cursor = batch.nextCursor
-        processed += Int64(batch.consumed)
+        advance(
+            consumed: batch.consumed, unknownCount: batch.unknown.count + missing, unknownFirst: batch.unknown,
+            to: batch.nextCursor)
+    }
+
+    /// Moves the cursor to `cursor` past `consumed` inputs, of which `unknownCount` named no photo (the first of
+    /// them in `unknownFirst`, kept up to 20 in all).
+    mutating func advance(consumed: Int, unknownCount: Int, unknownFirst: [String], to cursor: Int64) {
+        self.unknownCount += unknownCount
+        self.unknownFirst += unknownFirst.prefix(max(0, 20 - self.unknownFirst.count))
+        self.cursor = cursor
+        processed += Int64(consumed)
     }
 }
 

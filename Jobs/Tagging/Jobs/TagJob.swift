@@ -4,10 +4,10 @@ import TrailbookSQLite
 
 /// Job kind `tag`: adds (or with `remove`, takes off) one keyword on photos chosen by stable ID.
 ///
-/// Identifiers only: the job resolves stable IDs to local IDs with one indexed query per batch and writes tag
-/// rows; it never reads a photo's metadata. It works in batches of `batchSize` (1000) photos, and each batch's
-/// tag writes and the job's checkpoint (in the photo store's `job_checkpoints` table) commit in one SQLite
-/// transaction, so after a crash (`kill -9`) the job resumes after the last committed batch: no photo is tagged
+/// Identifiers only: for each stable ID the job probes the unique `stable_id` index for the local ID and writes
+/// one tag row, with two statements per batch; it never reads a photo's metadata. It works in batches of
+/// `batchSize` (5000) photos, and each batch's tag writes and the job's checkpoint (in the photo store's
+/// `job_checkpoints` table) commit in one SQLite transaction, so after a crash (`kill -9`) the job resumes after the last committed batch: no photo is tagged
 /// twice and none is skipped, and the counts stay exact.
 ///
 /// Params: `tag`, one of `ids` / `ids_file` / `all` (see `PhotoSelection`), `remove` (default false).
@@ -72,8 +72,10 @@ public struct TagJob: JobKind {
     public static let traits = JobKindTraits(
         unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
 
-    /// Photos per batch (and per transaction).
-    public static let batchSize = 1_000
+    /// Photos per batch (and per transaction). 5000 photos take about 10 ms on the ID-only path and 0.1 s when
+    /// loading records (bench/README.md), so `user_stop` still lands within a fraction of a second, and the fixed
+    /// cost of a commit is spread thinner than at 1000 (the ID-only job ran about 1.25x faster).
+    public static let batchSize = 5_000
 
     let library: PhotoLibraryService
 
@@ -108,27 +110,19 @@ public struct TagJob: JobKind {
             do { checkpoint.total = try store.selectionTotal(ids) } catch { throw error.jobError }
         }
         job.reportProgress(completed: checkpoint.processed, total: checkpoint.total)
+        let change: TagChange = params.remove == true ? .remove : .add
         while true {
             try job.checkCancellation()
-            let selected: SelectedBatch?
-            do { selected = try store.batch(of: ids, from: checkpoint.cursor, size: Self.batchSize) } catch {
-                throw error.jobError
-            }
-            guard let batch = selected else { break }
-            if params.loadRecords == true {
-                for id in batch.localIDs {
-                    do { _ = try store.photo(localID: id) } catch { throw error.jobError }
+            let next =
+                if let ids {
+                    try listedBatch(of: ids, tag, change, after: checkpoint, loadRecords: params.loadRecords == true,
+                        job: job.id, in: store)
+                } else {
+                    try libraryBatch(tag, change, after: checkpoint, loadRecords: params.loadRecords == true,
+                        job: job.id, in: store)
                 }
-            }
-            checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "a tag batch") {
-                tx, next in
-                let counts =
-                    params.remove == true
-                    ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
-                next.changed += counts.changed
-                next.unchanged += counts.unchanged
-                next.advance(past: batch, missing: counts.missing)
-            }
+            guard let next else { break }
+            checkpoint = next
             job.reportProgress(completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed))
             // Let the control socket and the feed run between batches.
             await Task.yield()
@@ -136,6 +130,56 @@ public struct TagJob: JobKind {
         checkpoint.finished = true
         checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")
         return Self.result(checkpoint, params)
+    }
+
+    /// Tags the next batch of a list of stable IDs (`ids`, `ids_file`) and commits it with the checkpoint; `nil`
+    /// when the list is done. Each entry costs one index probe and one tag-row write, in the same transaction.
+    private func listedBatch(
+        of ids: StableIDList, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool,
+        job: String, in store: PhotoStore
+    ) throws(JobError) -> Checkpoint? {
+        let start = Int(checkpoint.cursor)
+        guard start < ids.count else { return nil }
+        let range = start..<min(ids.count, start + Self.batchSize)
+        if loadRecords {
+            for index in range {
+                guard let id = ids.stableID(at: index) else { continue }
+                do { _ = try store.photo(stableID: id) } catch { throw error.jobError }
+            }
+        }
+        return try PhotoLibraryService.commit(checkpoint, job: job, in: store, what: "a tag batch") { tx, next in
+            let outcome = try tx.changeTag(tag, change, of: ids, in: range)
+            next.changed += outcome.changed
+            next.unchanged += outcome.unchanged
+            next.advance(
+                consumed: range.count, unknownCount: outcome.unknown.count,
+                unknownFirst: outcome.unknown.prefix(20).map { ids.text(at: $0) }, to: Int64(range.upperBound))
+        }
+    }
+
+    /// Tags the next batch of the whole library (`all`), by local ID, and commits it with the checkpoint; `nil`
+    /// when every photo is done.
+    private func libraryBatch(
+        _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool, job: String,
+        in store: PhotoStore
+    ) throws(JobError) -> Checkpoint? {
+        let selected: SelectedBatch?
+        do { selected = try store.batch(of: nil, from: checkpoint.cursor, size: Self.batchSize) } catch {
+            throw error.jobError
+        }
+        guard let batch = selected else { return nil }
+        if loadRecords {
+            for id in batch.localIDs {
+                do { _ = try store.photo(localID: id) } catch { throw error.jobError }
+            }
+        }
+        return try PhotoLibraryService.commit(checkpoint, job: job, in: store, what: "a tag batch") { tx, next in
+            let counts =
+                change == .remove ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
+            next.changed += counts.changed
+            next.unchanged += counts.unchanged
+            next.advance(past: batch, missing: counts.missing)
+        }
     }
 
     static func result(_ checkpoint: Checkpoint, _ params: Params) -> JSONValue {

@@ -5,12 +5,15 @@ import TrailbookSQLite
 /// Single writer: the process that owns the store (the daemon) is the only one that writes it; workers send it
 /// results. Not `Sendable` (it owns a `Database`, used from one thread).
 ///
-/// Schema (version 2, applied by `Database.migrate`):
+/// Schema (version 3, applied by `Database.migrate`):
 /// - `photos(id INTEGER PRIMARY KEY, stable_id TEXT UNIQUE, path TEXT UNIQUE, bytes, mtime_ns, inode, width,
 ///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash)`; `id` is the local ID.
-/// - `tags(photo_id → photos.id ON DELETE CASCADE, tag)`, primary key `(photo_id, tag)` (`WITHOUT ROWID`), so a
-///   photo never holds a tag twice. (Version 1 also had an index `tags_by_tag(tag, photo_id)`; no query used it,
-///   and version 2 drops it to halve the cost of a tag insert.)
+/// - `tags(photo_id, tag)`, primary key `(photo_id, tag)` (`WITHOUT ROWID`), so a photo never holds a tag twice;
+///   trigger `photos_delete_tags` deletes a photo's tags with it. Every statement that writes a tag row takes
+///   the photo ID from `photos` in the same transaction, so no tag row names a missing photo.
+///   (Version 1 also had an index `tags_by_tag(tag, photo_id)` that no query used, dropped in version 2; versions
+///   1 and 2 had a foreign key `photo_id → photos.id ON DELETE CASCADE`, whose per-insert probe version 3 replaces
+///   with the trigger: both cost a bulk tag job a B-tree operation per photo and bought nothing.)
 public final class PhotoStore {
     /// The connection, for callers that keep their own tables in this file (a job's checkpoint committed in the
     /// same transaction as its tags). Use it only inside `transaction` when writing.
@@ -41,6 +44,24 @@ public final class PhotoStore {
         // 2: no query looks photos up by tag (`photos list --tag` filters pages it reads anyway), and the index
         // cost every tag insert a second B-tree write: the bulk tag job's main cost after SQLite's own.
         "DROP INDEX IF EXISTS tags_by_tag;",
+        // 3: the foreign key on tags.photo_id cost every tag insert a probe of `photos` that repeats what the
+        // insert just established: every statement that writes a tag row takes its photo ID from `photos` in the
+        // same transaction (`changeTag`, `addTag`, `replaceTags` all select it). A trigger keeps what the key
+        // gave besides: deleting a photo deletes its tags. SQLite cannot drop a constraint, so the table is
+        // rebuilt (https://www.sqlite.org/lang_altertable.html#otheralter).
+        """
+        CREATE TABLE tags_v3 (
+            photo_id INTEGER NOT NULL,
+            tag TEXT NOT NULL,
+            PRIMARY KEY (photo_id, tag)
+        ) WITHOUT ROWID;
+        INSERT INTO tags_v3 (photo_id, tag) SELECT photo_id, tag FROM tags;
+        DROP TABLE tags;
+        ALTER TABLE tags_v3 RENAME TO tags;
+        CREATE TRIGGER photos_delete_tags AFTER DELETE ON photos BEGIN
+            DELETE FROM tags WHERE photo_id = old.id;
+        END;
+        """,
     ]
 
     /// Opens (creating if needed) the store at `path`, switches it to WAL and brings the schema up to date.
@@ -50,7 +71,10 @@ public final class PhotoStore {
         let database: Database
         do {
             database = try Database(path: path)
-            if path != ":memory:" { try database.enableWriteAheadLog() }
+            // NORMAL, like the job store: a commit survives kill -9; a power loss may roll back the last few, and
+            // since a bulk job's tags and its checkpoint commit together, the job then redoes those batches: still
+            // exactly once.
+            if path != ":memory:" { try database.enableWriteAheadLog(synchronous: .normal) }
         } catch {
             throw PhotoLibraryError(.store, "\(error)")
         }
@@ -62,7 +86,14 @@ public final class PhotoStore {
     /// - Throws: `PhotoLibraryError.store` if a migration fails.
     public init(database: Database) throws(PhotoLibraryError) {
         self.database = database
-        try store { try database.execute("PRAGMA foreign_keys = ON"); try database.migrate(PhotoStore.migrations) }
+        // 32 MiB of page cache (SQLite's default is 2 MiB): the `stable_id` index of a 100 000-photo library is
+        // about 4.5 MB and every batch of a bulk tag job probes all over it (content-hash IDs are in no useful
+        // order), so with the default cache each batch re-reads most of it from the OS. Measured in
+        // bench/README.md; the cache fills only as pages are used.
+        try store {
+            try database.execute("PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768")
+            try database.migrate(PhotoStore.migrations)
+        }
     }
 
     // MARK: Import
@@ -153,6 +184,16 @@ public final class PhotoStore {
         }
     }
 
+    /// The photo with stable ID `stableID`, with its tags; `nil` if there is none. One indexed query for the row
+    /// and one for its tags.
+    public func photo(stableID: StableID) throws(PhotoLibraryError) -> PhotoRecord? {
+        try store {
+            let rows = try database.query(
+                "SELECT \(PhotoStore.columns) FROM photos WHERE stable_id = ?", [.text(stableID.text)])
+            return try withTags(rows.map(PhotoStore.record)).first
+        }
+    }
+
     /// The photo whose stable ID is `idOrPrefix` or starts with it (case-insensitive, as `photos show ID` takes).
     ///
     /// One range query on the unique `stable_id` index, reading at most two rows.
@@ -190,47 +231,62 @@ public final class PhotoStore {
 
     // MARK: Bulk tagging by identifier
 
-    /// Resolves stable IDs to local IDs in one indexed query, without reading any other column.
+    /// Resolves stable IDs to local IDs, reading nothing but the unique `stable_id` index.
     ///
-    /// The IDs go in as one JSON array bound to a single cached statement
-    /// (`json_each(?) JOIN photos ON stable_id`), so a batch of any size is one statement and one index probe
-    /// per ID. Input is case-insensitive; repeats are resolved once.
+    /// Input is case-insensitive; repeats are resolved once.
     /// - Returns: the local IDs found (in input order) and the inputs that are unknown or not stable IDs at all.
     public func resolve(_ stableIDs: [String]) throws(PhotoLibraryError) -> ResolvedPhotos {
-        var texts: [String] = []
-        texts.reserveCapacity(stableIDs.count)
-        var unknown: [String] = []
-        for text in stableIDs {
-            if let id = StableID(text) { texts.append(id.text) } else { unknown.append(text) }
-        }
-        guard !texts.isEmpty else { return ResolvedPhotos(localIDs: [], unknown: unknown) }
-        var array = "["
-        array.reserveCapacity(texts.count * 39 + 2)
-        for (index, text) in texts.enumerated() {
-            if index > 0 { array += "," }
-            array += "\"" + text + "\""
-        }
-        array += "]"
-        // One row per input, in input order (json_each drives the join); `p.id` is NULL for an unknown ID. Only
-        // integers come back, so no string is built per photo.
-        let rows = try store {
-            try database.query(
-                "SELECT j.key, p.id FROM json_each(?) AS j LEFT JOIN photos AS p ON p.stable_id = j.value",
-                [.text(array)])
-        }
-        var localIDs: [PhotoLocalID] = []
-        localIDs.reserveCapacity(rows.count)
-        var seen = Set<PhotoLocalID>(minimumCapacity: rows.count)
-        var seenUnknown = Set<Int>()
-        for row in rows {
-            guard let key = row.int(0).map(Int.init) else { continue }
-            if let local = row.int(1) {
-                if seen.insert(local).inserted { localIDs.append(local) }
-            } else if seenUnknown.insert(key).inserted, !unknown.contains(texts[key]) {
-                unknown.append(texts[key])
+        let list = StableIDList(stableIDs)
+        return try resolve(list, in: 0..<list.count)
+    }
+
+    /// Resolves entries `range` of `ids` to local IDs with one statement, reading nothing but the unique
+    /// `stable_id` index.
+    ///
+    /// - Returns: the local IDs found (in input order, each once) and the entries that name no photo or are not
+    ///   stable IDs (as text, in input order).
+    public func resolve(_ ids: StableIDList, in range: Range<Int>) throws(PhotoLibraryError) -> ResolvedPhotos {
+        let found = try store { try PhotoStore.lookUp(ids, in: range, database) }
+        var seen = Set<PhotoLocalID>(minimumCapacity: found.photos.count)
+        let inInputOrder = found.photos.sorted { $0.position < $1.position }
+        return ResolvedPhotos(
+            localIDs: inInputOrder.compactMap { seen.insert($0.localID).inserted ? $0.localID : nil },
+            unknown: found.unknown.map { ids.text(at: $0) })
+    }
+
+    /// Looks up entries `range` of `ids` with one statement whose rows come from `json_each` over the IDs (in ID
+    /// order) joined with the unique `stable_id` index: one probe per ID, read without building a `Row` per
+    /// photo.
+    ///
+    /// - Returns: each entry found with its local ID (in ID order; a repeated entry appears each time), and the
+    ///   positions of entries that name no photo or are not stable IDs, in order, each text once.
+    static func lookUp(_ ids: StableIDList, in range: Range<Int>, _ database: Database) throws(SQLiteError) -> (
+        photos: [(position: Int, localID: PhotoLocalID)], unknown: [Int]
+    ) {
+        let (json, positions) = ids.jsonArray(in: range)
+        var photos: [(position: Int, localID: PhotoLocalID)] = []
+        photos.reserveCapacity(positions.count)
+        var unknown = range.filter { !ids.isValid(at: $0) }
+        if !positions.isEmpty {
+            let lookup = try database.prepare(
+                "SELECT j.key, p.id FROM json_each(?1) AS j LEFT JOIN photos AS p ON p.stable_id = j.value")
+            try lookup.withBinding(utf8: json, at: 1) { () throws(SQLiteError) in
+                defer { lookup.rewind() }
+                while try lookup.next() {
+                    guard let key = lookup.int64(at: 0) else { continue }
+                    if let local = lookup.int64(at: 1) {
+                        photos.append((positions[Int(key)], local))
+                    } else {
+                        unknown.append(positions[Int(key)])
+                    }
+                }
             }
         }
-        return ResolvedPhotos(localIDs: localIDs, unknown: unknown)
+        unknown.sort()
+        // Unknown IDs are rare; their texts are compared only to report a repeated one once.
+        var seenUnknown = Set<String>()
+        unknown.removeAll { !seenUnknown.insert(ids.text(at: $0)).inserted }
+        return (photos, unknown)
     }
 
     /// Runs `body` in one `BEGIN IMMEDIATE … COMMIT` transaction; everything it does through the
@@ -361,6 +417,56 @@ public struct PhotoStoreTransaction {
             "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT id, ?2 FROM photos WHERE id IN (SELECT value FROM json_each(?1))")
     }
 
+    /// Adds `tag` to (or with `.remove`, takes it off) the photos named by entries `range` of `ids`, with two
+    /// statements whatever the batch size: one resolves the IDs (`json_each` joined with the unique `stable_id`
+    /// index, in ID order), one writes the tag rows for the local IDs found (in local-ID order). No other column
+    /// of a photo is read, and nothing is allocated per photo beyond its place in a few arrays.
+    ///
+    /// Resolving inside the transaction means a photo cannot vanish between lookup and write.
+    /// - Returns: `changed` (tag added, or removed), `unchanged` (already had it, or did not have it), and the
+    ///   positions in `ids` of entries that name no photo or are not stable IDs. An ID repeated within `range`
+    ///   counts once, known or not.
+    /// - Throws: `PhotoLibraryError.invalidTag`, `.store`.
+    public func changeTag(_ tag: String, _ change: TagChange, of ids: StableIDList, in range: Range<Int>)
+        throws(PhotoLibraryError) -> TagBatchOutcome
+    {
+        let tag = try TagName.validated(tag)
+        return try store.store {
+            let found = try PhotoStore.lookUp(ids, in: range, database)
+            var outcome = TagBatchOutcome()
+            outcome.unknown = found.unknown
+            // Distinct, in local-ID order: the tag rows are keyed by photo first, so the writes walk the table
+            // forwards.
+            let localIDs = Set(found.photos.map(\.localID)).sorted()
+            guard !localIDs.isEmpty else { return outcome }
+            let write = try database.prepare(
+                change == .add
+                    ? "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT value, ?2 FROM json_each(?1)"
+                    : "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))")
+            try write.bind(tag, at: 2)
+            try write.withBinding(utf8: PhotoStoreTransaction.jsonIntegers(localIDs), at: 1) {
+                () throws(SQLiteError) in
+                defer { write.reset() }
+                _ = try write.next()
+            }
+            outcome.changed = database.changes
+            outcome.unchanged = localIDs.count - outcome.changed
+            return outcome
+        }
+    }
+
+    /// `ids` (distinct) as a JSON array of integers, in UTF-8.
+    static func jsonIntegers(_ ids: [PhotoLocalID]) -> [UInt8] {
+        var json: [UInt8] = [UInt8(ascii: "[")]
+        json.reserveCapacity(ids.count * 8 + 2)
+        for (n, id) in ids.enumerated() {
+            if n > 0 { json.append(UInt8(ascii: ",")) }
+            json.append(contentsOf: String(id).utf8)
+        }
+        json.append(UInt8(ascii: "]"))
+        return json
+    }
+
     /// Removes `tag` from every photo in `localIDs`.
     ///
     /// - Returns: `changed` = photos it was removed from, `unchanged` = photos that did not have it,
@@ -463,6 +569,23 @@ public struct ResolvedPhotos: Hashable, Sendable {
     public var localIDs: [PhotoLocalID]
     /// Inputs that are not in the library or not stable IDs, in input order.
     public var unknown: [String]
+}
+
+/// Whether a bulk tag job adds its tag or takes it off.
+public enum TagChange: String, Sendable, Codable {
+    case add, remove
+}
+
+/// What `PhotoStoreTransaction.changeTag(_:_:of:in:)` did to one batch of stable IDs.
+public struct TagBatchOutcome: Hashable, Sendable {
+    /// Photos whose tags changed (tag added, or removed).
+    public var changed = 0
+    /// Photos that already were as asked.
+    public var unchanged = 0
+    /// Positions (in the `StableIDList`) of entries that name no photo or are not stable IDs, in order.
+    public var unknown: [Int] = []
+
+    public init() {}
 }
 
 /// Counts from one tag batch.
