@@ -45,6 +45,7 @@ struct StableIDListTests {
         #expect(positions.map { list.text(at: $0) } == [Self.a, Self.b, Self.b])
         #expect(Set(positions) == [0, 2, 3])
         #expect(String(decoding: list.jsonArray(in: 1..<2).json, as: UTF8.self) == "[]")
+        #expect(String(decoding: StableIDList().jsonArray(in: 0..<0).json, as: UTF8.self) == "[]")
     }
 }
 

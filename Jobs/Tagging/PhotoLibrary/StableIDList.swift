@@ -96,7 +96,8 @@ public struct StableIDList: Sendable, Equatable {
         json.reserveCapacity(range.count * (Self.width + 3) + 2)
         var positions = range.filter { isValid(at: $0) }
         bytes.withUnsafeBufferPointer { all in
-            let base = all.baseAddress!
+            // Valid entries imply a non-empty buffer, so a base address.
+            guard !positions.isEmpty, let base = all.baseAddress else { return }
             positions.sort { memcmp(base + $0 * Self.width, base + $1 * Self.width, Self.width) < 0 }
             for (k, index) in positions.enumerated() {
                 if k > 0 { json.append(UInt8(ascii: ",")) }
