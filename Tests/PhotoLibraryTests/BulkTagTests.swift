@@ -29,6 +29,11 @@ struct StableIDListTests {
         #expect(list.text(at: 30) == Self.a)
     }
 
+    @Test func invalidTextsShowNoControlCharacters() {
+        let list = StableIDList(fileContents: Array("\u{1B}[2Jbad\u{0}\u{7F}id\n".utf8))
+        #expect(list.text(at: 0) == "\u{FFFD}[2Jbad\u{FFFD}\u{FFFD}id")
+    }
+
     @Test func rejectsMisplacedDashesAndNonHex() {
         let wrong = [
             "0d7e6c5e11f2a-5b3c-8d4e-5f6a7b8c9d0e", "0d7e6c5e-1f2a-5b3c-8d4e-5f6a7b8c9d0g", "", "-",

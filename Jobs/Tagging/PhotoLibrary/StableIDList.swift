@@ -129,7 +129,12 @@ public struct StableIDList: Sendable, Equatable {
             return
         }
         if invalidTexts.count < Self.keptInvalidTexts {
-            invalidTexts[count] = String(decoding: text.prefix(200), as: UTF8.self)
+            // Shown to people (`unknown_first`, the CLI's summary): control characters from a binary or hostile
+            // file would reach their terminal, so they become U+FFFD.
+            let shown = String(decoding: text.prefix(200), as: UTF8.self).unicodeScalars.map { scalar in
+                scalar.value < 0x20 || scalar.value == 0x7F ? "\u{FFFD}" : Character(scalar)
+            }
+            invalidTexts[count] = String(shown)
         }
         invalidCount += 1
         bytes.append(contentsOf: repeatElement(0, count: Self.width))
