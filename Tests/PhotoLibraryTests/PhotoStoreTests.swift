@@ -70,8 +70,9 @@ struct PhotoStoreTests {
         let store = try PhotoStore(path: ":memory:")
         for n in 0..<5 { try store.upsert(Self.item(n)) }
         let resolved = try store.resolve(
-            [Self.item(0).stableID.text, Self.item(1).stableID.text.uppercased(), Self.item(2).stableID.text,
-             Self.item(2).stableID.text, StableID(contentsOf: [9]).text, "garbage"])
+            StableIDList(
+                [Self.item(0).stableID.text, Self.item(1).stableID.text.uppercased(), Self.item(2).stableID.text,
+                 Self.item(2).stableID.text, StableID(contentsOf: [9]).text, "garbage"]), in: 0..<6)
         #expect(resolved.localIDs.count == 3)
         #expect(resolved.unknown == [StableID(contentsOf: [9]).text, "garbage"], "input order")
 
@@ -149,9 +150,15 @@ struct PhotoStoreTests {
         for n in 0..<3 { try store.upsert(Self.item(n)) }
         try store.setPerceptualHash(PerceptualHash(value: 0xFFFF_0000_FFFF_0000), for: 1)
         try store.setPerceptualHash(PerceptualHash(value: 0x0000_FFFF_0000_FFFF), for: 2)
-        let hit = try #require(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_0001), excluding: 3))
+        let hit = try #require(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_0001), importedBefore: 3))
         #expect(hit.localID == 1 && hit.distance == 1)
-        #expect(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_0000), excluding: 1) == nil)
+        #expect(hit.stableID == Self.item(0).stableID)
+        #expect(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_0000), importedBefore: 1) == nil)
+        // A later photo nearer than any earlier one does not hide the earlier twin (a re-run of autotag, with
+        // every photo already hashed, must give the same duplicate-of: tags).
+        try store.setPerceptualHash(PerceptualHash(value: 0xFFFF_0000_FFFF_00FF), for: 3)
+        let earlier = try #require(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_00FE), importedBefore: 3))
+        #expect(earlier.localID == 1 && earlier.distance == 7)
     }
 }
 

@@ -138,9 +138,7 @@ public struct AutotagJob: JobKind {
                         if let pixels = inspection.pixels {
                             let hash = pixels.perceptualHash
                             try store.setPerceptualHash(hash, for: record.localID)
-                            if let twin = try store.nearestDuplicate(of: hash, excluding: record.localID),
-                                twin.localID < record.localID
-                            {
+                            if let twin = try store.nearestDuplicate(of: hash, importedBefore: record.localID) {
                                 tags.append("duplicate-of:" + twin.stableID.text)
                                 next.duplicates += 1
                             }

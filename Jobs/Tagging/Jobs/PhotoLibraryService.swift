@@ -39,18 +39,24 @@ public final class PhotoLibraryService {
 
     /// The checkpoint a job saved in the photo store, decoded as `C`; `nil` if none.
     ///
-    /// - Throws: `JobError` `photo_store_error` or `bad_checkpoint`.
+    /// - Throws: `JobError` `photo_store_error` (retryable) if the store cannot be read, `bad_checkpoint` if the
+    ///   saved checkpoint does not decode as `C`.
     public func checkpoint<C: Decodable>(job: String, as type: C.Type) throws(JobError) -> C? {
         let store = try store()
+        let text: String?
         do {
-            guard
-                let text = try store.database.query(
-                    "SELECT data FROM job_checkpoints WHERE job_id = ?", [.text(job)]
-                ).first?.text(0)
-            else { return nil }
+            text = try store.database.query("SELECT data FROM job_checkpoints WHERE job_id = ?", [.text(job)]).first?
+                .text(0)
+        } catch {
+            // A busy or failing store may answer next time; only a checkpoint that cannot be decoded is final.
+            throw JobError(
+                code: "photo_store_error", message: "cannot read the job's checkpoint: \(error)", retryable: true)
+        }
+        guard let text else { return nil }
+        do {
             return try JSONCoding.decode(type, from: Array(text.utf8))
         } catch {
-            throw JobError(code: "bad_checkpoint", message: "cannot read the job's checkpoint: \(error)")
+            throw JobError(code: "bad_checkpoint", message: "cannot decode the job's checkpoint: \(error)")
         }
     }
 
@@ -70,7 +76,7 @@ protocol PhotoBatchCheckpoint: Codable {
     var cursor: Int64 { get set }
     /// Inputs consumed so far, in photos.
     var processed: Int64 { get set }
-    /// IDs that matched no photo: how many, and the first 20.
+    /// IDs that matched no photo: how many, and the first `StableIDList.listedUnknownIDs`.
     var unknownCount: Int { get set }
     var unknownFirst: [String] { get set }
     /// Set once the last batch committed, so a restart after that does not run again.
@@ -86,10 +92,10 @@ extension PhotoBatchCheckpoint {
     }
 
     /// Moves the cursor to `cursor` past `consumed` inputs, of which `unknownCount` named no photo (the first of
-    /// them in `unknownFirst`, kept up to 20 in all).
+    /// them in `unknownFirst`, kept up to `StableIDList.listedUnknownIDs` in all).
     mutating func advance(consumed: Int, unknownCount: Int, unknownFirst: [String], to cursor: Int64) {
         self.unknownCount += unknownCount
-        self.unknownFirst += unknownFirst.prefix(max(0, 20 - self.unknownFirst.count))
+        self.unknownFirst += unknownFirst.prefix(max(0, StableIDList.listedUnknownIDs - self.unknownFirst.count))
         self.cursor = cursor
         processed += Int64(consumed)
     }

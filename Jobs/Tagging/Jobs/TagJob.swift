@@ -7,13 +7,13 @@ import TrailbookSQLite
 /// Identifiers only: for each stable ID the job probes the unique `stable_id` index for the local ID and writes
 /// one tag row, with two statements per batch; it never reads a photo's metadata. It works in batches of
 /// `batchSize` (5000) photos, and each batch's tag writes and the job's checkpoint (in the photo store's
-/// `job_checkpoints` table) commit in one SQLite transaction, so after a crash (`kill -9`) the job resumes after the last committed batch: no photo is tagged
-/// twice and none is skipped, and the counts stay exact.
+/// `job_checkpoints` table) commit in one SQLite transaction, so after a crash (`kill -9`) the job resumes after
+/// the last committed batch: no photo is tagged twice and none is skipped, and the counts stay exact.
 ///
 /// Params: `tag`, one of `ids` / `ids_file` / `all` (see `PhotoSelection`), `remove` (default false).
-/// Result: `tag`, `remove`, `photos` (inputs processed), `tagged` (photos that got the tag; with `remove`, that
-/// lost it), `already_had` (had it already; with `remove`, did not have it), `unknown_count` and
-/// `unknown_first` (the first 20 IDs that name no photo). Progress unit: photos.
+/// Result: `tag`, `remove`, `photos` (inputs processed), `tagged` and `already_had` (photos that got the tag,
+/// photos that had it) — with `remove`, `removed` and `did_not_have` instead — `unknown_count` and
+/// `unknown_first` (the first `StableIDList.listedUnknownIDs` IDs that name no photo). Progress unit: photos.
 ///
 /// Cancellation: `user_stop` keeps the tags of batches already committed and stops within one batch;
 /// `timeout` and `resource_reclaim` resume from the checkpoint.
@@ -153,7 +153,8 @@ public struct TagJob: JobKind {
             next.unchanged += outcome.unchanged
             next.advance(
                 consumed: range.count, unknownCount: outcome.unknown.count,
-                unknownFirst: outcome.unknown.prefix(20).map { ids.text(at: $0) }, to: Int64(range.upperBound))
+                unknownFirst: outcome.unknown.prefix(StableIDList.listedUnknownIDs).map { ids.text(at: $0) },
+                to: Int64(range.upperBound))
         }
     }
 
@@ -174,8 +175,7 @@ public struct TagJob: JobKind {
             }
         }
         return try PhotoLibraryService.commit(checkpoint, job: job, in: store, what: "a tag batch") { tx, next in
-            let counts =
-                change == .remove ? try tx.removeTag(tag, from: batch.localIDs) : try tx.addTag(tag, to: batch.localIDs)
+            let counts = try tx.changeTag(tag, change, of: batch.localIDs)
             next.changed += counts.changed
             next.unchanged += counts.unchanged
             next.advance(past: batch, missing: counts.missing)

@@ -87,9 +87,9 @@ public final class PhotoStore {
     public init(database: Database) throws(PhotoLibraryError) {
         self.database = database
         // 32 MiB of page cache (SQLite's default is 2 MiB): the `stable_id` index of a 100 000-photo library is
-        // about 4.5 MB and every batch of a bulk tag job probes all over it (content-hash IDs are in no useful
-        // order), so with the default cache each batch re-reads most of it from the OS. Measured in
-        // bench/README.md; the cache fills only as pages are used.
+        // about 4.5 MB, and a bulk tag batch's IDs (content hashes, sorted per batch) are spread over all of it,
+        // so with the default cache each batch re-reads much of it from the OS. Measured in bench/README.md; the
+        // cache fills only as pages are used.
         try store {
             try database.execute("PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768")
             try database.migrate(PhotoStore.migrations)
@@ -100,6 +100,7 @@ public final class PhotoStore {
 
     /// The local ID of the photo at `path` if its stored stamp equals `stamp` (size, mtime and inode), else `nil`.
     /// An import calls this before reading a file, so unchanged files cost one `stat` and one indexed query.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func unchangedPhoto(path: String, stamp: FileStamp) throws(PhotoLibraryError) -> PhotoLocalID? {
         try store {
             let rows = try database.query(
@@ -172,11 +173,13 @@ public final class PhotoStore {
     // MARK: Lookup
 
     /// How many photos the store holds.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func count() throws(PhotoLibraryError) -> Int {
         try store { Int(try database.query("SELECT count(*) FROM photos").first?.int(0) ?? 0) }
     }
 
     /// The photo with local ID `localID`, with its tags; `nil` if there is none.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func photo(localID: PhotoLocalID) throws(PhotoLibraryError) -> PhotoRecord? {
         try store {
             let rows = try database.query("SELECT \(PhotoStore.columns) FROM photos WHERE id = ?", [.integer(localID)])
@@ -186,6 +189,7 @@ public final class PhotoStore {
 
     /// The photo with stable ID `stableID`, with its tags; `nil` if there is none. One indexed query for the row
     /// and one for its tags.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func photo(stableID: StableID) throws(PhotoLibraryError) -> PhotoRecord? {
         try store {
             let rows = try database.query(
@@ -220,6 +224,7 @@ public final class PhotoStore {
     /// A page of photos in local-ID order, with tags: those with local ID greater than `after`, at most `limit`.
     ///
     /// Keyset pagination: pass the last `localID` of one page as `after` to get the next; an empty page is the end.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func list(after: PhotoLocalID = 0, limit: Int = 100) throws(PhotoLibraryError) -> [PhotoRecord] {
         try store {
             let rows = try database.query(
@@ -231,20 +236,12 @@ public final class PhotoStore {
 
     // MARK: Bulk tagging by identifier
 
-    /// Resolves stable IDs to local IDs, reading nothing but the unique `stable_id` index.
-    ///
-    /// Input is case-insensitive; repeats are resolved once.
-    /// - Returns: the local IDs found (in input order) and the inputs that are unknown or not stable IDs at all.
-    public func resolve(_ stableIDs: [String]) throws(PhotoLibraryError) -> ResolvedPhotos {
-        let list = StableIDList(stableIDs)
-        return try resolve(list, in: 0..<list.count)
-    }
-
     /// Resolves entries `range` of `ids` to local IDs with one statement, reading nothing but the unique
     /// `stable_id` index.
     ///
     /// - Returns: the local IDs found (in input order, each once) and the entries that name no photo or are not
     ///   stable IDs (as text, in input order).
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func resolve(_ ids: StableIDList, in range: Range<Int>) throws(PhotoLibraryError) -> ResolvedPhotos {
         let found = try store { try PhotoStore.lookUp(ids, in: range, database) }
         var seen = Set<PhotoLocalID>(minimumCapacity: found.photos.count)
@@ -313,6 +310,7 @@ public final class PhotoStore {
     // MARK: Perceptual hashes
 
     /// Stores the perceptual hash of a photo (for near-duplicate search).
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func setPerceptualHash(_ hash: PerceptualHash, for localID: PhotoLocalID) throws(PhotoLibraryError) {
         _ = try store {
             try database.query(
@@ -321,25 +319,30 @@ public final class PhotoStore {
         }
     }
 
-    /// The stored photo whose hash is nearest to `hash` within `maxDistance` bits, other than `excluding`, with
-    /// the distance; ties go to the lower local ID (the earlier import). A linear scan of the `phash` column
-    /// (about 1 ms per 100 000 photos in release builds).
+    /// The photo imported before `localID` (lower local ID) whose stored hash is nearest to `hash` within
+    /// `maxDistance` bits, with the distance; ties go to the lower local ID. Only earlier photos count, so a
+    /// photo's `duplicate-of:` answer does not depend on which later photos have been hashed yet (a re-run gives
+    /// the same tags). A linear scan of the `phash` column, reading two integers per row.
+    ///
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func nearestDuplicate(
         of hash: PerceptualHash, maxDistance: Int = PerceptualHash.nearDuplicateDistance,
-        excluding: PhotoLocalID? = nil
+        importedBefore localID: PhotoLocalID
     ) throws(PhotoLibraryError) -> (localID: PhotoLocalID, stableID: StableID, distance: Int)? {
-        let statement = try store { try database.prepare("SELECT id, stable_id, phash FROM photos WHERE phash IS NOT NULL ORDER BY id") }
-        var best: (PhotoLocalID, String, Int)?
+        var best: (id: PhotoLocalID, distance: Int)?
         try store {
-            while let row = try statement.step() {
-                guard let id = row.int(0), id != excluding, let bits = row.int(2) else { continue }
+            let scan = try database.prepare(
+                "SELECT id, phash FROM photos WHERE id < ?1 AND phash IS NOT NULL ORDER BY id")
+            try scan.bind(localID, at: 1)
+            defer { scan.reset() }
+            while try scan.next() {
+                guard let id = scan.int64(at: 0), let bits = scan.int64(at: 1) else { continue }
                 let d = (UInt64(bitPattern: bits) ^ hash.value).nonzeroBitCount
-                if d <= maxDistance, d < (best?.2 ?? Int.max) { best = (id, row.text(1) ?? "", d) }
+                if d <= maxDistance, d < (best?.distance ?? Int.max) { best = (id, d) }
             }
-            statement.reset()
         }
-        guard let best, let stable = StableID(best.1) else { return nil }
-        return (best.0, stable, best.2)
+        guard let best, let twin = try photo(localID: best.id) else { return nil }
+        return (best.id, twin.stableID, best.distance)
     }
 
     // MARK: Internals
@@ -412,9 +415,7 @@ public struct PhotoStoreTransaction {
     /// - Throws: `PhotoLibraryError.invalidTag` for an empty tag or one with control characters,
     ///   `.store` on a SQLite error.
     public func addTag(_ tag: String, to localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> TagCounts {
-        try changeTag(
-            tag, of: localIDs,
-            "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT id, ?2 FROM photos WHERE id IN (SELECT value FROM json_each(?1))")
+        try changeTag(tag, .add, of: localIDs)
     }
 
     /// Adds `tag` to (or with `.remove`, takes it off) the photos named by entries `range` of `ids`, with two
@@ -439,20 +440,53 @@ public struct PhotoStoreTransaction {
             // forwards.
             let localIDs = Set(found.photos.map(\.localID)).sorted()
             guard !localIDs.isEmpty else { return outcome }
-            let write = try database.prepare(
-                change == .add
-                    ? "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT value, ?2 FROM json_each(?1)"
-                    : "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))")
-            try write.bind(tag, at: 2)
-            try write.withBinding(utf8: PhotoStoreTransaction.jsonIntegers(localIDs), at: 1) {
-                () throws(SQLiteError) in
-                defer { write.reset() }
-                _ = try write.next()
-            }
-            outcome.changed = database.changes
+            outcome.changed = try write(tag, change, to: localIDs)
             outcome.unchanged = localIDs.count - outcome.changed
             return outcome
         }
+    }
+
+    /// Adds `tag` to (or with `.remove`, takes it off) every photo in `localIDs`: one query keeps the IDs that
+    /// name a photo, one statement writes their tag rows. Repeated IDs count once.
+    ///
+    /// - Returns: `changed` (added, or removed), `unchanged` (already had it, or did not have it), `missing` =
+    ///   local IDs with no photo.
+    /// - Throws: `PhotoLibraryError.invalidTag`, `.store`.
+    public func changeTag(_ tag: String, _ change: TagChange, of localIDs: [PhotoLocalID]) throws(PhotoLibraryError)
+        -> TagCounts
+    {
+        let tag = try TagName.validated(tag)
+        let unique = Set(localIDs).sorted()
+        guard !unique.isEmpty else { return TagCounts(changed: 0, unchanged: 0, missing: 0) }
+        return try store.store {
+            // Tag rows have no foreign key (schema 3): only IDs of photos that exist are written.
+            var present: [PhotoLocalID] = []
+            present.reserveCapacity(unique.count)
+            let exists = try database.prepare("SELECT id FROM photos WHERE id IN (SELECT value FROM json_each(?1))")
+            try exists.withBinding(utf8: PhotoStoreTransaction.jsonIntegers(unique), at: 1) { () throws(SQLiteError) in
+                defer { exists.rewind() }
+                while try exists.next() { if let id = exists.int64(at: 0) { present.append(id) } }
+            }
+            let changed = try write(tag, change, to: present.sorted())
+            return TagCounts(changed: changed, unchanged: present.count - changed, missing: unique.count - present.count)
+        }
+    }
+
+    /// Writes (or deletes) the tag rows of `localIDs` (distinct, in order, all naming photos) with one statement.
+    ///
+    /// - Returns: how many rows it added or deleted.
+    private func write(_ tag: String, _ change: TagChange, to localIDs: [PhotoLocalID]) throws(SQLiteError) -> Int {
+        guard !localIDs.isEmpty else { return 0 }
+        let write = try database.prepare(
+            change == .add
+                ? "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT value, ?2 FROM json_each(?1)"
+                : "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))")
+        try write.bind(tag, at: 2)
+        try write.withBinding(utf8: PhotoStoreTransaction.jsonIntegers(localIDs), at: 1) { () throws(SQLiteError) in
+            defer { write.reset() }
+            _ = try write.next()
+        }
+        return database.changes
     }
 
     /// `ids` (distinct) as a JSON array of integers, in UTF-8.
@@ -473,26 +507,7 @@ public struct PhotoStoreTransaction {
     ///   `missing` = local IDs with no photo.
     /// - Throws: `PhotoLibraryError.invalidTag`, `.store`.
     public func removeTag(_ tag: String, from localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> TagCounts {
-        try changeTag(tag, of: localIDs, "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))")
-    }
-
-    /// Runs `statement` (binding ?1 = the IDs as a JSON array, ?2 = the tag) and counts: rows it changed, photos
-    /// present that it did not change, IDs with no photo.
-    private func changeTag(_ tag: String, of localIDs: [PhotoLocalID], _ statement: String) throws(PhotoLibraryError)
-        -> TagCounts
-    {
-        let tag = try TagName.validated(tag)
-        let (array, unique) = PhotoStoreTransaction.jsonArray(localIDs)
-        guard unique > 0 else { return TagCounts(changed: 0, unchanged: 0, missing: 0) }
-        return try store.store {
-            let present = Int(
-                try database.query(
-                    "SELECT count(*) FROM photos WHERE id IN (SELECT value FROM json_each(?))", [.text(array)]
-                ).first?.int(0) ?? 0)
-            try database.query(statement, [.text(array), .text(tag)])
-            let changed = database.changes
-            return TagCounts(changed: changed, unchanged: present - changed, missing: unique - present)
-        }
+        try changeTag(tag, .remove, of: localIDs)
     }
 
     /// Makes `tags` the photo's tags among those `isManaged` selects (for example every `year:`, `place:`,
@@ -526,10 +541,6 @@ public struct PhotoStoreTransaction {
         }
     }
 
-    static func jsonArray(_ ids: [PhotoLocalID]) -> (String, Int) {
-        let unique = Array(Set(ids))
-        return ("[" + unique.map(String.init).joined(separator: ",") + "]", unique.count)
-    }
 }
 
 /// One file's import: what the importer read, for `PhotoStore.upsert`.
@@ -573,7 +584,10 @@ public struct ResolvedPhotos: Hashable, Sendable {
 
 /// Whether a bulk tag job adds its tag or takes it off.
 public enum TagChange: String, Sendable, Codable {
-    case add, remove
+    /// Add the tag (`submit tag`).
+    case add
+    /// Take it off (`submit tag --remove`).
+    case remove
 }
 
 /// What `PhotoStoreTransaction.changeTag(_:_:of:in:)` did to one batch of stable IDs.
@@ -585,6 +599,7 @@ public struct TagBatchOutcome: Hashable, Sendable {
     /// Positions (in the `StableIDList`) of entries that name no photo or are not stable IDs, in order.
     public var unknown: [Int] = []
 
+    /// Nothing done yet: all counts zero.
     public init() {}
 }
 

@@ -8,7 +8,7 @@
 ///
 /// Entries keep their input order and positions (a bulk job's cursor is an index into the list). An entry that
 /// is not a stable ID at all stays in place, marked invalid; the bulk jobs report it as unknown. Only the text of
-/// the first `keptInvalidTexts` invalid entries is kept (for the "first few unknown IDs" of a job's result), so
+/// the first `listedUnknownIDs` invalid entries is kept (for the "first few unknown IDs" of a job's result), so
 /// a file of garbage cannot grow the daemon's memory beyond the list itself.
 public struct StableIDList: Sendable, Equatable {
     /// Canonical ID bytes, `StableIDList.width` per entry; an invalid entry is all zero bytes.
@@ -16,18 +16,19 @@ public struct StableIDList: Sendable, Equatable {
     /// Original text of the first invalid entries, by position.
     private var invalidTexts: [Int: String] = [:]
     /// How many entries are not stable IDs.
-    public private(set) var invalidCount = 0
+    private(set) var invalidCount = 0
 
     /// Bytes per entry: the 8-4-4-4-12 text form.
     static let width = 36
-    /// Invalid entries whose original text is kept.
-    public static let keptInvalidTexts = 20
+    /// How many unknown IDs a bulk job's result names (`unknown_first`); the rest are only counted. Also how
+    /// many invalid entries keep their text here.
+    public static let listedUnknownIDs = 20
 
     /// Entries in the list, valid or not.
     public var count: Int { bytes.count / Self.width }
 
     /// An empty list.
-    public init() {}
+    init() {}
 
     /// The IDs in `texts`, in order; either case is accepted, surrounding spaces are not trimmed.
     public init<S: Sequence>(_ texts: S) where S.Element: StringProtocol {
@@ -59,15 +60,15 @@ public struct StableIDList: Sendable, Equatable {
     }
 
     /// Whether entry `index` is a well-formed stable ID.
-    public func isValid(at index: Int) -> Bool {
+    func isValid(at index: Int) -> Bool {
         bytes[index * Self.width] != 0
     }
 
     /// Entry `index` as text: its canonical form, or for an invalid entry the text given (or a placeholder once
-    /// more than `keptInvalidTexts` invalid entries came before it).
+    /// more than `listedUnknownIDs` invalid entries came before it).
     public func text(at index: Int) -> String {
         if isValid(at: index) {
-            return withUTF8(at: index) { String(decoding: $0, as: UTF8.self) }
+            return String(decoding: bytes[index * Self.width..<(index + 1) * Self.width], as: UTF8.self)
         }
         return invalidTexts[index] ?? "(entry \(index + 1): not a stable ID)"
     }
@@ -77,21 +78,11 @@ public struct StableIDList: Sendable, Equatable {
         isValid(at: index) ? StableID(text(at: index)) : nil
     }
 
-    /// Calls `body` with the canonical UTF-8 bytes of valid entry `index` (36 bytes, no NUL), without copying.
-    public func withUTF8<R, E: Error>(at index: Int, _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        let start = index * Self.width
-        // `withUnsafeBytes` cannot carry a typed throw, so the result or error comes out through a Result.
-        let result: Result<R, E> = bytes.withUnsafeBytes { all in
-            Result { () throws(E) -> R in try body(UnsafeRawBufferPointer(rebasing: all[start..<start + Self.width])) }
-        }
-        return try result.get()
-    }
-
     /// The valid entries of `range` as a JSON array of strings (UTF-8) in ID order, for binding to one statement,
     /// and the list position of each array element (element `k` is entry `positions[k]`). In ID order, one
     /// statement's probes walk the `stable_id` index forwards instead of jumping around it, which matters once
     /// the index is bigger than SQLite's page cache (about 45 000 photos with the default 2 MiB cache).
-    public func jsonArray(in range: Range<Int>) -> (json: [UInt8], positions: [Int]) {
+    func jsonArray(in range: Range<Int>) -> (json: [UInt8], positions: [Int]) {
         var json: [UInt8] = [UInt8(ascii: "[")]
         json.reserveCapacity(range.count * (Self.width + 3) + 2)
         var positions = range.filter { isValid(at: $0) }
@@ -111,7 +102,7 @@ public struct StableIDList: Sendable, Equatable {
     }
 
     /// Appends one entry from its UTF-8 text.
-    public mutating func append<C: Collection>(_ utf8: C) where C.Element == UInt8 {
+    mutating func append<C: Collection>(_ utf8: C) where C.Element == UInt8 {
         let appended = utf8.withContiguousStorageIfAvailable { append(contentsOf: $0) }
         if appended == nil { Array(utf8).withUnsafeBufferPointer { append(contentsOf: $0) } }
     }
@@ -128,7 +119,7 @@ public struct StableIDList: Sendable, Equatable {
             }
             return
         }
-        if invalidTexts.count < Self.keptInvalidTexts {
+        if invalidTexts.count < Self.listedUnknownIDs {
             // Shown to people (`unknown_first`, the CLI's summary): control characters from a binary or hostile
             // file would reach their terminal, so they become U+FFFD.
             let shown = String(decoding: text.prefix(200), as: UTF8.self).unicodeScalars.map { scalar in
