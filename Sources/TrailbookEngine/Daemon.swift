@@ -104,7 +104,15 @@ public final class Daemon {
                     LoopIsolation.assume { daemon?.shutDown(signal: signal) }
                 })
         }
-        try scheduler.start()
+        do {
+            try scheduler.start()
+        } catch {
+            // The listening socket and the signal handles would keep the loop (and the process) alive for good.
+            daemon.server.close()
+            for watcher in daemon.signals { watcher.close() }
+            daemon.signals.removeAll()
+            throw error
+        }
         DaemonLog.write(
             "listening on \(configuration.socketPath); store \(configuration.storePath); "
                 + "concurrency \(configuration.scheduler.concurrency); kinds \(scheduler.kindNames.joined(separator: ", "))")
