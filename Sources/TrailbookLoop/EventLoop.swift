@@ -53,11 +53,14 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `body` on the loop thread, soon. Callable from any thread, including the loop's own.
     ///
-    /// Work queued after `stop()` still runs if the loop has not yet returned from `run()`.
+    /// Work queued after `stop()` still runs if the loop has not yet returned from `run()`; work queued after
+    /// `run()` has returned never runs.
     public func execute(_ body: @escaping @Sendable () -> Void) {
-        inbox.withLock { $0.append(body) }
-        if !wakeupClosed.load(ordering: .acquiring) {
-            uv_async_send(wakeup)
+        // The check and the send happen under the inbox lock, and `stop()` sets the flag under the same lock:
+        // otherwise the loop thread could close (and free) the wakeup handle between them.
+        inbox.withLock { pending in
+            pending.append(body)
+            if !wakeupClosed.load(ordering: .acquiring) { uv_async_send(wakeup) }
         }
     }
 
@@ -66,7 +69,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Call it on the loop thread after closing the handles you own.
     public func stop() {
         assertInLoopThread()
-        guard !wakeupClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard !inbox.withLock({ _ in wakeupClosed.exchange(true, ordering: .acquiringAndReleasing) }) else { return }
         drainInbox()
         uv_close(UVHandle.cast(wakeup)) { handle in
             let loop = Unmanaged<EventLoop>.fromOpaque(handle!.pointee.data)
