@@ -202,9 +202,10 @@ struct TusUploadRun {
                         chunk, to: url, at: offset, checksum: info?.checksumAlgorithm,
                         onSendProgress: { sent in progress.sending(index, from: offset, sent: sent, current: name) })
                     action = machine.chunkAccepted(status)
-                    record(machine, into: &checkpoint)
+                    // No checkpoint here: the machine has already issued the next `.send`, so its `sentThrough`
+                    // covers bytes not yet sent (a stop now would count them as resent on resume). The save
+                    // before that PATCH (or at `.succeed`) records this offset; a resume asks the server anyway.
                     progress.upload.set(index, machine.confirmedOffset)
-                    try job.saveCheckpoint(checkpoint)
                     progress.report(current: name)
 
                 case .wait(let milliseconds):
