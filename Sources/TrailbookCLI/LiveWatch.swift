@@ -72,6 +72,8 @@ final class LiveWatch {
     // MARK: - The loop
 
     private func loop() -> Int32 {
+        // Keys come from stdin while it is open; at its end it stays readable for ever, and polling it would spin.
+        var keysOpen = true
         while true {
             if let id = scope.follow, screen.rows[id]?.state.isTerminal == true { return ExitCode.success }
             // `watch ID…` ends once every job named has ended.
@@ -97,7 +99,7 @@ final class LiveWatch {
             if subscription == nil { timeout = min(timeout, max(0, nextReconnectAt - self.now())) }
 
             var fds = [
-                pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: keysOpen ? STDIN_FILENO : -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: terminal.signalDescriptor, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: subscription?.client.fileDescriptor ?? -1, events: Int16(POLLIN), revents: 0),
             ]
@@ -120,7 +122,13 @@ final class LiveWatch {
                     }
                 }
             }
-            if fds[0].revents != 0, let code = handleKeys(terminal.readKeys()) { return code }
+            if fds[0].revents != 0 {
+                if let keys = terminal.readKeys() {
+                    if let code = handleKeys(keys) { return code }
+                } else {
+                    keysOpen = false
+                }
+            }
             if fds[2].revents != 0 { readFeed() }
             for (index, fd) in fds.enumerated().dropFirst(3) where fd.revents != 0 {
                 finishRequest(at: index - 3)

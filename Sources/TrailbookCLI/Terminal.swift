@@ -84,10 +84,12 @@ final class Terminal {
         Terminal.write(frame)
     }
 
-    /// Reads the bytes waiting on stdin (without blocking).
-    func readKeys() -> [UInt8] {
+    /// Reads the bytes waiting on stdin (without blocking); `nil` at the end of input (stdin from `/dev/null`, a
+    /// closed pipe), after which it never has keys again.
+    func readKeys() -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: 64)
         let n = bytes.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+        if n == 0 { return nil }
         return n > 0 ? Array(bytes[..<n]) : []
     }
 

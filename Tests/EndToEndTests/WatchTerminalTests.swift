@@ -48,6 +48,21 @@ struct WatchTerminalTests {
         #expect(try harness.paneFlags() == "cursor=1 alternate=0")
     }
 
+    /// The screen is for stdout; with stdin at its end (`</dev/null`, as from cron or a closed pipe) there are no
+    /// keys, and the watcher must not spin on the always-readable stdin.
+    @Test func stdinAtEndDoesNotSpin() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let id = try harness.submitSleep(["units": 2_000, "unit_ms": 50])
+        try harness.startPane("watch \(id.prefix(8)) </dev/null")
+        try harness.waitForScreen("the row") { $0.contains("sleep \(id.prefix(8))") && $0.contains("█") }
+        let watcher = try #require(harness.cliProcess(running: "watch"), "the watch process")
+        let before = try DaemonHarness.cpuSeconds(pid: watcher)
+        usleep(2_000_000)
+        let used = try DaemonHarness.cpuSeconds(pid: watcher) - before
+        #expect(used < 0.5, "watch used \(used) CPU s in 2 s with stdin at its end")
+    }
+
     @Test func ctrlCLeavesACleanScreenAndRestartsAreSurvived() throws {
         let harness = try WatchHarness()
         defer { harness.stop() }
@@ -268,6 +283,25 @@ final class WatchHarness {
             "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
             "\(env) '\(binary)' \(command); echo WATCH-EXIT=$?; sleep 600",
         ])
+    }
+
+    /// The PID of this harness's `trailbook-jobs SUBCOMMAND …` process (by its command line and home).
+    func cliProcess(running subcommand: String) -> pid_t? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries {
+            guard let pid = pid_t(entry),
+                let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                let environ = FileManager.default.contents(atPath: "/proc/\(entry)/environ")
+            else { continue }
+            let arguments = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            let variables = environ.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            if arguments.first == binary, arguments.dropFirst().first == subcommand,
+                variables.contains("TRAILBOOK_JOBS_HOME=\(home)")
+            {
+                return pid
+            }
+        }
+        return nil
     }
 
     func keys(_ keys: String...) throws {

@@ -163,6 +163,11 @@ final class DaemonHarness {
 
     /// CPU seconds (user + system) the daemon has used, from /proc/PID/stat.
     func cpuSeconds() throws -> Double {
+        try Self.cpuSeconds(pid: pid)
+    }
+
+    /// CPU seconds (user + system) process `pid` has used, from /proc/PID/stat.
+    static func cpuSeconds(pid: pid_t) throws -> Double {
         let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
         let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
         let ticks = Double(fields[11])! + Double(fields[12])!
