@@ -90,7 +90,7 @@ struct RealPhotoTests {
         // Damaged EXIF: whatever libexif recovers, no crash; the pixels still decode or fail with a code.
         let odd = try PhotoInspection(path: Self.folder + "/es_odd_corrupted.jpg")
         #expect(odd.metadata.width == 3648 && odd.metadata.height == 2736)
-        #expect(odd.pixels != nil || odd.pixelError != nil)
+        #expect((odd.pixels == nil) == (odd.pixelError != nil), "pixels, or a reason they are missing, not both")
     }
 
     @Test(.enabled(if: available, "skipped: ../shared/photos is missing"))

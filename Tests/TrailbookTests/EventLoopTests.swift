@@ -116,7 +116,9 @@ struct EventLoopTests {
         }
         #expect(uid == getuid())
         var info = stat()
-        #expect(stat(path, &info) != 0 || info.st_mode & 0o777 == 0o600)
+        // Mode 0600 while listening is checked on a live daemon (socketIsPrivateToItsUser); closed, the server
+        // leaves no socket file behind.
+        #expect(stat(path, &info) != 0, "the socket file is removed when the server closes")
         #expect(runner.finish())
     }
 
