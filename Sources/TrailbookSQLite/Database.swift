@@ -219,17 +219,6 @@ public final class Statement {
         try check(text.utf8CString.withUnsafeBufferPointer { tb_sqlite3_bind_text(raw, index, $0.baseAddress, -1) })
     }
 
-    /// Binds the UTF-8 bytes `utf8` (no terminating NUL needed) as text to parameter `index` (1-based). SQLite
-    /// copies them, so the buffer need not outlive the call.
-    ///
-    /// - Throws: `SQLiteError` if `index` is out of range or the text is over SQLite's length limit.
-    public func bind(utf8: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
-        guard let base = utf8.baseAddress?.assumingMemoryBound(to: CChar.self) else {
-            return try check(tb_sqlite3_bind_text(raw, index, "", 0))
-        }
-        try check(tb_sqlite3_bind_text(raw, index, base, Int32(utf8.count)))
-    }
-
     /// Runs `body` with parameter `index` (1-based) bound to the UTF-8 bytes `utf8` as text, in place: SQLite
     /// reads the caller's buffer instead of copying it (`SQLITE_STATIC`), so `body` must step the statement
     /// itself. The parameter is bound to NULL again before this returns, so SQLite never keeps the pointer.

@@ -23,8 +23,12 @@ struct StatementRowAccessTests {
         select.rewind()
         #expect(try select.next(), "rewind keeps the binding")
         select.rewind()
-        try select.bind(utf8: UnsafeRawBufferPointer(start: nil, count: 0), at: 1)
-        #expect(try select.next() == false, "empty text matches nothing")
+        let empty = try select.withBinding(utf8: UnsafeRawBufferPointer(start: nil, count: 0), at: 1) {
+            () throws(SQLiteError) -> Bool in
+            defer { select.rewind() }
+            return try select.next()
+        }
+        #expect(empty == false, "empty text matches nothing")
         #expect(throws: SQLiteError.self) { try select.bind(1, at: 9) }
         let insert = try db.prepare("INSERT INTO t VALUES (?, ?)")
         try insert.bind("a", at: 1)
