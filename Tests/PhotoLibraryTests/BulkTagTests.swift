@@ -112,38 +112,121 @@ struct BulkTagTests {
         #expect(try store.photo(stableID: StableID(contentsOf: [7])) == nil)
     }
 
-    /// Version 3 replaced the tags' foreign key with a trigger: an existing version-2 store keeps its tags, and
-    /// deleting a photo still deletes its tags.
-    @Test func migrationToVersion3KeepsTagsAndCascade() throws {
+    /// Photos `1...count` written straight into a store at schema `version` (tags as that version keeps them are
+    /// the caller's to insert), for migration tests.
+    static func oldStore(at path: String, version: Int, photos count: Int) throws -> Database {
+        let old = try Database(path: path)
+        try old.execute("PRAGMA foreign_keys = ON")
+        try old.migrate(Array(PhotoStore.migrations.prefix(version)))
+        for n in 1...count {
+            try old.query(
+                "INSERT INTO photos (id, stable_id, path, bytes, mtime_ns, inode) VALUES (?, ?, ?, 1, 0, ?)",
+                [.integer(Int64(n)), .text(StableID(contentsOf: Array("p\(n)".utf8)).text), .text("/p/\(n).jpg"),
+                 .integer(Int64(n))])
+        }
+        return old
+    }
+
+    /// Every (photo, tag) pair, as the `tags` table (up to version 3) or view (from version 4) gives them.
+    static func pairs(_ database: Database) throws -> [String] {
+        try database.query("SELECT photo_id, tag FROM tags ORDER BY photo_id, tag").map {
+            "\($0.int(0) ?? -1) \($0.text(1) ?? "")"
+        }
+    }
+
+    /// A version-2 store (tags with a foreign key) keeps its tags through versions 3 and 4, and deleting a photo
+    /// still deletes its tags.
+    @Test func migrationFromVersion2KeepsTagsAndCascade() throws {
         let dir = Fixtures.temporaryDirectory()
         defer { Fixtures.removeTree(dir) }
         let path = dir + "/photos.db"
         do {
-            let old = try Database(path: path)
-            try old.execute("PRAGMA foreign_keys = ON")
-            try old.migrate(Array(PhotoStore.migrations.prefix(2)))
+            let old = try Self.oldStore(at: path, version: 2, photos: 3)
             for n in 1...3 {
-                try old.query(
-                    "INSERT INTO photos (id, stable_id, path, bytes, mtime_ns, inode) VALUES (?, ?, ?, 1, 0, ?)",
-                    [.integer(Int64(n)), .text(StableID(contentsOf: [UInt8(n)]).text), .text("/p/\(n).jpg"),
-                     .integer(Int64(n))])
                 try old.query("INSERT INTO tags (photo_id, tag) VALUES (?, 'trip'), (?, 'year:2024')",
                               [.integer(Int64(n)), .integer(Int64(n))])
             }
         }
         let store = try PhotoStore(path: path)
-        #expect(try store.database.query("PRAGMA user_version").first?.int(0) == 3)
-        #expect(try store.database.query("PRAGMA foreign_key_list(tags)").isEmpty)
+        #expect(try store.database.query("PRAGMA user_version").first?.int(0) == Int64(PhotoStore.migrations.count))
         #expect(try store.photo(localID: 2)?.tags == ["trip", "year:2024"])
         try store.database.query("DELETE FROM photos WHERE id = 2")
-        #expect(try store.database.query("SELECT count(*) FROM tags WHERE photo_id = 2").first?.int(0) == 0)
-        #expect(try store.database.query("SELECT count(*) FROM tags").first?.int(0) == 4)
+        #expect(try Self.pairs(store.database) == ["1 trip", "1 year:2024", "3 trip", "3 year:2024"])
         // No write path can tag a photo that is not there.
         #expect(try store.addTag("x", to: [2]).missing == 1)
         #expect(
             try store.transaction { tx in
-                try tx.changeTag("x", .add, of: StableIDList([StableID(contentsOf: [2]).text]), in: 0..<1)
+                try tx.changeTag("x", .add, of: StableIDList([StableID(contentsOf: Array("p2".utf8)).text]), in: 0..<1)
             }.unknown == [0])
         #expect(try store.database.query("SELECT count(*) FROM tags WHERE photo_id = 2").first?.int(0) == 0)
+    }
+
+    /// Version 4 turns one row per photo and tag into bitmap words: every pair survives, including photos on the
+    /// edges of a word (bit 0, and bit 63, SQLite's sign bit) and a word where all 64 photos have the tag.
+    @Test func migrationToBitmapsKeepsEveryPair() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let path = dir + "/photos.db"
+        let before: [String]
+        do {
+            let old = try Self.oldStore(at: path, version: 3, photos: 200)
+            for id in [1, 63, 64, 127, 128, 130, 191] { try old.query("INSERT INTO tags VALUES (?, 'edge')", [.integer(Int64(id))]) }
+            for id in 128...191 { try old.query("INSERT INTO tags VALUES (?, 'full word')", [.integer(Int64(id))]) }
+            try old.query("INSERT INTO tags VALUES (63, 'place:Lisbon'), (200, 'place:Lisbon')")
+            before = try Self.pairs(old)
+        }
+        #expect(before.count == 7 + 64 + 2)
+        let store = try PhotoStore(path: path)
+        #expect(try Self.pairs(store.database) == before)
+        #expect(try store.photo(localID: 63)?.tags == ["edge", "place:Lisbon"])
+        #expect(try store.photo(localID: 129)?.tags == ["full word"])
+        #expect(try store.database.query("SELECT bits FROM tag_words JOIN tag_names ON id = tag_id WHERE name = 'full word'")
+            .map { $0.int(0) } == [-1], "all 64 bits of word 2")
+    }
+
+    /// Bits at the edges of a word: adding, removing and deleting photos touch only their own bit, a word whose
+    /// last bit goes has no row, and counts are per photo.
+    @Test func bitmapWordsKeepNeighboursApart() throws {
+        let (store, _) = try Self.library(200)
+        let rows = { try store.database.query("SELECT count(*) FROM tag_words").first?.int(0) ?? -1 }
+        var counts = try store.addTag("edge", to: [63, 64, 1, 127, 128, 64])
+        #expect(counts.changed == 5 && counts.unchanged == 0)
+        #expect(try rows() == 3, "words 0, 1 and 2")
+        counts = try store.addTag("edge", to: [62, 63])
+        #expect(counts.changed == 1 && counts.unchanged == 1)
+        #expect(try Self.pairs(store.database) == ["1 edge", "62 edge", "63 edge", "64 edge", "127 edge", "128 edge"])
+        counts = try store.removeTag("edge", from: [128, 63, 65])
+        #expect(counts.changed == 2 && counts.unchanged == 1)
+        #expect(try rows() == 2, "word 2 lost its only bit")
+        #expect(try store.photo(localID: 62)?.tags == ["edge"] && store.photo(localID: 63)?.tags == [])
+        // The delete trigger clears one bit, and the row with it when it was the last.
+        try store.database.query("DELETE FROM photos WHERE id IN (62, 127)")
+        #expect(try Self.pairs(store.database) == ["1 edge", "64 edge"])
+        try store.database.query("DELETE FROM photos WHERE id IN (1, 64)")
+        #expect(try rows() == 0)
+        #expect(throws: SQLiteError.self) {
+            try store.database.query("INSERT INTO tag_words VALUES (5, 1, 0)")
+        }
+        // Removing a tag no photo ever had is a no-op that names nothing.
+        #expect(try store.removeTag("never", from: [2, 3]).unchanged == 2)
+        #expect(try store.database.query("SELECT count(*) FROM tag_names WHERE name = 'never'").first?.int(0) == 0)
+    }
+
+    /// `replaceTags` (autotag's write) swaps the managed tags of one photo and leaves its own keywords and its
+    /// neighbours alone.
+    @Test func replaceTagsTouchesOneBitPerTag() throws {
+        let (store, _) = try Self.library(70)
+        _ = try store.addTag("year:2023", to: [64, 65])
+        _ = try store.addTag("trip", to: [64])
+        let managed = { (tag: String) in tag.hasPrefix("year:") || tag == "night" }
+        let changes = try store.transaction { tx in
+            try tx.replaceTags(of: 64, with: ["year:2024", "night"], where: managed)
+        }
+        #expect(changes.added == 2 && changes.removed == 1)
+        #expect(try store.photo(localID: 64)?.tags == ["night", "trip", "year:2024"])
+        #expect(try store.photo(localID: 65)?.tags == ["year:2023"])
+        let none = try store.transaction { tx in try tx.replaceTags(of: 999, with: ["night"], where: managed) }
+        #expect(none.added == 0 && none.removed == 0, "no photo 999, nothing written")
+        #expect(try Self.pairs(store.database).count == 4)
     }
 }

@@ -5,15 +5,24 @@ import TrailbookSQLite
 /// Single writer: the process that owns the store (the daemon) is the only one that writes it; workers send it
 /// results. Not `Sendable` (it owns a `Database`, used from one thread).
 ///
-/// Schema (version 3, applied by `Database.migrate`):
+/// Schema (version 4, applied by `Database.migrate`):
 /// - `photos(id INTEGER PRIMARY KEY, stable_id TEXT UNIQUE, path TEXT UNIQUE, bytes, mtime_ns, inode, width,
 ///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash)`; `id` is the local ID.
-/// - `tags(photo_id, tag)`, primary key `(photo_id, tag)` (`WITHOUT ROWID`), so a photo never holds a tag twice;
-///   trigger `photos_delete_tags` deletes a photo's tags with it. Every statement that writes a tag row takes
-///   the photo ID from `photos` in the same transaction, so no tag row names a missing photo.
-///   (Version 1 also had an index `tags_by_tag(tag, photo_id)` that no query used, dropped in version 2; versions
-///   1 and 2 had a foreign key `photo_id → photos.id ON DELETE CASCADE`, whose per-insert probe version 3 replaces
-///   with the trigger: both cost a bulk tag job a B-tree operation per photo and bought nothing.)
+/// - Tags are a bitmap index: `tag_names(id INTEGER PRIMARY KEY, name TEXT UNIQUE)` numbers each tag, and
+///   `tag_words(word, tag_id, bits)` (primary key `(word, tag_id)`, `WITHOUT ROWID`) holds, for each run of 64
+///   local IDs (`word` = local ID >> 6) and each tag some photo of that run has, a 64-bit integer whose bit
+///   (local ID & 63) says whether that photo has the tag. A word with no bit set has no row. So a photo holds a
+///   tag at most once by construction; tagging a run of photos rewrites one row per 64 of them, whatever other
+///   tags they have; a photo's tags are the rows of its word (tags its 63 neighbours have, not every tag).
+///   (See `TagBitmap` for the bit arithmetic.)
+/// - View `tags(photo_id, tag)`: one row per photo and tag, for reading the store with the `sqlite3` shell.
+/// - Trigger `photos_delete_tags` clears a deleted photo's bits. Every statement that sets a bit takes the photo
+///   ID from `photos` in the same transaction, so no bit names a missing photo.
+///
+/// History: versions 1–3 kept one row per photo and tag, `tags(photo_id, tag)` keyed by photo; adding one tag to
+/// every photo then rewrote every page of that table, so a bulk tag cost grew with the tags photos already had
+/// (bench/README.md, "Tagging"). Version 1 also had an unused index `tags_by_tag`, dropped in 2; versions 1 and 2
+/// had a foreign key to `photos`, replaced in 3 by the trigger.
 public final class PhotoStore {
     /// The connection, for callers that keep their own tables in this file (a job's checkpoint committed in the
     /// same transaction as its tags). Use it only inside `transaction` when writing.
@@ -60,6 +69,38 @@ public final class PhotoStore {
         ALTER TABLE tags_v3 RENAME TO tags;
         CREATE TRIGGER photos_delete_tags AFTER DELETE ON photos BEGIN
             DELETE FROM tags WHERE photo_id = old.id;
+        END;
+        """,
+        // 4: tags as a bitmap index (see the type's documentation). Each old row sets one bit; rows of one word
+        // and tag are distinct powers of two, so their sum is their bitwise OR (and cannot overflow: bit 63 is
+        // the one negative term).
+        """
+        CREATE TABLE tag_names (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE
+        );
+        CREATE TABLE tag_words (
+            word INTEGER NOT NULL,
+            tag_id INTEGER NOT NULL,
+            bits INTEGER NOT NULL CHECK (bits <> 0),
+            PRIMARY KEY (word, tag_id)
+        ) WITHOUT ROWID;
+        INSERT INTO tag_names (name) SELECT DISTINCT tag FROM tags ORDER BY tag;
+        INSERT INTO tag_words (word, tag_id, bits)
+            SELECT t.photo_id >> 6, n.id, sum(1 << (t.photo_id & 63))
+            FROM tags AS t JOIN tag_names AS n ON n.name = t.tag
+            GROUP BY t.photo_id >> 6, n.id;
+        DROP TRIGGER photos_delete_tags;
+        DROP TABLE tags;
+        CREATE VIEW tags (photo_id, tag) AS
+            SELECT p.id, n.name
+            FROM tag_words AS w
+            JOIN tag_names AS n ON n.id = w.tag_id
+            JOIN photos AS p ON p.id BETWEEN w.word * 64 AND w.word * 64 + 63 AND (w.bits >> (p.id & 63)) & 1;
+        CREATE TRIGGER photos_delete_tags AFTER DELETE ON photos BEGIN
+            DELETE FROM tag_words WHERE word = old.id >> 6 AND bits = 1 << (old.id & 63);
+            UPDATE tag_words SET bits = bits & ~(1 << (old.id & 63))
+                WHERE word = old.id >> 6 AND (bits >> (old.id & 63)) & 1;
         END;
         """,
     ]
@@ -370,20 +411,37 @@ public final class PhotoStore {
             perceptualHash: row.int(14).map { PerceptualHash(value: UInt64(bitPattern: $0)) }, tags: [])
     }
 
-    /// Fills in tags for `records` with one query.
-    func withTags(_ records: [PhotoRecord]) throws -> [PhotoRecord] {
+    /// Fills in tags for `records` (sorted by name) with one query over their bitmap words.
+    func withTags(_ records: [PhotoRecord]) throws(SQLiteError) -> [PhotoRecord] {
         guard !records.isEmpty else { return records }
-        let array = "[" + records.map { String($0.localID) }.joined(separator: ",") + "]"
-        let rows = try database.query(
-            "SELECT photo_id, tag FROM tags WHERE photo_id IN (SELECT value FROM json_each(?)) ORDER BY photo_id, tag",
-            [.text(array)])
-        var tags: [PhotoLocalID: [String]] = [:]
-        for row in rows { if let id = row.int(0), let tag = row.text(1) { tags[id, default: []].append(tag) } }
+        let tags = try tagNames(of: records.map(\.localID))
         return records.map { record in
             var record = record
             record.tags = tags[record.localID] ?? []
             return record
         }
+    }
+
+    /// The tags of each photo in `localIDs` (sorted by name; photos without tags are absent), with one query
+    /// reading the rows of their words only.
+    func tagNames(of localIDs: [PhotoLocalID]) throws(SQLiteError) -> [PhotoLocalID: [String]] {
+        var wantedByWord: [Int64: [PhotoLocalID]] = [:]
+        for id in Set(localIDs) { wantedByWord[TagBitmap.word(of: id), default: []].append(id) }
+        guard !wantedByWord.isEmpty else { return [:] }
+        var tags: [PhotoLocalID: [String]] = [:]
+        let rows = try database.query(
+            """
+            SELECT w.word, w.bits, n.name FROM tag_words AS w JOIN tag_names AS n ON n.id = w.tag_id
+            WHERE w.word IN (SELECT value FROM json_each(?))
+            """, [.text(PhotoStoreTransaction.jsonText(wantedByWord.keys.sorted()))])
+        for row in rows {
+            guard let word = row.int(0), let bits = row.int(1), let name = row.text(2) else { continue }
+            for id in wantedByWord[word] ?? [] where UInt64(bitPattern: bits) & TagBitmap.bit(of: id) != 0 {
+                tags[id, default: []].append(name)
+            }
+        }
+        for id in tags.keys { tags[id]?.sort() }
+        return tags
     }
 
     /// Runs `body`, turning any error that is not already a `PhotoLibraryError` into `.store`.
@@ -472,25 +530,53 @@ public struct PhotoStoreTransaction {
         }
     }
 
-    /// Writes (or deletes) the tag rows of `localIDs` (distinct, in order, all naming photos) with one statement.
+    /// Sets (or with `.remove`, clears) the bit of each of `localIDs` (distinct, in order, all naming photos) in
+    /// `tag`'s bitmap: per word of 64 local IDs, one point read and one write (or delete, when no bit is left).
     ///
-    /// - Returns: how many rows it added or deleted.
+    /// - Returns: how many bits it changed: photos that got the tag, or lost it.
     private func write(_ tag: String, _ change: TagChange, to localIDs: [PhotoLocalID]) throws(SQLiteError) -> Int {
-        guard !localIDs.isEmpty else { return 0 }
-        let write = try database.prepare(
-            change == .add
-                ? "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT value, ?2 FROM json_each(?1)"
-                : "DELETE FROM tags WHERE tag = ?2 AND photo_id IN (SELECT value FROM json_each(?1))")
-        try write.bind(tag, at: 2)
-        try write.withBinding(utf8: PhotoStoreTransaction.jsonIntegers(localIDs), at: 1) { () throws(SQLiteError) in
-            defer { write.reset() }
-            _ = try write.next()
+        guard !localIDs.isEmpty, let tagID = try tagID(tag, creating: change == .add) else { return 0 }
+        let read = try database.prepare("SELECT bits FROM tag_words WHERE word = ?1 AND tag_id = ?2")
+        let replace = try database.prepare("INSERT OR REPLACE INTO tag_words (word, tag_id, bits) VALUES (?1, ?2, ?3)")
+        let delete = try database.prepare("DELETE FROM tag_words WHERE word = ?1 AND tag_id = ?2")
+        defer {
+            read.reset()
+            replace.reset()
+            delete.reset()
         }
-        return database.changes
+        try read.bind(tagID, at: 2)
+        var changed = 0
+        for (word, bits) in TagBitmap.words(of: localIDs) {
+            try read.bind(word, at: 1)
+            let old = try read.next() ? UInt64(bitPattern: read.int64(at: 0) ?? 0) : 0
+            read.rewind()
+            let new = change == .add ? old | bits : old & ~bits
+            guard new != old else { continue }
+            changed += (new ^ old).nonzeroBitCount
+            let statement = new == 0 ? delete : replace
+            try statement.bind(word, at: 1)
+            try statement.bind(tagID, at: 2)
+            if new != 0 { try statement.bind(Int64(bitPattern: new), at: 3) }
+            _ = try statement.next()
+            statement.rewind()
+        }
+        return changed
     }
 
-    /// `ids` (distinct) as a JSON array of integers, in UTF-8.
-    static func jsonIntegers(_ ids: [PhotoLocalID]) -> [UInt8] {
+    /// The number of tag `name` in `tag_names`; with `creating`, a new name is numbered first, else `nil` for a
+    /// name no photo has ever had.
+    private func tagID(_ name: String, creating: Bool) throws(SQLiteError) -> Int64? {
+        let find = try database.prepare("SELECT id FROM tag_names WHERE name = ?1")
+        defer { find.reset() }
+        try find.bind(name, at: 1)
+        if try find.next(), let id = find.int64(at: 0) { return id }
+        guard creating else { return nil }
+        try database.query("INSERT INTO tag_names (name) VALUES (?)", [.text(name)])
+        return database.lastInsertRowID
+    }
+
+    /// `ids` as a JSON array of integers, in UTF-8.
+    static func jsonIntegers(_ ids: [Int64]) -> [UInt8] {
         var json: [UInt8] = [UInt8(ascii: "[")]
         json.reserveCapacity(ids.count * 8 + 2)
         for (n, id) in ids.enumerated() {
@@ -499,6 +585,11 @@ public struct PhotoStoreTransaction {
         }
         json.append(UInt8(ascii: "]"))
         return json
+    }
+
+    /// `ids` as a JSON array of integers.
+    static func jsonText(_ ids: [Int64]) -> String {
+        String(decoding: jsonIntegers(ids), as: UTF8.self)
     }
 
     /// Removes `tag` from every photo in `localIDs`.
@@ -522,20 +613,16 @@ public struct PhotoStoreTransaction {
         var wanted = Set<String>()
         for tag in tags { wanted.insert(try TagName.validated(tag)) }
         return try store.store {
-            let current = Set(
-                try database.query("SELECT tag FROM tags WHERE photo_id = ?", [.integer(localID)]).compactMap {
-                    $0.text(0)
-                })
+            guard try !database.query("SELECT 1 FROM photos WHERE id = ?", [.integer(localID)]).isEmpty else {
+                return (0, 0)
+            }
+            let current = Set(try store.tagNames(of: [localID])[localID] ?? [])
             var removed = 0, added = 0
             for tag in current where isManaged(tag) && !wanted.contains(tag) {
-                try database.query("DELETE FROM tags WHERE photo_id = ? AND tag = ?", [.integer(localID), .text(tag)])
-                removed += 1
+                removed += try write(tag, .remove, to: [localID])
             }
             for tag in wanted.sorted() where !current.contains(tag) {
-                try database.query(
-                    "INSERT OR IGNORE INTO tags (photo_id, tag) SELECT id, ?2 FROM photos WHERE id = ?1",
-                    [.integer(localID), .text(tag)])
-                added += database.changes
+                added += try write(tag, .add, to: [localID])
             }
             return (added, removed)
         }
