@@ -40,6 +40,7 @@ enum PhotoCommands {
             options: [
                 OptionSpec("tag", .value(placeholder: "WORD"), required: true, help: "the keyword"),
                 OptionSpec("remove", help: "take the keyword off instead"),
+                OptionSpec("max-rate", .value(placeholder: "N"), help: "at most N photos a second (paces the job)"),
                 OptionSpec("load-records", help: "(benchmark) load each photo's full record before tagging it"),
             ] + selection + Commands.submitCommon,
             details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n"
@@ -131,6 +132,9 @@ enum PhotoCommands {
         params["tag"] = .string(context.arguments.value("tag") ?? "")
         if context.arguments.flag("remove") { params["remove"] = true }
         if context.arguments.flag("load-records") { params["load_records"] = true }
+        if let rate = try context.arguments.integer("max-rate", range: 1...Int(Int32.max)) {
+            params["max_rate"] = .number(Double(rate))
+        }
         return try Commands.submit(kind: "tag", params: .object(params), context)
     }
 

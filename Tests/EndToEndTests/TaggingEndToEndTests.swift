@@ -201,23 +201,29 @@ struct TaggingEndToEndTests {
 
     // MARK: tag: exactly once across kill -9
 
+    /// Tag jobs paced to `pacedRate` photos a second (`max_rate`) take 5 s over `pacedLibrary` photos whatever the
+    /// machine's speed (unpaced, 300 000 photos took 0.3 s, too fast to stop mid-way by watching progress), in
+    /// batches of `pacedBatch` (a tenth of a second's worth, `TagJob.batchSize(maxRate:)`).
+    static let pacedRate = 20_000, pacedLibrary = 100_000, pacedBatch = 2_000
+
     @Test func tagSurvivesKill9MidJobWithEveryPhotoTaggedExactlyOnce() throws {
         let home = TemporaryDirectory()
-        let count = 300_000
+        let count = Self.pacedLibrary
         let ids = try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: count)
         let unknown = (1...5).map { String(format: "ffffffff-0000-4000-8000-%012x", $0) }
         let idsFile = home.file("ids.txt")
         try (ids + unknown).joined(separator: "\n").write(toFile: idsFile, atomically: true, encoding: .utf8)
         let daemon = try DaemonHarness(home: home)
-        let id = try daemon.submit("tag", ["tag": "trip", "ids_file": .string(idsFile)])
+        let id = try daemon.submit(
+            "tag", ["tag": "trip", "ids_file": .string(idsFile), "max_rate": .number(Double(Self.pacedRate))])
         let before = try daemon.waitFor(id, timeout: 60, "some progress") {
-            ($0["progress"]?["completed"]?.intValue ?? 0) >= 20_000
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 10_000
         }
         try daemon.crash()
         let taggedAtCrash = try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3")
         #expect(before["state"]?.stringValue == "running")
         #expect(taggedAtCrash > 0 && taggedAtCrash < count, "killed mid-job: \(taggedAtCrash) of \(count) tagged")
-        #expect(taggedAtCrash % 5_000 == 0, "whole batches only (TagJob.batchSize)")
+        #expect(taggedAtCrash % Self.pacedBatch == 0, "whole batches only")
 
         try daemon.start()
         let final = try daemon.waitForState(id, "succeeded", timeout: 120)
@@ -237,14 +243,16 @@ struct TaggingEndToEndTests {
 
     @Test func cancelKeepsTheTagsOfCommittedBatches() throws {
         let home = TemporaryDirectory()
-        try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: 300_000)
+        try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: Self.pacedLibrary)
         let daemon = try DaemonHarness(home: home)
-        let id = try daemon.submit("tag", ["tag": "keep", "all": true])
-        try daemon.waitFor(id, timeout: 60, "some progress") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 5_000 }
+        let id = try daemon.submit("tag", ["tag": "keep", "all": true, "max_rate": .number(Double(Self.pacedRate))])
+        try daemon.waitFor(id, timeout: 60, "some progress") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 2 * Self.pacedBatch
+        }
         let cancelled = try daemon.job(["op": "cancel", "job": .string(id)])
         #expect(cancelled["state"]?.stringValue == "cancelled")
         let kept = try PhotoTestSupport.tagCount("keep", storeAt: home.path + "/photos.sqlite3")
-        #expect(kept >= 5_000 && kept < 300_000 && kept % 5_000 == 0, "kept \(kept)")
+        #expect(kept >= 2 * Self.pacedBatch && kept < Self.pacedLibrary && kept % Self.pacedBatch == 0, "kept \(kept)")
         #expect(Int64(kept) == cancelled["progress"]?["completed"]?.intValue)
     }
 
@@ -258,6 +266,10 @@ struct TaggingEndToEndTests {
         #expect(reply["error"]?["code"]?.stringValue == "invalid_params")
         let badTag = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "  ", "all": true]])
         #expect(badTag["error"]?["code"]?.stringValue == "invalid_params")
+        let noRate = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "x", "all": true, "max_rate": 0]])
+        #expect(noRate["error"]?["code"]?.stringValue == "invalid_params")
+        let badRate = try daemon.cli(["submit", "tag", "--tag", "x", "--all", "--max-rate", "fast"])
+        #expect(badRate.status == 2 && badRate.stderr.contains("--max-rate"), "\(badRate.stderr)")
     }
 
     // MARK: cancel while waiting for workers

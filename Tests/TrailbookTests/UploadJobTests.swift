@@ -252,7 +252,7 @@ struct UploadCheckpointTests {
 
 struct RatePacerTests {
     @Test func pacesToTheRateWithoutSavingUpBursts() {
-        var pacer = RatePacer(bytesPerSecond: 1000)
+        var pacer = RatePacer(unitsPerSecond: 1000)
         #expect(pacer.delay(before: 100, now: 10) == 0)
         #expect(abs(pacer.delay(before: 100, now: 10) - 0.1) < 1e-9)
         #expect(abs(pacer.delay(before: 100, now: 10.1) - 0.1) < 1e-9)

@@ -4,13 +4,15 @@ import TrailbookSQLite
 
 /// Job kind `tag`: adds (or with `remove`, takes off) one keyword on photos chosen by stable ID.
 ///
-/// Identifiers only: for each stable ID the job probes the unique `stable_id` index for the local ID and writes
-/// one tag row, with two statements per batch; it never reads a photo's metadata. It works in batches of
+/// Identifiers only: for each stable ID the job probes the unique `stable_id` index for the local ID, then sets
+/// the photo's bit in the tag's bitmap (one row per 64 local IDs, see `PhotoStore`); it never reads a photo's
+/// metadata. It works in batches of
 /// `batchSize` (5000) photos, and each batch's tag writes and the job's checkpoint (in the photo store's
 /// `job_checkpoints` table) commit in one SQLite transaction, so after a crash (`kill -9`) the job resumes after
 /// the last committed batch: no photo is tagged twice and none is skipped, and the counts stay exact.
 ///
-/// Params: `tag`, one of `ids` / `ids_file` / `all` (see `PhotoSelection`), `remove` (default false).
+/// Params: `tag`, one of `ids` / `ids_file` / `all` (see `PhotoSelection`), `remove` (default false), `max_rate`
+/// (photos per second, optional: paces the job, for background work that should leave the disk to others).
 /// Result: `tag`, `remove`, `photos` (inputs processed), `tagged` and `already_had` (photos that got the tag,
 /// photos that had it) — with `remove`, `removed` and `did_not_have` instead — `unknown_count` and
 /// `unknown_first` (the first `StableIDList.listedUnknownIDs` IDs that name no photo). Progress unit: photos.
@@ -27,12 +29,15 @@ public struct TagJob: JobKind {
         /// Benchmark switch: load every photo's full record (metadata and tags) before tagging it, the
         /// "array of entities" way; off by default, and slower by design.
         public var loadRecords: Bool?
+        /// At most this many photos per second (≥ 1), on average; `nil`: as fast as the store goes.
+        public var maxRate: Int64?
         /// Which photos.
         public var selection: PhotoSelection
 
         enum CodingKeys: String, CodingKey {
             case tag, remove
             case loadRecords = "load_records"
+            case maxRate = "max_rate"
         }
 
         /// Decodes the flat params object (`tag`, `remove`, `load_records` plus the selection keys).
@@ -41,6 +46,7 @@ public struct TagJob: JobKind {
             tag = try container.decode(String.self, forKey: .tag)
             remove = try container.decodeIfPresent(Bool.self, forKey: .remove)
             loadRecords = try container.decodeIfPresent(Bool.self, forKey: .loadRecords)
+            maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
             selection = try PhotoSelection(from: decoder)
         }
 
@@ -50,6 +56,7 @@ public struct TagJob: JobKind {
             try container.encode(tag, forKey: .tag)
             try container.encodeIfPresent(remove, forKey: .remove)
             try container.encodeIfPresent(loadRecords, forKey: .loadRecords)
+            try container.encodeIfPresent(maxRate, forKey: .maxRate)
             try selection.encode(to: encoder)
         }
     }
@@ -77,6 +84,13 @@ public struct TagJob: JobKind {
     /// cost of a commit is spread thinner than at 1000 (the ID-only job ran about 1.25x faster).
     public static let batchSize = 5_000
 
+    /// Photos per batch for a job paced to `maxRate` photos per second: a tenth of a second's worth (at least 1,
+    /// at most `batchSize`), so a paced job's progress moves smoothly and it stops as promptly as an unpaced one.
+    public static func batchSize(maxRate: Int64?) -> Int {
+        guard let maxRate else { return batchSize }
+        return Int(min(Int64(batchSize), max(1, maxRate / 10)))
+    }
+
     let library: PhotoLibraryService
 
     /// A `tag` kind working on `library`.
@@ -92,6 +106,9 @@ public struct TagJob: JobKind {
             _ = try TagName.validated(params.tag)
         } catch {
             throw JobError(code: "invalid_params", message: "bad tag: \(error.message)")
+        }
+        if let rate = params.maxRate, rate < 1 {
+            throw JobError(code: "invalid_params", message: "max_rate must be at least 1 photo per second, not \(rate)")
         }
         try params.selection.validate()
     }
@@ -111,15 +128,20 @@ public struct TagJob: JobKind {
         }
         job.reportProgress(completed: checkpoint.processed, total: checkpoint.total)
         let change: TagChange = params.remove == true ? .remove : .add
+        let size = Self.batchSize(maxRate: params.maxRate)
+        var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         while true {
             try job.checkCancellation()
+            if let wait = pacer?.delay(before: size, now: Timestamp.monotonic()), wait > 0 {
+                try await job.sleep(seconds: wait)
+            }
             let next =
                 if let ids {
-                    try listedBatch(of: ids, tag, change, after: checkpoint, loadRecords: params.loadRecords == true,
-                        job: job.id, in: store)
+                    try listedBatch(of: ids, size: size, tag, change, after: checkpoint,
+                        loadRecords: params.loadRecords == true, job: job.id, in: store)
                 } else {
-                    try libraryBatch(tag, change, after: checkpoint, loadRecords: params.loadRecords == true,
-                        job: job.id, in: store)
+                    try libraryBatch(size: size, tag, change, after: checkpoint,
+                        loadRecords: params.loadRecords == true, job: job.id, in: store)
                 }
             guard let next else { break }
             checkpoint = next
@@ -132,15 +154,16 @@ public struct TagJob: JobKind {
         return Self.result(checkpoint, params)
     }
 
-    /// Tags the next batch of a list of stable IDs (`ids`, `ids_file`) and commits it with the checkpoint; `nil`
-    /// when the list is done. Each entry costs one index probe and one tag-row write, in the same transaction.
+    /// Tags the next `size` entries of a list of stable IDs (`ids`, `ids_file`) and commits them with the
+    /// checkpoint; `nil` when the list is done. Each entry costs one index probe; the tag costs one bitmap-word
+    /// write per 64 local IDs, in the same transaction.
     private func listedBatch(
-        of ids: StableIDList, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool,
+        of ids: StableIDList, size: Int, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool,
         job: String, in store: PhotoStore
     ) throws(JobError) -> Checkpoint? {
         let start = Int(checkpoint.cursor)
         guard start < ids.count else { return nil }
-        let range = start..<min(ids.count, start + Self.batchSize)
+        let range = start..<min(ids.count, start + size)
         if loadRecords {
             for index in range {
                 guard let id = ids.stableID(at: index) else { continue }
@@ -158,14 +181,14 @@ public struct TagJob: JobKind {
         }
     }
 
-    /// Tags the next batch of the whole library (`all`), by local ID, and commits it with the checkpoint; `nil`
-    /// when every photo is done.
+    /// Tags the next `size` photos of the whole library (`all`), by local ID, and commits them with the
+    /// checkpoint; `nil` when every photo is done.
     private func libraryBatch(
-        _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool, job: String,
+        size: Int, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool, job: String,
         in store: PhotoStore
     ) throws(JobError) -> Checkpoint? {
         let selected: SelectedBatch?
-        do { selected = try store.batch(of: nil, from: checkpoint.cursor, size: Self.batchSize) } catch {
+        do { selected = try store.batch(of: nil, from: checkpoint.cursor, size: size) } catch {
             throw error.jobError
         }
         guard let batch = selected else { return nil }

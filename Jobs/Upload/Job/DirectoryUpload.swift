@@ -73,7 +73,7 @@ struct DirectoryUpload {
 
         var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
         for (index, file) in checkpoint.finished.enumerated() { progress.set(index, file.bytes) }
-        var pacer = params.maxRate.map { RatePacer(bytesPerSecond: $0) }
+        var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
             try await upload(
