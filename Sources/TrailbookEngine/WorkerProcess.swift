@@ -51,9 +51,15 @@ public struct WorkerTaskTable: Sendable {
         table.handlers["test.hang"] = { _ in
             while true { sleep(3_600) }
         }
+        // Sleeps `ms` and says which worker slept when (Unix seconds, comparable across processes), so a test
+        // can see two requests overlap in two workers without timing the whole run.
         table.handlers["test.sleep"] = { payload in
+            let started = Timestamp.now()
             usleep(useconds_t((payload["ms"]?.intValue ?? 0) * 1_000))
-            return payload
+            return [
+                "ms": payload["ms"] ?? .null, "pid": .number(Double(getpid())), "started": .number(started),
+                "ended": .number(Timestamp.now()),
+            ]
         }
         table.handlers["test.allocate"] = { payload in
             let count = Int(payload["bytes"]?.intValue ?? 0)
