@@ -66,12 +66,19 @@ struct HTTPClientTests {
             #expect(client.activeTransferCount == 1)
             let cancelledAt = clock.now
             upload.cancel()
+            // The cancellation handler hops to the loop and aborts the transfer there; a task queued on the loop
+            // after it sees the transfer gone. Its latency is the loop's alone.
+            let (abortedAt, active) = await Task { @LoopActor in (clock.now, client.activeTransferCount) }.value
+            #expect(active == 0, "the transfer was aborted on the loop's next turn")
+            #expect(abortedAt - cancelledAt < .milliseconds(100), "abort took \(abortedAt - cancelledAt)")
+            // The request's task resumes after that through Swift's global executor and back to the loop (seen
+            // with Swift 6.3 and the loop's custom executor: the continuation resumes on a cooperative thread
+            // first), so when other tests fill the cooperative pool with blocking work it can take seconds
+            // (measured: 2.4–3 s in the full suite, 1 ms alone). Still far below the 32 s that sending the
+            // rate-limited body would take.
             let (error, endedAt) = await upload.value
-            let latency = endedAt - cancelledAt
             #expect(error?.kind == .cancelled)
-            #expect(latency < .milliseconds(100), "cancellation took \(latency)")
-            #expect(client.activeTransferCount == 0)
-            print("cancel latency: \(latency)")
+            #expect(endedAt - cancelledAt < .seconds(16), "cancellation took \(endedAt - cancelledAt)")
 
             // One round trip later the server saw the disconnect and kept what had arrived.
             try await Task.sleep(for: .milliseconds(200))
