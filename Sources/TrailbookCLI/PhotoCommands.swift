@@ -146,14 +146,15 @@ enum PhotoCommands {
         return try Commands.submit(kind: "autotag", params: .object(params), context)
     }
 
-    /// Opens the photo store for reading, or returns `nil` when there is none yet.
+    /// Opens the photo store for reading (never migrating it: the daemon is its only writer), or returns `nil`
+    /// when there is none yet.
     static func openStore(_ context: CommandContext) throws -> PhotoStore? {
         let path = context.home + "/photos.sqlite3"
         guard access(path, F_OK) == 0 else { return nil }
         do {
-            return try PhotoStore(path: path)
+            return try PhotoStore.openForReading(path: path)
         } catch {
-            throw DaemonReply(error: JobError(code: "store_error", message: "cannot open the photo store: \(error)"))
+            throw DaemonReply(error: JobError(code: "store_error", message: "cannot open the photo store: \(error.message)"))
         }
     }
 

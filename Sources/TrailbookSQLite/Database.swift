@@ -35,15 +35,18 @@ public final class Database {
     let handle: OpaquePointer
     private var cache: [String: Statement] = [:]
 
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens (creating if needed) the database at `path`; with `readOnly`, opens an existing one that this
+    /// connection cannot write (`SQLITE_OPEN_READONLY`; a WAL database's `-shm` file may still be created).
     ///
     /// - Parameters:
     ///   - path: file path, or `":memory:"`.
+    ///   - readOnly: open for reading only, never creating the file.
     ///   - busyTimeout: how long a statement waits for another connection's lock, in milliseconds.
-    /// - Throws: `SQLiteError` if the file cannot be opened or is not a database.
-    public init(path: String, busyTimeout: Int32 = 5_000) throws(SQLiteError) {
+    /// - Throws: `SQLiteError` if the file cannot be opened (or, read-only, does not exist) or is not a database.
+    public init(path: String, readOnly: Bool = false, busyTimeout: Int32 = 5_000) throws(SQLiteError) {
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"

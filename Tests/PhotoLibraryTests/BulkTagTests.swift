@@ -212,6 +212,30 @@ struct BulkTagTests {
         #expect(try store.database.query("SELECT count(*) FROM tag_names WHERE name = 'never'").first?.int(0) == 0)
     }
 
+    /// The CLI's reader never migrates: an older store is refused with what to do (an older daemon may still be
+    /// writing it), and a current one is read without being writable.
+    @Test func readersNeverMigrate() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let path = dir + "/photos.db"
+        do {
+            let old = try Self.oldStore(at: path, version: 3, photos: 2)
+            try old.query("INSERT INTO tags VALUES (1, 'trip')")
+        }
+        do {
+            _ = try PhotoStore.openForReading(path: path)
+            Issue.record("a version-3 store was opened")
+        } catch {
+            #expect(error.message.contains("schema version 3") && error.message.contains("start the daemon"))
+        }
+        #expect(try Database(path: path).query("PRAGMA user_version").first?.int(0) == 3, "left as it was")
+        _ = try PhotoStore(path: path)
+        let reader = try PhotoStore.openForReading(path: path)
+        #expect(try reader.photo(localID: 1)?.tags == ["trip"])
+        #expect(throws: PhotoLibraryError.self) { _ = try reader.addTag("x", to: [1]) }
+        #expect(throws: PhotoLibraryError.self) { _ = try PhotoStore.openForReading(path: dir + "/missing.db") }
+    }
+
     /// `replaceTags` (autotag's write) swaps the managed tags of one photo and leaves its own keywords and its
     /// neighbours alone.
     @Test func replaceTagsTouchesOneBitPerTag() throws {

@@ -122,6 +122,38 @@ public final class PhotoStore {
         try self.init(database: database)
     }
 
+    /// Opens the store at `path` for reading only, as the CLI's `photos list` and `photos show` do: it never
+    /// migrates (the daemon, the store's only writer, does that when it starts), so an older daemon still running
+    /// keeps a store it can write.
+    ///
+    /// - Throws: `PhotoLibraryError.store` if SQLite cannot open the file, or its schema is older than this
+    ///   program's (start this version's daemon to upgrade it) or newer (upgrade trailbook-jobs).
+    public static func openForReading(path: String) throws(PhotoLibraryError) -> PhotoStore {
+        let database: Database
+        let version: Int
+        do {
+            database = try Database(path: path, readOnly: true)
+            version = Int(try database.query("PRAGMA user_version").first?.int(0) ?? 0)
+        } catch {
+            throw PhotoLibraryError(.store, "\(error)")
+        }
+        let current = migrations.count
+        guard version == current else {
+            throw PhotoLibraryError(
+                .store,
+                version < current
+                    ? "the photo store is at schema version \(version), older than this program's \(current); start "
+                        + "the daemon (trailbook-jobs daemon) once to upgrade it, then try again"
+                    : "the photo store is at schema version \(version), newer than this program's \(current); "
+                        + "upgrade trailbook-jobs")
+        }
+        return PhotoStore(readOnly: database)
+    }
+
+    private init(readOnly database: Database) {
+        self.database = database
+    }
+
     /// Uses an open connection and brings its schema up to date.
     ///
     /// - Throws: `PhotoLibraryError.store` if a migration fails.
@@ -466,7 +498,8 @@ public struct PhotoStoreTransaction {
     /// The store's connection, inside the open transaction.
     public var database: Database { store.database }
 
-    /// Adds `tag` to every photo in `localIDs` with two statements, whatever the batch size.
+    /// Adds `tag` to every photo in `localIDs`: one query keeps those that name a photo, then one bitmap-word
+    /// read and write per 64 local IDs (see `changeTag(_:_:of:)`).
     ///
     /// - Returns: `changed` = photos that got the tag now (added), `unchanged` = photos that already had it,
     ///   `missing` = local IDs with no photo. Repeated IDs count once.
@@ -476,10 +509,12 @@ public struct PhotoStoreTransaction {
         try changeTag(tag, .add, of: localIDs)
     }
 
-    /// Adds `tag` to (or with `.remove`, takes it off) the photos named by entries `range` of `ids`, with two
-    /// statements whatever the batch size: one resolves the IDs (`json_each` joined with the unique `stable_id`
-    /// index, in ID order), one writes the tag rows for the local IDs found (in local-ID order). No other column
-    /// of a photo is read, and nothing is allocated per photo beyond its place in a few arrays.
+    /// Adds `tag` to (or with `.remove`, takes it off) the photos named by entries `range` of `ids`: one statement
+    /// resolves the IDs (`json_each` joined with the unique `stable_id` index, in ID order), then the bits of the
+    /// local IDs found are set (or cleared), one point read and one write per word of 64 local IDs the batch
+    /// touches. No other column of a photo is read, and nothing is allocated per photo beyond its place in a few
+    /// arrays. A batch whose IDs are in local-ID order (an ID file from `photos list`) touches about one word per
+    /// 64 photos; IDs in random order touch up to one word per photo.
     ///
     /// Resolving inside the transaction means a photo cannot vanish between lookup and write.
     /// - Returns: `changed` (tag added, or removed), `unchanged` (already had it, or did not have it), and the
@@ -494,7 +529,7 @@ public struct PhotoStoreTransaction {
             let found = try PhotoStore.lookUp(ids, in: range, database)
             var outcome = TagBatchOutcome()
             outcome.unknown = found.unknown
-            // Distinct, in local-ID order: the tag rows are keyed by photo first, so the writes walk the table
+            // Distinct, in local-ID order: IDs of one word become one write, and the writes walk `tag_words`
             // forwards.
             let localIDs = Set(found.photos.map(\.localID)).sorted()
             guard !localIDs.isEmpty else { return outcome }
@@ -505,7 +540,8 @@ public struct PhotoStoreTransaction {
     }
 
     /// Adds `tag` to (or with `.remove`, takes it off) every photo in `localIDs`: one query keeps the IDs that
-    /// name a photo, one statement writes their tag rows. Repeated IDs count once.
+    /// name a photo, then their bits are set (or cleared) one word of 64 local IDs at a time. Repeated IDs count
+    /// once.
     ///
     /// - Returns: `changed` (added, or removed), `unchanged` (already had it, or did not have it), `missing` =
     ///   local IDs with no photo.
@@ -517,7 +553,7 @@ public struct PhotoStoreTransaction {
         let unique = Set(localIDs).sorted()
         guard !unique.isEmpty else { return TagCounts(changed: 0, unchanged: 0, missing: 0) }
         return try store.store {
-            // Tag rows have no foreign key (schema 3): only IDs of photos that exist are written.
+            // Nothing ties a bit to `photos` but this: only IDs of photos that exist are written.
             var present: [PhotoLocalID] = []
             present.reserveCapacity(unique.count)
             let exists = try database.prepare("SELECT id FROM photos WHERE id IN (SELECT value FROM json_each(?1))")
