@@ -88,7 +88,7 @@ def create_store(daemon):
     daemon.cli("photos", "import", empty, "--wait")
 
 
-def synthetic_library(daemon, count):
+def synthetic_library(daemon, count, order="library"):
     started = time.time()
     db = sqlite3.connect(os.path.join(daemon.home, "photos.sqlite3"))
     db.execute(
@@ -105,7 +105,9 @@ def synthetic_library(daemon, count):
     db.commit()
     ids_file = os.path.join(daemon.home, "ids.txt")
     with open(ids_file, "w") as f:
-        for (sid,) in db.execute("SELECT stable_id FROM photos ORDER BY id"):
+        # "library": local-ID order, as `photos list` writes it; "random": a shuffled selection, as a list of IDs
+        # gathered elsewhere (another device, a search) would come.
+        for (sid,) in db.execute("SELECT stable_id FROM photos ORDER BY " + ("id" if order == "library" else "random()")):
             f.write(sid + "\n")
     db.close()
     return ids_file, time.time() - started
@@ -214,13 +216,14 @@ class FeedClock:
         sys.exit(f"timed out waiting for {job}")
 
 
-def records(binary, count, rounds=5):
+def records(binary, count, rounds=5, order="library"):
     home = new_home()
     d = Daemon(binary, home)
     try:
         d.start()
         create_store(d)
-        ids_file, _ = synthetic_library(d, count)
+        ids_file, _ = synthetic_library(d, count, order)
+        print(f"ID file in {order} order")
         rows = []
         feed = FeedClock(d)
         print("times: `submit ... --wait` as a user runs it (CLI start to the job's end), and the job's own run time"
@@ -321,6 +324,8 @@ def main():
     parser.add_argument("--photos", type=int, help="photos for million (default 1000000) / records (100000)")
     parser.add_argument("--copies", type=int, default=100, help="variants of each real photo for autotag")
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build/release/trailbook-jobs"))
+    parser.add_argument("--order", choices=["library", "random"], default="library",
+                        help="order of the ID file for records (library: as `photos list` gives it)")
     args = parser.parse_args()
     print(f"binary {args.bin}; {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     ok = True
@@ -329,7 +334,7 @@ def main():
         ok = million(args.bin, args.photos or 1_000_000) and ok
     if args.which in ("records", "all"):
         print("\n== (b) ID-only tag vs full-record tag ==")
-        records(args.bin, args.photos or 100_000)
+        records(args.bin, args.photos or 100_000, order=args.order)
     if args.which in ("autotag", "all"):
         print("\n== (c) autotag vs exiftool, peak RSS with bad photos ==")
         autotag(args.bin, args.copies)
