@@ -212,7 +212,7 @@ struct TaggingEndToEndTests {
         let ids = try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: count)
         let unknown = (1...5).map { String(format: "ffffffff-0000-4000-8000-%012x", $0) }
         let idsFile = home.file("ids.txt")
-        try (ids + unknown).joined(separator: "\n").write(toFile: idsFile, atomically: false, encoding: .utf8)
+        try (ids + unknown).joined(separator: "\n").write(toFile: idsFile, atomically: true, encoding: .utf8)
         let daemon = try DaemonHarness(home: home)
         let id = try daemon.submit(
             "tag", ["tag": "trip", "ids_file": .string(idsFile), "max_rate": .number(Double(Self.pacedRate))])
