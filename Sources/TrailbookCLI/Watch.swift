@@ -79,12 +79,16 @@ enum Watch {
             while let event = try subscription.next() { printer.print(event) }
             return ExitCode.success
         }
-        // `watch ID…` ends once every job named has ended; one that already has is reported at once.
+        // `watch ID…` ends once every job named has ended; one that already has is reported at once (with
+        // `--json`, as the feed event of its last state change, so the output stays feed events only).
         var open = Set(jobs)
         for id in jobs {
             let job = try context.call(["op": "show", "job": .string(id)])["job"] ?? .null
             if let state = job["state"]?.stringValue.flatMap(JobState.init(rawValue:)), state.isTerminal {
-                print(context.json ? String(decoding: JSONCoding.encode(job), as: UTF8.self) : JobText.summary(job))
+                print(
+                    context.json
+                        ? String(decoding: JSONCoding.encode(endedEvent(job, seq: subscription.lastSeq)), as: UTF8.self)
+                        : JobText.summary(job))
                 open.remove(id)
             }
         }
@@ -98,6 +102,18 @@ enum Watch {
             }
         }
         return ExitCode.success
+    }
+
+    /// The `state` event standing for the end of `job`, which happened before this watch began: `to` is its
+    /// final state, `from` is `null` (not known here), `at` its last update, `seq` the feed's position when the
+    /// watch began; `cancellation`, `error` and `result` as the job has them.
+    static func endedEvent(_ job: JSONValue, seq: Int64?) -> JSONValue {
+        [
+            "seq": seq.map { .number(Double($0)) } ?? .null, "at": job["updated_at"] ?? .null,
+            "job": job["id"] ?? .null, "kind": job["kind"] ?? .null, "type": "state", "from": .null,
+            "to": job["state"] ?? .null, "cancellation": job["cancellation"] ?? .null,
+            "error": job["error"] ?? .null, "result": job["result"] ?? .null,
+        ]
     }
 
     /// Whether to draw the live screen: stdout is a terminal that can take escape codes, and `--json` is not given.

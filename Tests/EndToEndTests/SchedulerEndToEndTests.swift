@@ -137,6 +137,14 @@ struct SchedulerEndToEndTests {
         let again = try daemon.cli(["watch", id])
         #expect(again.status == 0)
         #expect(again.stdout.contains("succeeded"))
+        // With --json the output stays feed events: the end shows as a state event (from unknown: null).
+        let json = try daemon.cli(["watch", id, "--json"])
+        #expect(json.status == 0)
+        let lines = json.stdout.split(separator: "\n")
+        #expect(lines.count == 1, "\(json.stdout)")
+        let event = try JSONCoding.decode(JSONValue.self, from: Array((lines.first ?? "").utf8))
+        #expect(event["type"]?.stringValue == "state" && event["to"]?.stringValue == "succeeded")
+        #expect(event["job"]?.stringValue == id && event["from"] == .null && event["seq"]?.intValue != nil)
     }
 
     @Test func idleDaemonUsesNoCPU() throws {
