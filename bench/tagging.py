@@ -247,6 +247,52 @@ def records(binary, count, rounds=5, order="library"):
         shutil.rmtree(home, ignore_errors=True)
 
 
+def duplicates(binary, count, new=100, rounds=3):
+    """autotag of `new` photos at the end of a library of `count` photos that already have perceptual hashes: each
+    new photo's `duplicate-of:` search passes over every earlier hash. The library rows are synthetic (random
+    hashes, like unrelated photos) and point at hard links to one real JPEG; the new photos are real files."""
+    home = new_home()
+    d = Daemon(binary, home)
+    try:
+        d.start()
+        create_store(d)
+        files = os.path.join(home, "files")
+        os.mkdir(files)
+        source = os.path.join(REAL_PHOTOS, "es_Canon_40D.jpg")
+        for i in range(new):
+            os.link(source, os.path.join(files, f"new-{i}.jpg"))
+        db = sqlite3.connect(os.path.join(home, "photos.sqlite3"))
+        db.execute(
+            """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+               INSERT INTO photos (stable_id, path, bytes, mtime_ns, inode, phash)
+               SELECT printf('%08x-0000-5000-8000-%012x', i, i), '/synthetic/' || i || '.jpg', 1, 0, i,
+                      random() FROM n""", (count,))
+        db.execute(
+            """INSERT INTO photos (stable_id, path, bytes, mtime_ns, inode)
+               SELECT printf('ffffffff-0000-5000-8000-%012x', value), ? || '/new-' || value || '.jpg', 1, 0, value
+               FROM json_each(?)""", (files, json.dumps(list(range(new)))))
+        db.commit()
+        ids_file = os.path.join(home, "new.txt")
+        with open(ids_file, "w") as f:
+            for (sid,) in db.execute("SELECT stable_id FROM photos WHERE path LIKE ? ORDER BY id", (files + "/%",)):
+                f.write(sid + "\n")
+        db.close()
+        print(f"library: {count} photos with hashes; autotag of {new} more (real JPEG), {rounds} rounds")
+        times = []
+        for r in range(rounds):
+            seconds, final = wait_seconds(d, "autotag", "--ids-file", ids_file)
+            res = final["result"]
+            times.append(seconds)
+            print(f"round {r + 1}: {seconds:.2f} s ({new / seconds:,.0f} photos/s); tagged {res['tagged']}, "
+                  f"duplicates {res.get('duplicates')}")
+        med = sorted(times)[len(times) // 2]
+        print(f"median: {med:.2f} s = {new / med:,.1f} photos/s")
+        return med
+    finally:
+        d.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def make_folder(target, copies):
     """`copies` variants of each real photo (a distinct trailer after the JPEG data, so each has its own stable
     ID; EXIF and pixels unchanged), plus the bad photos."""
@@ -320,7 +366,8 @@ def autotag(binary, copies):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", nargs="?", default="all", choices=["million", "records", "autotag", "all"])
+    parser.add_argument("which", nargs="?", default="all",
+                        choices=["million", "records", "autotag", "duplicates", "all"])
     parser.add_argument("--photos", type=int, help="photos for million (default 1000000) / records (100000)")
     parser.add_argument("--copies", type=int, default=100, help="variants of each real photo for autotag")
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build/release/trailbook-jobs"))
@@ -335,6 +382,9 @@ def main():
     if args.which in ("records", "all"):
         print("\n== (b) ID-only tag vs full-record tag ==")
         records(args.bin, args.photos or 100_000, order=args.order)
+    if args.which in ("duplicates", "all"):
+        print("\n== (d) autotag at the end of a large hashed library (duplicate-of: search) ==")
+        duplicates(args.bin, args.photos or 200_000)
     if args.which in ("autotag", "all"):
         print("\n== (c) autotag vs exiftool, peak RSS with bad photos ==")
         autotag(args.bin, args.copies)

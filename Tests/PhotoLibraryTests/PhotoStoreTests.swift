@@ -160,6 +160,55 @@ struct PhotoStoreTests {
         let earlier = try #require(try store.nearestDuplicate(of: PerceptualHash(value: 0xFFFF_0000_FFFF_00FE), importedBefore: 3))
         #expect(earlier.localID == 1 && earlier.distance == 7)
     }
+
+    /// The in-memory hash index follows the store: a hash set inside a transaction that rolls back is not used,
+    /// and a re-imported (changed) file loses its hash in both.
+    @Test func nearDuplicateSearchFollowsTheStore() throws {
+        let store = try PhotoStore(path: ":memory:")
+        for n in 0..<3 { try store.upsert(Self.item(n)) }
+        let hash = PerceptualHash(value: 0x1234_5678_9ABC_DEF0)
+        try store.setPerceptualHash(hash, for: 1)
+        #expect(try store.nearestDuplicate(of: hash, importedBefore: 3)?.localID == 1, "index loaded")
+        struct Stop: Error {}
+        let other = PerceptualHash(value: ~hash.value)
+        #expect(throws: Stop.self) {
+            try store.transaction { _ in
+                try store.setPerceptualHash(other, for: 2)
+                #expect(try store.nearestDuplicate(of: other, importedBefore: 3)?.localID == 2, "seen inside")
+                throw Stop()
+            }
+        }
+        #expect(try store.database.query("SELECT phash FROM photos WHERE id = 2").first?.int(0) == nil)
+        #expect(try store.nearestDuplicate(of: other, importedBefore: 3) == nil, "rolled back with the store")
+        #expect(try store.nearestDuplicate(of: hash, importedBefore: 3)?.localID == 1)
+        // Photo 1's file changes: re-import clears its hash, so it is no twin any more.
+        try store.upsert(Self.item(0, bytes: 2000))
+        #expect(try store.database.query("SELECT phash FROM photos WHERE id = 1").first?.int(0) == nil)
+        #expect(try store.nearestDuplicate(of: hash, importedBefore: 3) == nil)
+        try store.setPerceptualHash(hash, for: 2)
+        #expect(try store.nearestDuplicate(of: hash, importedBefore: 3)?.localID == 2)
+    }
+}
+
+struct PerceptualHashIndexTests {
+    @Test func nearestEarlierWithinTheDistanceTiesToTheLowerID() {
+        var index = PerceptualHashIndex(ascending: [(2, 0b1111), (5, 0b0111), (9, 0b0011)])
+        let probe = PerceptualHash(value: 0b0001)
+        #expect(index.nearest(to: probe, maxDistance: 10, before: 100)! == (9, 1))
+        #expect(index.nearest(to: probe, maxDistance: 10, before: 9)! == (5, 2), "only IDs below 9")
+        #expect(index.nearest(to: probe, maxDistance: 1, before: 9) == nil, "5 is 2 bits away")
+        #expect(index.nearest(to: probe, maxDistance: 10, before: 2) == nil)
+        index.set(PerceptualHash(value: 0b0011), for: 3)  // same distance as 9, lower ID
+        #expect(index.nearest(to: probe, maxDistance: 10, before: 100)! == (3, 1))
+        index.set(PerceptualHash(value: 0b1111), for: 3)  // replaced, not added
+        #expect(index.count == 4)
+        #expect(index.nearest(to: probe, maxDistance: 10, before: 100)! == (9, 1))
+        index.remove(9)
+        index.remove(42)
+        #expect(index.count == 3)
+        #expect(index.nearest(to: PerceptualHash(value: 0b0111), maxDistance: 0, before: 100)! == (5, 0))
+        #expect(index.nearest(to: PerceptualHash(value: ~0), maxDistance: 10, before: 100) == nil)
+    }
 }
 
 struct PhotoScanTests {

@@ -28,6 +28,10 @@ public final class PhotoStore {
     /// same transaction as its tags). Use it only inside `transaction` when writing.
     public let database: Database
 
+    /// The `phash` column in memory for `nearestDuplicate`, loaded on its first call and kept in step by this
+    /// store's writes (`setPerceptualHash`, `upsert`); dropped when a transaction fails, to be read again.
+    private var hashIndex: PerceptualHashIndex?
+
     /// The schema migrations, in order (index `i` moves version `i` to `i + 1`).
     public static let migrations: [String] = [
         """
@@ -196,6 +200,13 @@ public final class PhotoStore {
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     @discardableResult
     public func upsert(_ item: PhotoImport) throws(PhotoLibraryError) -> ImportOutcome {
+        let outcome = try forgettingHashesOnFailure { () throws(PhotoLibraryError) in try upsertRow(item) }
+        // An updated row's hash was cleared (its file changed): forget it here too.
+        if case .updated(let id) = outcome { hashIndex?.remove(id) }
+        return outcome
+    }
+
+    private func upsertRow(_ item: PhotoImport) throws(PhotoLibraryError) -> ImportOutcome {
         try store {
             try database.transaction { () throws -> ImportOutcome in
                 let existing = try database.query(
@@ -367,7 +378,22 @@ public final class PhotoStore {
     /// "UPDATE checkpoint …") }`.
     /// - Throws: what `body` throws (after rolling back), or `SQLiteError` if the transaction cannot begin or commit.
     public func transaction<R>(_ body: (PhotoStoreTransaction) throws -> R) throws -> R {
-        try database.transaction { try body(PhotoStoreTransaction(store: self)) }
+        do {
+            return try database.transaction { try body(PhotoStoreTransaction(store: self)) }
+        } catch {
+            hashIndex = nil  // it may hold hashes set inside the transaction that rolled back
+            throw error
+        }
+    }
+
+    /// Runs `body`; if it throws, drops the in-memory hash index, which may now differ from the store.
+    private func forgettingHashesOnFailure<R>(_ body: () throws(PhotoLibraryError) -> R) throws(PhotoLibraryError) -> R {
+        do {
+            return try body()
+        } catch {
+            hashIndex = nil
+            throw error
+        }
     }
 
     /// Adds `tag` to every photo in `localIDs`, in its own transaction. See `PhotoStoreTransaction.addTag`.
@@ -385,37 +411,49 @@ public final class PhotoStore {
     /// Stores the perceptual hash of a photo (for near-duplicate search).
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func setPerceptualHash(_ hash: PerceptualHash, for localID: PhotoLocalID) throws(PhotoLibraryError) {
-        _ = try store {
-            try database.query(
-                "UPDATE photos SET phash = ? WHERE id = ?",
-                [.integer(Int64(bitPattern: hash.value)), .integer(localID)])
+        try forgettingHashesOnFailure { () throws(PhotoLibraryError) in
+            try store {
+                try database.query(
+                    "UPDATE photos SET phash = ? WHERE id = ?",
+                    [.integer(Int64(bitPattern: hash.value)), .integer(localID)])
+            }
+            if database.changes > 0 { hashIndex?.set(hash, for: localID) }
         }
     }
 
     /// The photo imported before `localID` (lower local ID) whose stored hash is nearest to `hash` within
     /// `maxDistance` bits, with the distance; ties go to the lower local ID. Only earlier photos count, so a
     /// photo's `duplicate-of:` answer does not depend on which later photos have been hashed yet (a re-run gives
-    /// the same tags). A linear scan of the `phash` column, reading two integers per row.
+    /// the same tags). A pass over the in-memory `PerceptualHashIndex` (the first call reads the `phash` column
+    /// once), plus one indexed query for the twin's stable ID.
     ///
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func nearestDuplicate(
         of hash: PerceptualHash, maxDistance: Int = PerceptualHash.nearDuplicateDistance,
         importedBefore localID: PhotoLocalID
     ) throws(PhotoLibraryError) -> (localID: PhotoLocalID, stableID: StableID, distance: Int)? {
-        var best: (id: PhotoLocalID, distance: Int)?
+        let index = try loadedHashIndex()
+        guard let best = index.nearest(to: hash, maxDistance: maxDistance, before: localID),
+            let twin = try photo(localID: best.localID)
+        else { return nil }
+        return (best.localID, twin.stableID, best.distance)
+    }
+
+    /// The hash index, read from the `phash` column if it is not in memory yet.
+    private func loadedHashIndex() throws(PhotoLibraryError) -> PerceptualHashIndex {
+        if let hashIndex { return hashIndex }
+        var entries: [(PhotoLocalID, UInt64)] = []
         try store {
-            let scan = try database.prepare(
-                "SELECT id, phash FROM photos WHERE id < ?1 AND phash IS NOT NULL ORDER BY id")
-            try scan.bind(localID, at: 1)
+            let scan = try database.prepare("SELECT id, phash FROM photos WHERE phash IS NOT NULL ORDER BY id")
             defer { scan.reset() }
             while try scan.next() {
                 guard let id = scan.int64(at: 0), let bits = scan.int64(at: 1) else { continue }
-                let d = (UInt64(bitPattern: bits) ^ hash.value).nonzeroBitCount
-                if d <= maxDistance, d < (best?.distance ?? Int.max) { best = (id, d) }
+                entries.append((id, UInt64(bitPattern: bits)))
             }
         }
-        guard let best, let twin = try photo(localID: best.id) else { return nil }
-        return (best.id, twin.stableID, best.distance)
+        let index = PerceptualHashIndex(ascending: entries)
+        hashIndex = index
+        return index
     }
 
     // MARK: Internals
