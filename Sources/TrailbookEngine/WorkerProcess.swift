@@ -51,6 +51,12 @@ public struct WorkerTaskTable: Sendable {
         table.handlers["test.hang"] = { _ in
             while true { sleep(3_600) }
         }
+        // A decoder stuck in a loop: burns CPU until RLIMIT_CPU ends the process.
+        table.handlers["test.spin"] = { _ in
+            var state: UInt64 = 1
+            while state != 0 { state = state &* 6_364_136_223_846_793_005 &+ 1 }
+            return .number(Double(state))
+        }
         // Sleeps `ms` and says which worker slept when (Unix seconds, comparable across processes), so a test
         // can see two requests overlap in two workers without timing the whole run.
         table.handlers["test.sleep"] = { payload in

@@ -139,6 +139,26 @@ struct WorkerPoolTests {
         #expect(next == 7, "a fresh worker took over")
     }
 
+    /// A decoder spinning on the CPU is ended by the worker's CPU-time limit (RLIMIT_CPU, SIGXCPU), long before
+    /// the request's 30 s time limit; the request is retried once in a fresh worker, then fails, and the pool goes on.
+    @Test func theWorkerCPULimitEndsASpinningDecoder() async throws {
+        var options = Self.options(workers: 1, timeout: 30)
+        options.cpuLimitSeconds = 1
+        let (error, seconds, stats, next) = try await Self.withPool(options) { _, pool in
+            let started = Date()
+            var caught: JobError?
+            do { _ = try await pool.run(task: "test.spin", payload: nil) } catch { caught = error as? JobError }
+            let seconds = Date().timeIntervalSince(started)
+            let next = try await pool.run(task: "echo", payload: "after")
+            return (caught, seconds, pool.statistics, next)
+        }
+        #expect(error?.code == "worker_crashed")
+        #expect(error?.message.contains("signal \(SIGXCPU)") == true, "\(String(describing: error))")
+        #expect(stats.crashed == 2 && stats.retried == 1 && stats.timedOut == 0)
+        #expect(seconds < 25, "ended by the CPU limit, not the 30 s request limit: \(seconds) s")
+        #expect(next == "after")
+    }
+
     @Test func theWorkerMemoryLimitStopsAnOversizedAllocation() async throws {
         var options = Self.options(workers: 1)
         options.memoryLimitBytes = 256 << 20
