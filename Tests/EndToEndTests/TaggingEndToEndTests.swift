@@ -10,8 +10,9 @@ import TrailbookSQLite
 struct TaggingEndToEndTests {
     // MARK: import + autotag on real camera JPEGs
 
-    @Test func importAndAutotagOfRealCameraPhotos() throws {
-        guard let dir = try PhotoTestSupport.realPhotoDirectory() else { return }
+    @Test(.enabled(if: PhotoTestSupport.sharedFolderExists, "skipped: ../shared (real camera JPEGs) is missing"))
+    func importAndAutotagOfRealCameraPhotos() throws {
+        let dir = try PhotoTestSupport.realPhotoDirectory()
         let jpegs = try FileManager.default.contentsOfDirectory(atPath: dir).filter { PhotoScan.isJPEGName($0) }
         let daemon = try DaemonHarness()
         let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
@@ -239,6 +240,52 @@ struct TaggingEndToEndTests {
         let removed = try daemon.cliJSON(["submit", "tag", "--tag", "trip", "--all", "--remove", "--wait", "--json"])
         #expect(removed["result"]?["removed"]?.intValue == Int64(count))
         #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == 0)
+    }
+
+    /// `resource_reclaim` (SIGTERM): the daemon stops the tag job between batches, keeps its checkpoint and
+    /// exits; restarted, the job resumes there (same attempt) and the counts are exact.
+    @Test func tagReclaimedBySigtermResumesFromItsCheckpoint() throws {
+        let home = TemporaryDirectory()
+        let count = Self.pacedLibrary
+        try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: count)
+        let daemon = try DaemonHarness(home: home)
+        let id = try daemon.submit("tag", ["tag": "trip", "all": true, "max_rate": .number(Double(Self.pacedRate))])
+        try daemon.waitFor(id, timeout: 60, "some progress") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) >= 3 * Self.pacedBatch
+        }
+        let (status, _) = try daemon.stop(signal: SIGTERM)
+        #expect(status == 0)
+        let atStop = try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3")
+        #expect(atStop >= 3 * Self.pacedBatch && atStop < count && atStop % Self.pacedBatch == 0, "\(atStop)")
+        try daemon.start()
+        let final = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(final["attempt"]?.intValue == 1, "a reclaim does not use up an attempt")
+        #expect(final["result"]?["tagged"]?.intValue == Int64(count))
+        #expect(final["result"]?["already_had"]?.intValue == 0, "resumed after the committed batches, not from 0")
+        #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == count)
+    }
+
+    /// `timeout`: a tag job that runs past its `timeout_s` is stopped between batches, goes to `needs_retry` and
+    /// resumes from its checkpoint on the next attempt.
+    @Test func tagTimedOutResumesFromItsCheckpoint() throws {
+        let home = TemporaryDirectory()
+        let count = Self.pacedLibrary
+        try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: count)
+        let daemon = try DaemonHarness(arguments: ["--retry-base", "100ms"], home: home)
+        let events = try FeedRecorder(daemon)
+        // 50 000 photos/s: the whole job takes 2 s, an attempt may take 1.2 s.
+        let id = try daemon.submit(
+            "tag", ["tag": "trip", "all": true, "max_rate": 50_000],
+            options: ["timeout_s": 1.2, "max_attempts": 5])
+        let final = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let states = events.states(of: id)
+        #expect(states.contains("needs_retry"), "states: \(states)")
+        let retry = events.events(of: id).first { $0["to"]?.stringValue == "needs_retry" }
+        #expect(retry?["cancellation"]?["reason"]?.stringValue == "timeout")
+        #expect((final["attempt"]?.intValue ?? 0) >= 2)
+        #expect(final["result"]?["tagged"]?.intValue == Int64(count))
+        #expect(final["result"]?["already_had"]?.intValue == 0, "each attempt went on from the last batch committed")
+        #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == count)
     }
 
     @Test func cancelKeepsTheTagsOfCommittedBatches() throws {

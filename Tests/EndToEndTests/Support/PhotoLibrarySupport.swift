@@ -19,16 +19,15 @@ enum PhotoTestSupport {
     /// The real camera JPEGs (read-only, used in place, never copied).
     static let realPhotos = shared + "/photos"
 
-    /// The real photo folder; `nil` (skip) when there is no shared folder at all, a failure when it is there but
-    /// the photos are missing.
-    static func realPhotoDirectory() throws -> String? {
+    /// Whether the shared folder is there at all; tests of real photos are reported as skipped without it.
+    static let sharedFolderExists = FileManager.default.fileExists(atPath: shared)
+
+    /// The real photo folder; a failure when the shared folder is there but the photos are missing. Use it in a
+    /// test enabled by `sharedFolderExists`.
+    static func realPhotoDirectory() throws -> String {
         if FileManager.default.fileExists(atPath: realPhotos + "/SOURCES.md") { return realPhotos }
-        if FileManager.default.fileExists(atPath: shared) {
-            throw HarnessError(
-                "\(shared) exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here"
-            )
-        }
-        return nil
+        throw HarnessError(
+            "\(shared) exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here")
     }
 
     /// Creates the photo store at `path` with `count` synthetic photos (no files behind them), by one SQL
