@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import PhotoLibrary
@@ -70,6 +71,27 @@ struct PixelAnalysisTests {
         let far = a.perceptualHash.distance(to: other.perceptualHash)
         #expect(far >= 20, "different-image distance \(far)")
         #expect(PerceptualHash(value: 0).distance(to: PerceptualHash(value: .max)) == 64)
+    }
+
+    /// A photo path that now names a FIFO, a device or a directory is refused at once (a FIFO used to block the
+    /// reader until a writer came).
+    @Test func onlyRegularFilesAreRead() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let fifo = dir + "/photo.jpg"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for path in [fifo, "/dev/zero", dir] {
+            do {
+                _ = try PhotoFile.read(path: path)
+                Issue.record("\(path) was read")
+            } catch {
+                #expect(error.code == .io && error.message.contains("not a regular file"), "\(path): \(error)")
+            }
+        }
+        let real = dir + "/real.jpg"
+        let bytes = try Fixtures.scene(20, 10).jpegData()
+        #expect(FileManager.default.createFile(atPath: real, contents: Data(bytes)))
+        #expect(try PhotoFile.read(path: real).bytes == bytes)
     }
 
     @Test func badFilesAreErrorsNotCrashes() throws {

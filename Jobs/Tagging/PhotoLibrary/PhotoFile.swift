@@ -46,16 +46,22 @@ public enum PhotoFile {
     ///
     /// - Parameter maxBytes: refuse files larger than this many bytes.
     /// - Returns: the bytes and the file's stamp, taken from the open descriptor (so they describe the same file).
-    /// - Throws: `PhotoLibraryError.io` on a file system error, `.tooLarge` past `maxBytes`.
+    /// - Throws: `PhotoLibraryError.io` on a file system error or when `path` is not a regular file (a FIFO, a
+    ///   device, a directory), `.tooLarge` past `maxBytes`.
     public static func read(path: String, maxBytes: Int64 = defaultMaxBytes) throws(PhotoLibraryError) -> (
         bytes: [UInt8], stamp: FileStamp
     ) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a FIFO put where a photo was would otherwise block until some writer came (holding a
+        // worker until its time limit); for a regular file the flag changes nothing.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw PhotoLibraryError(.io, "cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else {
             throw PhotoLibraryError(.io, "cannot stat \(path): \(String(cString: strerror(errno)))")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw PhotoLibraryError(.io, "\(path) is not a regular file")
         }
         let stamp = FileStamp(st)
         guard stamp.bytes <= maxBytes else {
