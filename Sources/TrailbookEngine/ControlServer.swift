@@ -27,7 +27,7 @@ public final class ControlServer {
     final class Connection {
         let pipe: PipeConnection
         var buffer: [UInt8] = []
-        var queue: [[UInt8]] = []
+        var queue: [QueuedRequest] = []
         var busy = false
         var watching = false
         var discardingOversizedLine = false
@@ -119,21 +119,21 @@ public final class ControlServer {
             }
             if connection.buffer.count + piece.count > Self.maxLineBytes {
                 connection.buffer.removeAll()
-                reply(connection, Self.errorLine(Self.oversized))
+                enqueue(.oversized, on: connection)
                 continue
             }
             connection.buffer.append(contentsOf: piece)
             let line = connection.buffer
             connection.buffer.removeAll(keepingCapacity: true)
-            enqueue(line, on: connection)
+            enqueue(.line(line), on: connection)
         }
         let rest = bytes[start...]
         guard !rest.isEmpty, !connection.discardingOversizedLine else { return }
         if connection.buffer.count + rest.count > Self.maxLineBytes {
-            // Answer at once and skip the rest of the line, so a client streaming garbage cannot grow our memory.
+            // Skip the rest of the line (answered in its turn), so a client streaming garbage cannot grow our memory.
             connection.buffer.removeAll()
             connection.discardingOversizedLine = true
-            reply(connection, Self.errorLine(Self.oversized))
+            enqueue(.oversized, on: connection)
         } else {
             connection.buffer.append(contentsOf: rest)
         }
@@ -142,10 +142,18 @@ public final class ControlServer {
     private static let oversized = JobError(
         code: "request_too_large", message: "request line is longer than \(maxLineBytes) bytes")
 
-    private func enqueue(_ line: [UInt8], on connection: Connection) {
+    /// One request line waiting for its turn; replies go out in the order the lines came.
+    enum QueuedRequest {
+        /// A complete line, to parse and handle.
+        case line([UInt8])
+        /// A line past `maxLineBytes`, dropped as it came: its turn gets the `request_too_large` error.
+        case oversized
+    }
+
+    private func enqueue(_ request: QueuedRequest, on connection: Connection) {
         guard !connection.watching else { return }
-        if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { return }
-        connection.queue.append(line)
+        if case .line(let line) = request, line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { return }
+        connection.queue.append(request)
         // Back-pressure: a client that pipelines more than `maxQueuedRequests` waits (its reads pause) until
         // they are answered.
         if connection.queue.count >= Self.maxQueuedRequests, !connection.readingPaused {
@@ -162,8 +170,10 @@ public final class ControlServer {
                     self.drop(connection)
                     break
                 }
-                let next = connection.queue.removeFirst()
-                await self.handle(next, on: connection)
+                switch connection.queue.removeFirst() {
+                case .line(let line): await self.handle(line, on: connection)
+                case .oversized: self.reply(connection, Self.errorLine(Self.oversized))
+                }
                 if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2, !connection.inputEnded {
                     connection.readingPaused = false
                     self.startReading(connection)

@@ -121,6 +121,20 @@ struct BadInputTests {
         #expect(received.filter { $0 == 0x0A }.count == 2, "both pings answered before the close")
     }
 
+    /// Replies come in request order, an oversized line's error included: pipelined `ping`, a 2 MiB line,
+    /// `ping` (in one write, and with the long line split across the read) get ok, request_too_large, ok.
+    @Test func anOversizedLineIsAnsweredInItsTurn() throws {
+        let daemon = try DaemonHarness()
+        let ping = Array("{\"op\":\"ping\"}\n".utf8)
+        for tail in [[UInt8](repeating: 0x20, count: 2 << 20) + [0x0A], [UInt8](repeating: 0x20, count: 2 << 20)] {
+            let bytes = ping + ping + tail + (tail.last == 0x0A ? ping : [0x0A] + ping)
+            let replies = try daemon.rawReplies(bytes, count: 4)
+            #expect(
+                replies.map { $0["ok"]?.boolValue == true ? "ok" : $0["error"]?["code"]?.stringValue ?? "?" }
+                    == ["ok", "ok", "request_too_large", "ok"], "\(replies)")
+        }
+    }
+
     /// A client that pipelines thousands of requests and hangs up neither starves other clients nor keeps the
     /// daemon busy answering nobody.
     @Test func aPipelinedFloodDoesNotStarveOtherClients() throws {

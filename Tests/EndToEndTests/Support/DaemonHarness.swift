@@ -201,8 +201,14 @@ struct HarnessError: Error, CustomStringConvertible {
 }
 
 extension DaemonHarness {
-    /// Sends raw bytes (which need not be JSON) on a fresh connection and returns the first reply line, parsed.
+    /// Sends `bytes` as they are on a fresh connection and returns the first reply line, decoded (`nil` if none).
     func rawRequest(_ bytes: [UInt8], replyTimeout: Int = 5) throws -> JSONValue? {
+        try rawReplies(bytes, count: 1, replyTimeout: replyTimeout).first
+    }
+
+    /// Sends `bytes` as they are on a fresh connection and returns up to `count` reply lines, decoded, in the
+    /// order they came (fewer if the daemon stops answering for `replyTimeout` seconds).
+    func rawReplies(_ bytes: [UInt8], count: Int, replyTimeout: Int = 5) throws -> [JSONValue] {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_un()
@@ -222,12 +228,11 @@ extension DaemonHarness {
         }
         var reply: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while !reply.contains(0x0A) {
+        while reply.count(where: { $0 == 0x0A }) < count {
             let n = read(fd, &chunk, chunk.count)
             if n <= 0 { break }
             reply += chunk[..<n]
         }
-        guard let newline = reply.firstIndex(of: 0x0A) else { return nil }
-        return try JSONCoding.decode(JSONValue.self, from: reply[..<newline])
+        return try reply.split(separator: 0x0A).prefix(count).map { try JSONCoding.decode(JSONValue.self, from: $0) }
     }
 }
