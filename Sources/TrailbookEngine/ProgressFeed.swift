@@ -59,7 +59,8 @@ public final class ProgressFeed {
     private var bufferStart = 0
     private var subscribers: [ObjectIdentifier: Subscriber] = [:]
     private var lastProgressAt: [String: Double] = [:]
-    private var pendingProgress: [String: (kind: String, progress: JSONValue)] = [:]
+    /// The latest coalesced progress of each job, kept as a value: its JSON is built only if it is published.
+    private var pendingProgress: [String: (kind: String, progress: JobProgress)] = [:]
     private var flushTimer: LoopTimer?
     private var dirty: [Subscriber] = []
     private var writer: CheckHandle?
@@ -125,7 +126,7 @@ public final class ProgressFeed {
             lastProgressAt[job] = now
             publish(job: job, kind: kind, type: "progress", fields: ["progress": progress.json])
         } else {
-            pendingProgress[job] = (kind, progress.json)
+            pendingProgress[job] = (kind, progress)
             armFlush(after: last + progressInterval - now)
         }
     }
@@ -170,7 +171,7 @@ public final class ProgressFeed {
     private func flushProgress(job: String) {
         guard let pending = pendingProgress.removeValue(forKey: job) else { return }
         lastProgressAt[job] = Timestamp.monotonic()
-        publish(job: job, kind: pending.kind, type: "progress", fields: ["progress": pending.progress])
+        publish(job: job, kind: pending.kind, type: "progress", fields: ["progress": pending.progress.json])
     }
 
     private func armFlush(after seconds: Double) {

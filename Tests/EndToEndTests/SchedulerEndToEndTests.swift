@@ -147,6 +147,25 @@ struct SchedulerEndToEndTests {
         #expect(event["job"]?.stringValue == id && event["from"] == .null && event["seq"]?.intValue != nil)
     }
 
+    /// Progress reported 100 times a second reaches the feed coalesced (at most one event per job per 0.25 s, so
+    /// about 4 a second), and the last progress is flushed before the job's final state event.
+    @Test func progressIsCoalescedAndFlushedBeforeTheEnd() throws {
+        let daemon = try DaemonHarness()
+        let events = try FeedRecorder(daemon)
+        let id = try daemon.submitSleep(units: 150, unitMilliseconds: 10)
+        try daemon.waitForState(id, "succeeded", timeout: 30)
+        usleep(200_000)
+        let mine = events.events(of: id)
+        let progress = mine.filter { $0["type"]?.stringValue == "progress" }
+        let end = try #require(mine.firstIndex { $0["to"]?.stringValue == "succeeded" })
+        let lastProgress = try #require(mine[..<end].last { $0["type"]?.stringValue == "progress" })
+        #expect(lastProgress["progress"]?["completed"]?.intValue == 150, "flushed before the end: \(lastProgress)")
+        // 150 reports over at least 1.5 s: coalesced to a few per second, not 150.
+        #expect(progress.count >= 3 && progress.count <= 15, "\(progress.count) progress events")
+        let seqs = mine.compactMap { $0["seq"]?.intValue }
+        #expect(seqs == seqs.sorted(), "in sequence order")
+    }
+
     @Test func idleDaemonUsesNoCPU() throws {
         let daemon = try DaemonHarness()
         _ = try daemon.waitForState(try daemon.submitSleep(units: 3, unitMilliseconds: 1), "succeeded")
