@@ -311,7 +311,8 @@ struct WatchScreen {
         /// rate, ETA, elapsed and attempt columns they have no use for.
         var running: [Bool] = []
         var columns: [Column] = []
-        var widths: [Column: Int] = [:]
+        /// Each column's width (its widest cell; for `status`, the widest of running rows), measured once.
+        private var widths: [Column: Int] = [:]
         var barWidth = 0
         let width: Int
 
@@ -341,6 +342,7 @@ struct WatchScreen {
                 fractions.append(row.fraction)
                 running.append(row.state == .running)
             }
+            for column in Column.allCases { widths[column] = measuredWidth(column) }
             // Drop columns, least useful first, until the bar gets at least 12 columns; the bar itself goes only
             // when even the essentials leave it less than 6.
             let dropOrder: [Column] = [.elapsed, .id, .attempt, .rate, .eta, .label, .amount, .bar, .kind]
@@ -375,9 +377,13 @@ struct WatchScreen {
         }
 
         func columnWidth(_ column: Column) -> Int {
+            column == .bar ? barWidth : widths[column] ?? 0
+        }
+
+        private func measuredWidth(_ column: Column) -> Int {
             switch column {
             case .mark: return 1
-            case .bar: return barWidth
+            case .bar: return 0
             case .status: return cells.indices.filter { running[$0] }.map { cells[$0][.status]?.text.count ?? 0 }.max() ?? 0
             default: return cells.map { $0[column]?.text.count ?? 0 }.max() ?? 0
             }
