@@ -99,7 +99,15 @@ enum PhotoCommands {
         let given = ["ids", "ids-file"].filter { arguments.value($0) != nil } + (arguments.flag("all") ? ["all"] : [])
         guard given.count == 1 else { throw UsageError("give exactly one of --ids, --ids-file, --all") }
         if let ids = arguments.value("ids") {
-            return ["ids": .array(try ids.split(separator: ",").map { .string(try fullStableID(String($0), context)) })]
+            // Opened once, on the first prefix, for all of them.
+            var store: PhotoStore??
+            let opened = { () throws -> PhotoStore? in
+                if let store { return store }
+                let fresh = try openStore(context)
+                store = .some(fresh)
+                return fresh
+            }
+            return ["ids": .array(try ids.split(separator: ",").map { .string(try fullStableID(String($0), in: opened)) })]
         }
         if let file = arguments.value("ids-file") {
             return ["ids_file": .string(Commands.absolute(file, cwd: Commands.currentDirectory()))]
@@ -108,22 +116,24 @@ enum PhotoCommands {
     }
 
     /// A full stable ID for `text`: itself when it is one (known or not: the job reports unknown IDs), else the
-    /// photo whose ID starts with it, as `photos show` accepts (`--ids 1567995a`).
+    /// photo whose ID starts with it in the store `store()` opens, as `photos show` accepts (`--ids 1567995a`).
     /// - Throws: `UsageError` when it is neither; `DaemonReply` `no_such_photo` (exit 4) when no photo or several
-    ///   photos match the prefix.
-    static func fullStableID(_ text: String, _ context: CommandContext) throws -> String {
+    ///   photos match the prefix, `store_error` when the store cannot be read.
+    static func fullStableID(_ text: String, in store: () throws -> PhotoStore?) throws -> String {
         let trimmed = String(text.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
         if let id = StableID(trimmed) { return id.text }
         guard StableID.isPrefix(trimmed.lowercased()), !trimmed.isEmpty else {
             throw UsageError("'\(trimmed)' is not a stable ID (a UUID like 0f6b2c1e-…) or a prefix of one")
         }
-        guard let store = try openStore(context) else {
+        guard let store = try store() else {
             throw DaemonReply(error: JobError(code: "no_such_photo", message: "the photo library is empty; no photo \(trimmed)"))
         }
         do {
             return try store.photo(matching: trimmed).stableID.text
-        } catch {
+        } catch where error.code == .notFound || error.code == .ambiguous {
             throw DaemonReply(error: JobError(code: "no_such_photo", message: "\(error.message) (in --ids)"))
+        } catch {
+            throw DaemonReply(error: JobError(code: "store_error", message: "cannot read the photo store: \(error.message)"))
         }
     }
 
