@@ -44,6 +44,27 @@ struct TusUploadEndToEndTests {
         #expect(try servers.methods().filter { $0 == "POST" }.count == 1)
     }
 
+    /// Two sources with the same file name go to two upload URLs (tus does not care about names; they are only
+    /// `Upload-Metadata`), each with its own bytes.
+    @Test func sourcesWithTheSameNameGetAnUploadEach() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("a"), withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(atPath: work.file("b"), withIntermediateDirectories: false)
+        let first = try UploadEndToEndTests.randomFile(work.file("a/IMG_1.jpg"), bytes: 300_000)
+        let second = try UploadEndToEndTests.randomFile(work.file("b/IMG_1.jpg"), bytes: 200_000)
+        let result = try daemon.cli([
+            "submit", "upload", work.file("a/IMG_1.jpg"), work.file("b/IMG_1.jpg"), "--to", servers.endpoint,
+            "--wait", "--json",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let job = try JSONCoding.decode(JSONValue.self, from: Array(result.stdout.utf8))
+        let urls = (job["result"]?["files"]?.arrayValue ?? []).compactMap { $0["url"]?.stringValue }
+        #expect(urls.count == 2 && Set(urls).count == 2, "\(urls)")
+        #expect(try urls.map { try UploadEndToEndTests.sha256(ofFile: servers.storedPath($0)) } == [first, second])
+    }
+
     @Test func kill9HalfWayThenRestartResumesFromTheServersOffset() throws {
         let servers = try TusServers()
         let daemon = try DaemonHarness()

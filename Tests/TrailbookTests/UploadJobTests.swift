@@ -170,14 +170,18 @@ struct UploadNamesTests {
         #expect(throws: JobError.self) { try UploadNames.check("..") }
     }
 
-    @Test(arguments: [["/a/x.jpg", "/b/x.jpg"], ["/a/x", "/b/x.part"], ["/a/x.part", "/b/x"]])
-    func refusesDuplicates(sources: [String]) {
+    @Test func refusesDuplicates() {
         do {
-            _ = try UploadNames.names(ofSources: sources)
+            _ = try UploadNames.names(ofSources: ["/a/x.jpg", "/b/x.jpg"])
             Issue.record("expected duplicate_name")
         } catch {
             #expect(error.code == "duplicate_name")
         }
+    }
+
+    /// Temporary files are per job (`x.<job>.part`), so `x` and `x.part` can be uploaded together.
+    @Test func aPartSuffixIsJustAName() throws {
+        #expect(try UploadNames.names(ofSources: ["/a/x", "/b/x.part"]) == ["x", "x.part"])
     }
 }
 
@@ -298,6 +302,28 @@ struct UploadJobRunTests {
             let code = await errorCode { try await onLoop { @LoopActor in try await UploadJob().validate(params) } }
             #expect(code == expected, "\(params)")
         }
+    }
+
+    /// `x` and `x.part` in one job: the job's temporary file for `x` is `x.<job>.part`, so neither overwrites the
+    /// other, and a stale `x.part` that is not a regular file (here a directory) does not block the upload.
+    @Test func uploadsAFileNamedLikeAnotherOnesPartFile() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let x = try scratch.source("x", count: 100_000, seed: 4)
+        let other = scratch.root + "/other"
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let xPart = (path: other + "/x.part", bytes: [UInt8](repeating: 7, count: 5_000))
+        try Data(xPart.bytes).write(to: URL(fileURLWithPath: xPart.path))
+        try FileManager.default.createDirectory(atPath: scratch.dst + "/y.part", withIntermediateDirectories: true)
+        let y = try scratch.source("y", count: 10, seed: 5)
+        let params = UploadJob.Params(files: [x.path, xPart.path, y.path], to: "file://" + scratch.dst)
+        _ = try await onLoop { @LoopActor () -> JSONValue in
+            try await UploadJob().validate(params)
+            return try await UploadJob().run(params, in: RecordingHost().context())
+        }
+        #expect(try scratch.bytes(scratch.dst + "/x") == x.bytes)
+        #expect(try scratch.bytes(scratch.dst + "/x.part") == xPart.bytes)
+        #expect(try scratch.bytes(scratch.dst + "/y") == y.bytes)
     }
 
     @Test func uploadsSeveralFilesWithHashesAndProgress() async throws {

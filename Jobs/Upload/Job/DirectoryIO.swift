@@ -82,7 +82,8 @@ enum DirectoryIO {
     /// Sources: exist (`source_missing`), are regular files (`source_not_regular`), are readable
     /// (`source_unreadable`). Destination: exists (`destination_missing`), is a directory
     /// (`destination_not_directory`), is writable (`destination_not_writable`). Names: `DIR/NAME` must not be a
-    /// link that resolves outside `DIR` or a directory, and `DIR/NAME.part` must not be a link (`bad_name`).
+    /// link that resolves outside `DIR` or a directory (`bad_name`). (The job's `.part` file, named per job, is
+    /// opened with `O_NOFOLLOW`, so a link put there fails the write instead of being followed.)
     /// - Returns: the identities of the checked sources, in `indices` order.
     static func preflight(files: [String], names: [String], directory: String, indices: Range<Int>)
         throws(JobError) -> [SourceIdentity]
@@ -164,12 +165,6 @@ enum DirectoryIO {
                         message: "\(final) is a directory and cannot be replaced by the upload of \(files[index]); "
                             + "move it away or choose another destination")
                 }
-            }
-            if let mode = linkMode(final + UploadNames.partSuffix), !isRegular(mode) {
-                throw JobError(
-                    code: "bad_name",
-                    message: "\(final)\(UploadNames.partSuffix) exists and is not a regular file; "
-                        + "remove it or choose another destination")
             }
         }
     }

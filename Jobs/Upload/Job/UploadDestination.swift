@@ -125,26 +125,25 @@ public enum UploadNames {
         if name.contains("\0") { throw bad("contains a NUL byte") }
     }
 
-    /// The destination names of `sources`, in order.
+    /// The destination names of `sources`, in order, for an upload into a directory.
     ///
+    /// (Temporary files are named per job, `NAME.<job>.part` — see `DirectoryUpload.partPath` — so a source named
+    /// `x.part` beside one named `x` is no clash.)
     /// - Throws: `JobError` `bad_name` (see `name(ofSource:)`); `duplicate_name` when two sources have the same
-    ///   name, or one's name is another's temporary name (`x` and `x.part`): they would overwrite each other.
+    ///   name: they would overwrite each other.
     public static func names(ofSources sources: [String]) throws(JobError) -> [String] {
         var names: [String] = []
         var seen: [String: String] = [:]
         for source in sources {
             let name = try name(ofSource: source)
-            for key in [name, name + partSuffix] {
-                if let other = seen[key] {
-                    throw JobError(
-                        code: "duplicate_name",
-                        message:
-                            "'\(source)' and '\(other)' would both be written as '\(key)' in the destination; "
-                            + "rename one or upload them in separate jobs")
-                }
+            if let other = seen[name] {
+                throw JobError(
+                    code: "duplicate_name",
+                    message:
+                        "'\(source)' and '\(other)' would both be written as '\(name)' in the destination; "
+                        + "rename one or upload them in separate jobs")
             }
             seen[name] = source
-            seen[name + partSuffix] = source
             names.append(name)
         }
         return names

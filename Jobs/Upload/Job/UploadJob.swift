@@ -143,17 +143,19 @@ public struct UploadJob: JobKind {
 
     public init() {}
 
-    /// Refuses a bad upload at submit time: see `Params.checkLimits()`, `UploadDestination(parsing:)`,
-    /// `UploadNames.names(ofSources:)` and, for a directory, `DirectoryUpload.validate`.
+    /// Refuses a bad upload at submit time: see `Params.checkLimits()`, `UploadDestination(parsing:)` and, for a
+    /// directory, `UploadNames.names(ofSources:)` and `DirectoryUpload.validate` (for tus, `TusUploadRun.validate`).
     /// - Throws: `JobError` with one of the kind's codes and a message saying what to do.
     public func validate(_ params: Params) async throws(JobError) {
         try params.checkLimits()
         let destination = try UploadDestination(parsing: params.to)
-        let names = try UploadNames.names(ofSources: params.files)
         switch destination {
         case .directory(let path):
+            let names = try UploadNames.names(ofSources: params.files)
             try await DirectoryUpload.validate(files: params.files, names: names, directory: path)
         case .tus:
+            // Each file gets its own upload URL from the server; its name is only metadata, so two sources may
+            // share one.
             try await TusUploadRun.validate(params)
         }
     }
