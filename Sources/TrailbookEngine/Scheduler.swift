@@ -293,11 +293,26 @@ public final class Scheduler {
 
     private func schedule() {
         guard !isShuttingDown else { return }
-        let free = options.concurrency - running.count
-        if free > 0, let queued = try? store.queuedJobs(limit: free) {
-            for job in queued { start(job) }
+        // A job that ends as it starts (a kind this daemon lacks) frees its slot at once: look again, until the
+        // slots are full or nothing more could start. Each pass ends at least one job for good, so this stops.
+        var again = true
+        while again {
+            again = false
+            let free = options.concurrency - running.count
+            guard free > 0, let queued = try? store.queuedJobs(limit: free) else { break }
+            for job in queued where start(job) == .endedAtOnce { again = true }
         }
         preemptIfNeeded()
+    }
+
+    /// What `start` did with a queued job.
+    private enum StartOutcome {
+        /// It is running.
+        case running
+        /// It ended as it started (its kind is unknown here), and that is recorded.
+        case endedAtOnce
+        /// Nothing changed (not startable now, or its new state could not be recorded).
+        case unchanged
     }
 
     /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
@@ -320,16 +335,23 @@ public final class Scheduler {
         }
     }
 
-    private func start(_ queued: JobRecord) {
+    private func start(_ queued: JobRecord) -> StartOutcome {
         var job = queued
         guard let kind = kinds[job.kind] else {
-            job.state = .failed
+            // A stored job of a kind this daemon lacks (an older or newer version wrote it): it starts and fails
+            // at once, through the lifecycle like any other failure, so the feed and the attempt count stay true.
+            var lifecycle = job.lifecycle
+            guard lifecycle.handle(.start) == .run else { return .unchanged }
+            job.adopt(lifecycle)
+            do { try commit(job, from: .queued) } catch { return .unchanged }
+            _ = lifecycle.handle(.fail(retryable: false))
+            job.adopt(lifecycle)
             job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
-            try? commit(job, from: .queued)
-            return
+            do { try commit(job, from: .running) } catch { return .unchanged }
+            return .endedAtOnce
         }
         var lifecycle = job.lifecycle
-        guard lifecycle.handle(.start) == .run else { return }
+        guard lifecycle.handle(.start) == .run else { return .unchanged }
         job.adopt(lifecycle)
         job.error = nil
         job.progress.unit = kind.traits.unit
@@ -338,7 +360,7 @@ public final class Scheduler {
         do {
             try store.update(job)
         } catch {
-            return
+            return .unchanged
         }
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
         running[job.id] = active
@@ -348,6 +370,7 @@ public final class Scheduler {
             let outcome = await self.execute(active)
             self.finish(active, outcome)
         }
+        return .running
     }
 
     private func makeContext(for job: JobRecord, kind: AnyJobKind) -> JobContext {

@@ -166,6 +166,25 @@ struct SchedulerEndToEndTests {
         #expect(seqs == seqs.sorted(), "in sequence order")
     }
 
+    /// Jobs stored by a daemon that had a kind this one lacks fail with `unknown_kind` when their turn comes,
+    /// through the lifecycle (queued -> running -> failed, attempt 1), and the daemon goes on.
+    @Test func aStoredJobOfAnUnknownKindFailsInItsTurn() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let running = try daemon.submitSleep(units: 500, unitMilliseconds: 20)
+        let waiting = try daemon.submitSleep(units: 1, unitMilliseconds: 1)
+        try daemon.waitFor(running, "running") { $0["state"]?.stringValue == "running" }
+        #expect(try daemon.stop(signal: SIGTERM).status == 0)
+        daemon.testKinds = false
+        try daemon.start()
+        for id in [running, waiting] {
+            let job = try daemon.waitForState(id, "failed", timeout: 10)
+            #expect(job["error"]?["code"]?.stringValue == "unknown_kind")
+            #expect(job["attempt"]?.intValue == 1, "\(job)")
+        }
+        #expect(daemon.log().contains("\(waiting.prefix(8)) sleep queued -> running"), "through the lifecycle")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
     @Test func idleDaemonUsesNoCPU() throws {
         let daemon = try DaemonHarness()
         _ = try daemon.waitForState(try daemon.submitSleep(units: 3, unitMilliseconds: 1), "succeeded")

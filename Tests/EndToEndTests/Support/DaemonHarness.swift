@@ -60,10 +60,13 @@ final class DaemonHarness {
         }
     }
 
+    /// Whether the daemon (on its next start) has the test job kinds (`sleep`, …).
+    var testKinds = true
+
     var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["TRAILBOOK_JOBS_HOME"] = home.path
-        environment["TRAILBOOK_JOBS_TEST_KINDS"] = "1"
+        environment["TRAILBOOK_JOBS_TEST_KINDS"] = testKinds ? "1" : nil
         environment["NO_COLOR"] = "1"
         return environment
     }
