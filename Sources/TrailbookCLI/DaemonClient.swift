@@ -56,7 +56,14 @@ public final class DaemonClient {
     /// Sends `request` and returns the reply.
     /// - Throws: `ClientError` if the connection breaks or the reply is not JSON.
     public func request(_ request: JSONValue) throws(ClientError) -> JSONValue {
-        try send(request)
+        do {
+            try send(request)
+        } catch {
+            // The daemon may have refused the connection with an error line (forbidden, too_many_connections) and
+            // closed it before our request went out: that reply says more than the broken pipe.
+            if let reply = try? readLine() { return reply }
+            throw error
+        }
         guard let reply = try readLine() else { throw ClientError(message: "the daemon closed the connection") }
         return reply
     }
@@ -67,7 +74,9 @@ public final class DaemonClient {
         let line = JSONCoding.encode(request) + [0x0A]
         var sent = 0
         while sent < line.count {
-            let n = line[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            // MSG_NOSIGNAL: a daemon that closed the connection gives EPIPE here, not a SIGPIPE that would end the
+            // CLI without a word.
+            let n = line[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw ClientError(message: "lost the connection to the daemon") }
             sent += n

@@ -121,6 +121,37 @@ struct BadInputTests {
         #expect(received.filter { $0 == 0x0A }.count == 2, "both pings answered before the close")
     }
 
+    /// A daemon that refuses a connection (here: all 512 taken) answers with an error line and closes; the CLI
+    /// reports that error and its exit code instead of dying of SIGPIPE or saying only that the connection broke.
+    @Test func theCLIReportsARefusalInsteadOfABrokenPipe() throws {
+        let daemon = try DaemonHarness()
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<512 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socketPath.utf8) + [0]) }
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            #expect(rc == 0)
+            held.append(fd)
+        }
+        // The daemon accepts them as its loop turns; until it has, the CLI may still get a slot.
+        var result = try daemon.cli(["list"])
+        let deadline = Date().addingTimeInterval(10)
+        while result.status == 0, Date() < deadline {
+            usleep(50_000)
+            result = try daemon.cli(["list"])
+        }
+        #expect(result.status != 0 && result.stderr.contains("too_many_connections"), "exit \(result.status): \(result.stderr)")
+        for fd in held { close(fd) }
+        held.removeAll()
+        usleep(200_000)
+        #expect(try daemon.cli(["list"]).status == 0, "served again once the connections closed")
+    }
+
     /// Replies come in request order, an oversized line's error included: pipelined `ping`, a 2 MiB line,
     /// `ping` (in one write, and with the long line split across the read) get ok, request_too_large, ok.
     @Test func anOversizedLineIsAnsweredInItsTurn() throws {
