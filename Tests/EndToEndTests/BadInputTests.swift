@@ -98,14 +98,8 @@ struct BadInputTests {
 
     @Test func aHalfClosedClientStillGetsItsReplies() throws {
         let daemon = try DaemonHarness()
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = try daemon.rawConnection()
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socketPath.utf8) + [0]) }
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
         let request = Array("{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n".utf8)
         _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         shutdown(fd, Int32(SHUT_WR))
@@ -127,17 +121,7 @@ struct BadInputTests {
         let daemon = try DaemonHarness()
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
-        for _ in 0..<512 {
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socketPath.utf8) + [0]) }
-            let rc = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            #expect(rc == 0)
-            held.append(fd)
-        }
+        for _ in 0..<512 { held.append(try daemon.rawConnection()) }
         // The daemon accepts them as its loop turns; until it has, the CLI may still get a slot.
         var result = try daemon.cli(["list"])
         let deadline = Date().addingTimeInterval(10)
@@ -172,13 +156,7 @@ struct BadInputTests {
         let daemon = try DaemonHarness()
         for _ in 0..<20 { _ = try daemon.submitSleep(units: 1, unitMilliseconds: 1) }
         let flood = Array(String(repeating: "{\"op\":\"list\",\"limit\":100000}\n", count: 20_000).utf8)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socketPath.utf8) + [0]) }
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let fd = try daemon.rawConnection()
         _ = fcntl(fd, F_SETFL, O_NONBLOCK)
         _ = flood.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)

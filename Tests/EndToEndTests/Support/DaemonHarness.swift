@@ -102,7 +102,16 @@ final class DaemonHarness {
 
     /// Sends one protocol request on a fresh connection and returns the reply.
     func request(_ request: JSONValue) throws -> JSONValue {
-        try DaemonClient(socketPath: socketPath).request(request)
+        do {
+            return try DaemonClient(socketPath: socketPath).request(request)
+        } catch {
+            // A connection that breaks after it was made is rare and hard to reproduce: leave what the daemon said
+            // in the output. (Not for a refused connect, which `start()` meets while the daemon comes up.)
+            guard "\(error)".contains("connection") else { throw error }
+            let state = process.map { $0.isRunning ? "running" : "exited \($0.terminationStatus)" } ?? "not started"
+            print("harness: request failed (\(error)); daemon \(state); its log ends:\n" + String(log().suffix(3000)))
+            throw error
+        }
     }
 
     /// Sends a request that must succeed and returns its `job`.
@@ -204,6 +213,24 @@ struct HarnessError: Error, CustomStringConvertible {
 }
 
 extension DaemonHarness {
+    /// A new connection to the daemon's socket, as a bare file descriptor (the caller closes it), for tests that
+    /// speak to it byte by byte.
+    /// - Throws: `HarnessError` if the daemon does not accept it.
+    func rawConnection() throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(socketPath.utf8) + [0]) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw HarnessError("cannot connect to \(socketPath): \(String(cString: strerror(errno)))")
+        }
+        return fd
+    }
+
     /// Sends `bytes` as they are on a fresh connection and returns the first reply line, decoded (`nil` if none).
     func rawRequest(_ bytes: [UInt8], replyTimeout: Int = 5) throws -> JSONValue? {
         try rawReplies(bytes, count: 1, replyTimeout: replyTimeout).first
@@ -212,15 +239,8 @@ extension DaemonHarness {
     /// Sends `bytes` as they are on a fresh connection and returns up to `count` reply lines, decoded, in the
     /// order they came (fewer if the daemon stops answering for `replyTimeout` seconds).
     func rawReplies(_ bytes: [UInt8], count: Int, replyTimeout: Int = 5) throws -> [JSONValue] {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = try rawConnection()
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(socketPath.utf8) + [0]) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else { throw HarnessError("cannot connect") }
         var timeout = timeval(tv_sec: replyTimeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var sent = 0
