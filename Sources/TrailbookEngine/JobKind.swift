@@ -64,11 +64,18 @@ public protocol JobKind: Sendable {
     /// Cleans up after a stop: for `user_stop` remove partial output for good; for `timeout` and
     /// `resource_reclaim` keep what the checkpoint needs. Not called after a crash.
     func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async
+
+    /// Called once the job's end (`succeeded`, `failed` or `cancelled`) is recorded in the job store, so it will
+    /// never run again: drop what only another run would need, such as a checkpoint the kind keeps outside the job
+    /// store. Quick and best effort (errors are the kind's to log or ignore); not called if the daemon dies in
+    /// between, which leaves that state behind.
+    func jobEnded(id: String, state: JobState)
 }
 
 extension JobKind {
     public func validate(_ params: Params) async throws(JobError) {}
     public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {}
+    public func jobEnded(id: String, state: JobState) {}
 }
 
 /// Thrown by `JobContext.checkCancellation()` when the job is being stopped.
@@ -85,6 +92,7 @@ struct AnyJobKind {
     let validate: (JSONValue) async throws(JobError) -> Void
     let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
+    let jobEnded: (String, JobState) -> Void
 
     init<K: JobKind>(_ kind: K) {
         name = K.name
@@ -97,6 +105,7 @@ struct AnyJobKind {
             guard let params = try? Self.decode(json, as: K.Params.self) else { return }
             await kind.onCancel(reason, params: params, in: context)
         }
+        jobEnded = { id, state in kind.jobEnded(id: id, state: state) }
     }
 
     static func decode<P: Decodable>(_ json: JSONValue, as type: P.Type) throws(JobError) -> P {

@@ -229,6 +229,7 @@ public final class Scheduler {
             await kind.onCancel(.userStop, job.params, context)
         }
         try commit(job)
+        kinds[job.kind]?.jobEnded(job.id, job.state)
         return job
     }
 
@@ -431,7 +432,7 @@ public final class Scheduler {
         }
         active.watchdog.close()
         running[job.id] = nil
-        try? commit(job, from: .running)
+        if (try? commit(job, from: .running)) != nil, job.state.isTerminal { active.kind.jobEnded(job.id, job.state) }
         for waiter in active.waiters { waiter.resume() }
         active.waiters.removeAll()
         armRetryTimer()

@@ -222,6 +222,7 @@ struct TaggingEndToEndTests {
         }
         try daemon.crash()
         let taggedAtCrash = try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3")
+        #expect(try PhotoTestSupport.hasCheckpoint(job: id, storeAt: home.path + "/photos.sqlite3"), "kept to resume")
         #expect(before["state"]?.stringValue == "running")
         #expect(taggedAtCrash > 0 && taggedAtCrash < count, "killed mid-job: \(taggedAtCrash) of \(count) tagged")
         #expect(taggedAtCrash % Self.pacedBatch == 0, "whole batches only")
@@ -235,6 +236,7 @@ struct TaggingEndToEndTests {
         #expect(result["unknown_first"]?.arrayValue?.compactMap(\.stringValue) == unknown)
         #expect(result["photos"]?.intValue == Int64(count + 5))
         #expect(try PhotoTestSupport.tagCount("trip", storeAt: home.path + "/photos.sqlite3") == count)
+        #expect(try !PhotoTestSupport.hasCheckpoint(job: id, storeAt: home.path + "/photos.sqlite3"), "dropped at the end")
 
         // --remove through the CLI takes it off again, with exact counts.
         let removed = try daemon.cliJSON(["submit", "tag", "--tag", "trip", "--all", "--remove", "--wait", "--json"])
@@ -301,6 +303,7 @@ struct TaggingEndToEndTests {
         let kept = try PhotoTestSupport.tagCount("keep", storeAt: home.path + "/photos.sqlite3")
         #expect(kept >= 2 * Self.pacedBatch && kept < Self.pacedLibrary && kept % Self.pacedBatch == 0, "kept \(kept)")
         #expect(Int64(kept) == cancelled["progress"]?["completed"]?.intValue)
+        #expect(try !PhotoTestSupport.hasCheckpoint(job: id, storeAt: home.path + "/photos.sqlite3"))
     }
 
     @Test func tagValidatesItsSelection() throws {

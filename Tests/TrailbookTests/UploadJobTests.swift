@@ -319,7 +319,8 @@ struct UploadJobRunTests {
         let params = UploadJob.Params(files: [x.path, xPart.path, y.path], to: "file://" + scratch.dst)
         _ = try await onLoop { @LoopActor () -> JSONValue in
             try await UploadJob().validate(params)
-            return try await UploadJob().run(params, in: RecordingHost().context())
+            let host = RecordingHost()
+            return try await UploadJob().run(params, in: host.context())
         }
         #expect(try scratch.bytes(scratch.dst + "/x") == x.bytes)
         #expect(try scratch.bytes(scratch.dst + "/x.part") == xPart.bytes)

@@ -173,6 +173,11 @@ public struct AutotagJob: JobKind {
         }
     }
 
+    /// Drops the job's checkpoint from the photo store: the job store now holds its end and result.
+    public func jobEnded(id: String, state: JobState) {
+        library.forgetCheckpoint(job: id)
+    }
+
     static func result(_ checkpoint: Checkpoint) -> JSONValue {
         [
             "photos": .number(checkpoint.processed), "tagged": .number(checkpoint.tagged),

@@ -8,7 +8,8 @@ import TrailbookSQLite
 ///
 /// Besides the photo library's schema, it keeps `job_checkpoints(job_id TEXT PRIMARY KEY, data TEXT)`: the
 /// checkpoints of jobs whose work is in this same file (`tag`, `autotag`), so that a batch's writes and the
-/// checkpoint that says the batch is done commit in one transaction.
+/// checkpoint that says the batch is done commit in one transaction. A job's row is deleted once the job has ended
+/// for good (`jobEnded`).
 @LoopActor
 public final class PhotoLibraryService {
     /// Path of the store.
@@ -58,6 +59,13 @@ public final class PhotoLibraryService {
         } catch {
             throw JobError(code: "bad_checkpoint", message: "cannot decode the job's checkpoint: \(error)")
         }
+    }
+
+    /// Deletes a job's checkpoint, once the job has ended for good (`JobKind.jobEnded`). Best effort: a store that
+    /// cannot be written keeps the row, which is only a few hundred bytes and never read again.
+    public func forgetCheckpoint(job: String) {
+        guard let store = try? store() else { return }
+        _ = try? store.database.query("DELETE FROM job_checkpoints WHERE job_id = ?", [.text(job)])
     }
 
     /// Writes a job's checkpoint; call inside `PhotoStore.transaction` so it commits with the batch it describes.

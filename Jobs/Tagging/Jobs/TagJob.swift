@@ -205,6 +205,11 @@ public struct TagJob: JobKind {
         }
     }
 
+    /// Drops the job's checkpoint from the photo store: the job store now holds its end and result.
+    public func jobEnded(id: String, state: JobState) {
+        library.forgetCheckpoint(job: id)
+    }
+
     static func result(_ checkpoint: Checkpoint, _ params: Params) -> JSONValue {
         let removing = params.remove == true
         return [

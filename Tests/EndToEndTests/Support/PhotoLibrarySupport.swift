@@ -52,6 +52,12 @@ enum PhotoTestSupport {
         return Int(try database.query("SELECT count(*) FROM tags WHERE tag = ?", [.text(tag)]).first?.int(0) ?? -1)
     }
 
+    /// Whether the photo store at `path` still holds a checkpoint for job `id`.
+    static func hasCheckpoint(job id: String, storeAt path: String) throws -> Bool {
+        let database = try Database(path: path)
+        return try !database.query("SELECT 1 FROM job_checkpoints WHERE job_id = ?", [.text(id)]).isEmpty
+    }
+
     /// Process ids of the children of `parent` (from /proc/PID/stat).
     static func children(of parent: Int32) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
