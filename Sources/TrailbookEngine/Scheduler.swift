@@ -341,14 +341,18 @@ public final class Scheduler {
         guard let kind = kinds[job.kind] else {
             // A stored job of a kind this daemon lacks (an older or newer version wrote it): it starts and fails
             // at once, through the lifecycle like any other failure, so the feed and the attempt count stay true.
+            // One write (queued -> failed), then both transitions announced: a failed write leaves it queued,
+            // never half-way in `running`.
             var lifecycle = job.lifecycle
             guard lifecycle.handle(.start) == .run else { return .unchanged }
             job.adopt(lifecycle)
-            do { try commit(job, from: .queued) } catch { return .unchanged }
+            let started = job
             _ = lifecycle.handle(.fail(retryable: false))
             job.adopt(lifecycle)
             job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
-            do { try commit(job, from: .running) } catch { return .unchanged }
+            do { try store.update(job) } catch { return .unchanged }
+            announce(started, from: .queued)
+            announce((try? store.job(id: job.id)) ?? job, from: .running)
             return .endedAtOnce
         }
         var lifecycle = job.lifecycle
@@ -432,7 +436,13 @@ public final class Scheduler {
         }
         active.watchdog.close()
         running[job.id] = nil
-        if (try? commit(job, from: .running)) != nil, job.state.isTerminal { active.kind.jobEnded(job.id, job.state) }
+        do {
+            try commit(job, from: .running)
+            if job.state.isTerminal { active.kind.jobEnded(job.id, job.state) }
+        } catch {
+            // The store still says `running`; the next start recovers the job as after a crash.
+            log(job, .error, "cannot record the end of the job (\(job.state.rawValue)): \(error.message)")
+        }
         for waiter in active.waiters { waiter.resume() }
         active.waiters.removeAll()
         armRetryTimer()
