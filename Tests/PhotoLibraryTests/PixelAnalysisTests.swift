@@ -94,6 +94,38 @@ struct PixelAnalysisTests {
         #expect(try PhotoFile.read(path: real).bytes == bytes)
     }
 
+    /// A photo under another process's write lease (F_SETLEASE, as Samba and NFS servers take) is read once the
+    /// holder lets it go, as a blocking open would; a non-blocking open alone fails with EAGAIN.
+    @Test func aLeasedFileIsReadOnceTheLeaseIsReleased() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let path = dir + "/leased.jpg"
+        let bytes = try Fixtures.scene(20, 10).jpegData()
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        // The holder takes a write lease, says so, and drops it when the kernel tells it (SIGIO) a reader waits.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        holder.arguments = ["-c", """
+            import fcntl, os, signal, sys, time
+            fd = os.open(sys.argv[1], os.O_RDWR)
+            def release(*_):
+                fcntl.fcntl(fd, 1024, fcntl.F_UNLCK)
+            signal.signal(signal.SIGIO, release)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGIO])  # the test runner's mask is inherited
+            fcntl.fcntl(fd, 1024, fcntl.F_WRLCK)
+            print("leased", flush=True)
+            time.sleep(30)
+            """, path]
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer { holder.terminate() }
+        #expect(output.fileHandleForReading.availableData.starts(with: Array("leased".utf8)))
+        let started = Date()
+        #expect(try PhotoFile.read(path: path).bytes == bytes)
+        #expect(Date().timeIntervalSince(started) < 10, "waited for the release, not the 45 s lease-break timeout")
+    }
+
     @Test func badFilesAreErrorsNotCrashes() throws {
         let good = try Fixtures.scene(200, 150).jpegData()
         func code(_ bytes: [UInt8]) -> PhotoLibraryError.Code? {

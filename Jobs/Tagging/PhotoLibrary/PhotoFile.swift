@@ -52,8 +52,14 @@ public enum PhotoFile {
         bytes: [UInt8], stamp: FileStamp
     ) {
         // O_NONBLOCK: opening a FIFO put where a photo was would otherwise block until some writer came (holding a
-        // worker until its time limit); for a regular file the flag changes nothing.
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        // worker until its time limit). A regular file under another process's lease (F_SETLEASE: Samba, an NFS
+        // server) refuses a non-blocking open with EAGAIN; that one is opened again the ordinary way, which waits
+        // for the lease to be released, as any reader would.
+        var fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        if fd < 0, errno == EAGAIN {
+            var st = stat()
+            if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { fd = open(path, O_RDONLY | O_CLOEXEC) }
+        }
         guard fd >= 0 else { throw PhotoLibraryError(.io, "cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var st = stat()
@@ -63,6 +69,8 @@ public enum PhotoFile {
         guard (st.st_mode & S_IFMT) == S_IFREG else {
             throw PhotoLibraryError(.io, "\(path) is not a regular file")
         }
+        // Reads block as usual (a FUSE file system may honour the flag and answer EAGAIN).
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         let stamp = FileStamp(st)
         guard stamp.bytes <= maxBytes else {
             throw PhotoLibraryError(.tooLarge, "\(path) is \(stamp.bytes) bytes, over the limit of \(maxBytes)")
