@@ -106,12 +106,13 @@ enum Watch {
 
     /// The `state` event standing for the end of `job`, which happened before this watch began: `to` is its
     /// final state, `from` is `null` (not known here), `at` its last update, `seq` the feed's position when the
-    /// watch began; `cancellation`, `error` and `result` as the job has them.
+    /// watch began (the number of the last real event then, not one of its own); `attempt`, `cancellation`,
+    /// `error` and `result` as the job has them.
     static func endedEvent(_ job: JSONValue, seq: Int64?) -> JSONValue {
         [
             "seq": seq.map { .number(Double($0)) } ?? .null, "at": job["updated_at"] ?? .null,
             "job": job["id"] ?? .null, "kind": job["kind"] ?? .null, "type": "state", "from": .null,
-            "to": job["state"] ?? .null, "cancellation": job["cancellation"] ?? .null,
+            "to": job["state"] ?? .null, "attempt": job["attempt"] ?? .null, "cancellation": job["cancellation"] ?? .null,
             "error": job["error"] ?? .null, "result": job["result"] ?? .null,
         ]
     }

@@ -3,6 +3,10 @@ import TrailbookEngine
 import TrailbookLoop
 import TrailbookSQLite
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The daemon's one connection to the photo store (`$TRAILBOOK_JOBS_HOME/photos.sqlite3`), shared by the tagging
 /// job kinds and opened on first use. The daemon is the store's single writer; the CLI may read it (WAL).
 ///
@@ -64,7 +68,9 @@ public final class PhotoLibraryService {
     /// Deletes a job's checkpoint, once the job has ended for good (`JobKind.jobEnded`). Best effort: a store that
     /// cannot be written keeps the row, which is only a few hundred bytes and never read again.
     public func forgetCheckpoint(job: String) {
-        guard let store = try? store() else { return }
+        // A job that ended before anything opened the store (cancelled while queued) has no row, and this must
+        // not create the store for it.
+        guard opened != nil || access(path, F_OK) == 0, let store = try? store() else { return }
         _ = try? store.database.query("DELETE FROM job_checkpoints WHERE job_id = ?", [.text(job)])
     }
 
