@@ -179,6 +179,17 @@ struct UploadNamesTests {
         }
     }
 
+    /// A name whose temporary file's name (`NAME.<8 hex>.part`) would pass 255 bytes is refused at submit.
+    @Test func namesLeaveRoomForThePartSuffix() throws {
+        #expect(try UploadNames.names(ofSources: ["/a/" + String(repeating: "n", count: 241)]).first?.count == 241)
+        do {
+            _ = try UploadNames.names(ofSources: ["/a/" + String(repeating: "n", count: 242)])
+            Issue.record("expected bad_name")
+        } catch {
+            #expect(error.code == "bad_name" && error.message.contains("242 bytes"), "\(error)")
+        }
+    }
+
     /// Temporary files are per job (`x.<job>.part`), so `x` and `x.part` can be uploaded together.
     @Test func aPartSuffixIsJustAName() throws {
         #expect(try UploadNames.names(ofSources: ["/a/x", "/b/x.part"]) == ["x", "x.part"])

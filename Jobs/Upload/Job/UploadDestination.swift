@@ -129,13 +129,22 @@ public enum UploadNames {
     ///
     /// (Temporary files are named per job, `NAME.<job>.part` — see `DirectoryUpload.partPath` — so a source named
     /// `x.part` beside one named `x` is no clash.)
-    /// - Throws: `JobError` `bad_name` (see `name(ofSource:)`); `duplicate_name` when two sources have the same
-    ///   name: they would overwrite each other.
+    /// - Throws: `JobError` `bad_name` (see `name(ofSource:)`, or a name so long that its temporary file's name
+    ///   would pass the file system's 255 bytes); `duplicate_name` when two sources have the same name: they would
+    ///   overwrite each other.
     public static func names(ofSources sources: [String]) throws(JobError) -> [String] {
         var names: [String] = []
         var seen: [String: String] = [:]
         for source in sources {
             let name = try name(ofSource: source)
+            // NAME.<8 hex digits>.part must fit NAME_MAX (255 bytes on Linux file systems).
+            let longest = 255 - (1 + 8 + partSuffix.utf8.count)
+            guard name.utf8.count <= longest else {
+                throw JobError(
+                    code: "bad_name",
+                    message: "destination name of '\(source)' is \(name.utf8.count) bytes; at most \(longest) fit "
+                        + "beside its temporary .part name; rename the file")
+            }
             if let other = seen[name] {
                 throw JobError(
                     code: "duplicate_name",
