@@ -28,7 +28,9 @@ enum JobText {
         if total > 0 {
             let percent = (progress["fraction"]?.doubleValue ?? 0) * 100
             parts.append(String(Int(percent * 10) / 10) + "." + String(Int(percent * 10) % 10) + "%")
-            parts.append(amount(completed, unit: unit) + "/" + amount(total, unit: unit))
+            parts.append(
+                unit == ProgressUnit.bytes.rawValue
+                    ? amount(completed, unit: unit) + "/" + amount(total, unit: unit) : "\(completed)/\(total) \(unit)")
         } else {
             parts.append(amount(completed, unit: unit))
         }
@@ -97,6 +99,15 @@ enum JobText {
             ("did_not_have", "did not have"), ("inserted", "new"), ("updated", "updated"), ("unchanged", "unchanged")]
         {
             if let count = result[key]?.intValue { parts.append("\(words) \(count)") }
+        }
+        // What an import skipped: easy to miss in a job that succeeded.
+        if let same = result["same_content"]?.intValue, same > 0 { parts.append("\(same) already in the library at another path") }
+        if let failed = result["failed"]?.intValue, failed > 0 {
+            let first = (result["failures"]?.arrayValue ?? []).prefix(3).compactMap { failure -> String? in
+                guard let path = failure["path"]?.stringValue else { return nil }
+                return "\(path.split(separator: "/").last.map(String.init) ?? path) (\(failure["code"]?.stringValue ?? "?"))"
+            }
+            parts.append("\(failed) not imported: \(first.joined(separator: ", "))\(failed > 3 ? ", …" : "")")
         }
         if let unknown = result["unknown_count"]?.intValue, unknown > 0 {
             let first = (result["unknown_first"]?.arrayValue ?? []).compactMap(\.stringValue).prefix(3)

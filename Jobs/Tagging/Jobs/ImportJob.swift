@@ -59,9 +59,19 @@ public struct ImportJob: JobKind {
     ///
     /// - Throws: `JobError` `source_missing`.
     public func validate(_ params: Params) async throws(JobError) {
+        guard params.dir.hasPrefix("/") else {
+            throw JobError(code: "source_missing", message: "\(params.dir) is not an absolute path; give the folder's full path")
+        }
         var info = stat()
-        guard params.dir.hasPrefix("/"), stat(params.dir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw JobError(code: "source_missing", message: "\(params.dir) is not a directory (give an absolute path)")
+        guard stat(params.dir, &info) == 0 else {
+            throw JobError(
+                code: "source_missing",
+                message: "cannot import \(params.dir): \(String(cString: strerror(errno))); give a folder of photos")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw JobError(
+                code: "source_missing",
+                message: "\(params.dir) is a file, not a folder; import the folder that holds it (photos import DIR)")
         }
     }
 
