@@ -99,6 +99,9 @@ enum PhotoCommands {
         let given = ["ids", "ids-file"].filter { arguments.value($0) != nil } + (arguments.flag("all") ? ["all"] : [])
         guard given.count == 1 else { throw UsageError("give exactly one of --ids, --ids-file, --all") }
         if let ids = arguments.value("ids") {
+            guard ids.split(separator: ",").contains(where: { !$0.allSatisfy { $0 == " " } }) else {
+                throw UsageError("--ids needs at least one stable ID (or a prefix of one), comma-separated")
+            }
             // Opened once, on the first prefix, for all of them.
             var store: PhotoStore??
             let opened = { () throws -> PhotoStore? in
@@ -174,12 +177,19 @@ enum PhotoCommands {
         if let store = try openStore(context) {
             var after: PhotoLocalID = 0
             let tag = context.arguments.value("tag")
-            while photos.count < limit {
+            // One past the limit, to know whether there are more.
+            while photos.count <= limit {
                 let page = try store.list(after: after, limit: 500)
                 guard let last = page.last else { break }
                 after = last.localID
-                photos += page.filter { tag == nil || $0.tags.contains(tag!) }.prefix(limit - photos.count)
+                photos += page.filter { tag == nil || $0.tags.contains(tag!) }.prefix(limit + 1 - photos.count)
             }
+        }
+        let more = photos.count > limit
+        photos = Array(photos.prefix(limit))
+        if more {
+            // On stderr, so `--json` output stays one JSON array.
+            CLI.printError("showing the first \(limit) photos; there are more (use --limit N)")
         }
         if context.json {
             print("[" + (try photos.map { try $0.json.encodedLine() }).joined(separator: ",\n") + "]")
@@ -195,6 +205,19 @@ enum PhotoCommands {
         return ExitCode.success
     }
 
+    /// "Canon EOS 40D" rather than "Canon Canon EOS 40D": the model, after the make only when it does not name it
+    /// already; "-" when neither is known.
+    static func camera(make: String?, model: String?) -> String {
+        switch (make, model) {
+        case (nil, nil): return "-"
+        case (let make?, nil): return make
+        case (nil, let model?): return model
+        case (let make?, let model?):
+            let brand = make.split(separator: " ").first.map(String.init) ?? make
+            return model.lowercased().hasPrefix(brand.lowercased()) ? model : make + " " + model
+        }
+    }
+
     static func show(_ context: CommandContext) throws -> Int32 {
         let id = context.arguments.positionals[0]
         guard let store = try openStore(context) else {
@@ -204,10 +227,13 @@ enum PhotoCommands {
         let photo: PhotoRecord
         do {
             photo = try store.photo(matching: id)
-        } catch  where error.code == .store {
+        } catch where error.code == .store {
             throw DaemonReply(error: JobError(code: "store_error", message: error.message))
+        } catch where error.code == .invalidID {
+            throw UsageError(error.message)
         } catch {
-            throw DaemonReply(error: JobError(code: "no_such_photo", message: error.message))
+            throw DaemonReply(
+                error: JobError(code: "no_such_photo", message: error.message + "; see trailbook-jobs photos list"))
         }
         if context.json {
             print(try photo.json.encodedLine())
@@ -219,7 +245,7 @@ enum PhotoCommands {
                 bytes     \(photo.stamp.bytes)
                 size      \(photo.width.map(String.init) ?? "-") x \(photo.height.map(String.init) ?? "-") (orientation \(photo.orientation.map(String.init) ?? "-"))
                 taken at  \(photo.takenAt ?? "-")
-                camera    \([photo.cameraMake, photo.cameraModel].compactMap { $0 }.joined(separator: " "))
+                camera    \(Self.camera(make: photo.cameraMake, model: photo.cameraModel))
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
                 tags      \(photo.tags.joined(separator: ", "))
                 """)

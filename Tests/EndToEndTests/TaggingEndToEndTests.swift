@@ -61,8 +61,11 @@ struct TaggingEndToEndTests {
                 "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps",
                 "tags",
             ])
-        #expect(try daemon.cli(["photos", "show", "ffffffff"]).status == 4)
-        #expect(try daemon.cli(["photos", "show", "not-an-id"]).status == 4)
+        let unknown = try daemon.cli(["photos", "show", "ffffffff"])
+        #expect(unknown.status == 4 && unknown.stderr.contains("photos list"), "\(unknown.stderr)")
+        // Not an ID at all is a usage error, as for --ids.
+        #expect(try daemon.cli(["photos", "show", "not-an-id"]).status == 2)
+        #expect(try daemon.cli(["photos", "show", ""]).status == 2)
     }
 
     // MARK: import: resumable across kill -9
@@ -140,6 +143,9 @@ struct TaggingEndToEndTests {
             })
         #expect(failureCodes == ["empty.jpg": "empty", "not-a-jpeg.jpg": "not_jpeg"], "\(failures)")
         #expect(imported["result"]?["inserted"]?.intValue == 7)
+        // The plain summary names what was not imported (a second import: nothing new, the two still refused).
+        let again = try daemon.cli(["photos", "import", dir, "--wait"])
+        #expect(again.stdout.contains("2 not imported: ") && again.stdout.contains("empty.jpg (empty)"), "\(again.stdout)")
         // A file that breaks after its import.
         PhotoTestSupport.write([], dir + "/vanishing.jpg")
 
@@ -198,6 +204,18 @@ struct TaggingEndToEndTests {
         let missing = try #require(["0000", "1111", "2222", "3333"].first { prefix in !ids.contains { $0.hasPrefix(prefix) } })
         let noMatch = try daemon.cli(["submit", "tag", "--tag", "trip", "--ids", missing])
         #expect(noMatch.status == 4, "\(noMatch.stderr)")
+    }
+
+    /// `photos list` says on stderr when --limit cut the list short (stdout stays the list, or one JSON array).
+    @Test func photosListSaysWhenThereAreMore() throws {
+        let home = TemporaryDirectory()
+        try PhotoTestSupport.syntheticLibrary(at: home.path + "/photos.sqlite3", count: 5)
+        let daemon = try DaemonHarness(home: home)
+        let cut = try daemon.cli(["photos", "list", "--limit", "3", "--json"])
+        #expect(try JSONCoding.decode(JSONValue.self, from: Array(cut.stdout.utf8)).arrayValue?.count == 3)
+        #expect(cut.stderr.contains("first 3 photos; there are more"), "\(cut.stderr)")
+        let whole = try daemon.cli(["photos", "list", "--limit", "5"])
+        #expect(whole.stdout.split(separator: "\n").count == 5 && whole.stderr.isEmpty, "\(whole.stderr)")
     }
 
     // MARK: tag: exactly once across kill -9
@@ -316,6 +334,8 @@ struct TaggingEndToEndTests {
         #expect(reply["error"]?["code"]?.stringValue == "invalid_params")
         let badTag = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "  ", "all": true]])
         #expect(badTag["error"]?["code"]?.stringValue == "invalid_params")
+        let noIDs = try daemon.cli(["submit", "tag", "--tag", "x", "--ids", " , "])
+        #expect(noIDs.status == 2 && noIDs.stderr.contains("at least one"), "\(noIDs.stderr)")
         let noRate = try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "x", "all": true, "max_rate": 0]])
         #expect(noRate["error"]?["code"]?.stringValue == "invalid_params")
         let badRate = try daemon.cli(["submit", "tag", "--tag", "x", "--all", "--max-rate", "fast"])
