@@ -87,7 +87,7 @@ enum Watch {
             if let state = job["state"]?.stringValue.flatMap(JobState.init(rawValue:)), state.isTerminal {
                 print(
                     context.json
-                        ? String(decoding: JSONCoding.encode(endedEvent(job, seq: subscription.lastSeq)), as: UTF8.self)
+                        ? String(decoding: JSONCoding.encode(endedEvent(job)), as: UTF8.self)
                         : JobText.summary(job))
                 open.remove(id)
             }
@@ -105,16 +105,16 @@ enum Watch {
     }
 
     /// The `state` event standing for the end of `job`, which happened before this watch began: `to` is its
-    /// final state, `from` is `null` (not known here), `at` its last update, `seq` the feed's position when the
-    /// watch began (the number of the last real event then, not one of its own); `attempt`, `cancellation`,
-    /// `error` and `result` as the job has them.
-    static func endedEvent(_ job: JSONValue, seq: Int64?) -> JSONValue {
-        [
-            "seq": seq.map { .number(Double($0)) } ?? .null, "at": job["updated_at"] ?? .null,
-            "job": job["id"] ?? .null, "kind": job["kind"] ?? .null, "type": "state", "from": .null,
-            "to": job["state"] ?? .null, "attempt": job["attempt"] ?? .null, "cancellation": job["cancellation"] ?? .null,
-            "error": job["error"] ?? .null, "result": job["result"] ?? .null,
+    /// final state, `from` and `seq` are `null` (it is a summary, not an event of the feed, whose numbers it must
+    /// not repeat), `at` its last update; `attempt`, `result`, and `cancellation` or `error` when it has them.
+    static func endedEvent(_ job: JSONValue) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "seq": .null, "at": job["updated_at"] ?? .null, "job": job["id"] ?? .null, "kind": job["kind"] ?? .null,
+            "type": "state", "from": .null, "to": job["state"] ?? .null, "attempt": job["attempt"] ?? .null,
+            "result": job["result"] ?? .null,
         ]
+        for key in ["cancellation", "error"] where !(job[key] ?? .null).isNull { members[key] = job[key] }
+        return .object(members)
     }
 
     /// Whether to draw the live screen: stdout is a terminal that can take escape codes, and `--json` is not given.

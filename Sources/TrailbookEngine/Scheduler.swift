@@ -525,7 +525,8 @@ public final class Scheduler {
     private func transition(_ job: inout JobRecord, _ event: JobEvent, verb: String) throws(JobError) {
         var lifecycle = job.lifecycle
         guard lifecycle.handle(event) != nil else {
-            throw JobError(code: "invalid_state", message: "cannot \(verb) job \(job.id): it is \(job.state.rawValue)")
+            let now = job.state.isTerminal ? "it has already ended (\(job.state.rawValue))" : "it is \(job.state.rawValue)"
+            throw JobError(code: "invalid_state", message: "cannot \(verb) job \(job.id): \(now)")
         }
         job.adopt(lifecycle)
     }

@@ -144,7 +144,8 @@ struct SchedulerEndToEndTests {
         #expect(lines.count == 1, "\(json.stdout)")
         let event = try JSONCoding.decode(JSONValue.self, from: Array((lines.first ?? "").utf8))
         #expect(event["type"]?.stringValue == "state" && event["to"]?.stringValue == "succeeded")
-        #expect(event["job"]?.stringValue == id && event["from"] == .null && event["seq"]?.intValue != nil)
+        #expect(event["job"]?.stringValue == id && event["from"] == .null && event["seq"] == .null)
+        #expect(event["attempt"]?.intValue == 1 && event["error"] == nil)
     }
 
     /// Progress reported 100 times a second reaches the feed coalesced (at most one event per job per 0.25 s, so
