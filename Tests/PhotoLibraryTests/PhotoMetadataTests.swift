@@ -112,6 +112,11 @@ struct PhotoMetadataTests {
         #expect(table.nearest(to: GPSCoordinate(latitude: 38.9, longitude: -77.0)!)?.place.name == "Washington, D.C.")
         #expect(throws: PhotoLibraryError.self) { try PlaceTable.parseCSV("A,1,2\nB,95,0\n") }
         #expect(throws: PhotoLibraryError.self) { try PlaceTable.parseCSV("A,1\n") }
+        // No places at all (empty, comments only, or a lone line taken as the header) is an error, not a table that
+        // takes every place: tag away.
+        for text in ["", "# mine\n\n", "Home,abc,def\n", "name,lat,lon\n"] {
+            #expect(throws: PhotoLibraryError.self, "\(text)") { try PlaceTable.parseCSV(text) }
+        }
         #expect(PlaceTable.bundledPlaces.count >= 100)
     }
 }

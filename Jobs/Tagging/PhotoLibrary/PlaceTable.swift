@@ -61,7 +61,7 @@ public struct PlaceTable: Sendable {
     /// A name may be double-quoted (`"Washington, D.C.",38.9072,-77.0369`, `""` for a quote inside). Blank lines
     /// and lines starting with `#` are skipped, and so is a first line whose latitude is not a number (a header).
     /// - Throws: `PhotoLibraryError.badPlaceFile` naming the first bad line (wrong field count, empty name,
-    ///   a coordinate that is not a number or out of range).
+    ///   a coordinate that is not a number or out of range), or when the text holds no place at all.
     public static func parseCSV(_ text: String, maxDistanceKilometres: Double = 50) throws(PhotoLibraryError)
         -> PlaceTable
     {
@@ -85,6 +85,12 @@ public struct PlaceTable: Sendable {
                 throw PhotoLibraryError(.badPlaceFile, "line \(lineNumber): coordinates not numbers in range")
             }
             places.append(Place(name: name, coordinate: coordinate))
+        }
+        // An empty table would quietly take every place: tag off the photos it is used for.
+        guard !places.isEmpty else {
+            throw PhotoLibraryError(
+                .badPlaceFile,
+                "no places: give one name,lat,lon line per place (a first line whose lat is not a number is a header)")
         }
         return PlaceTable(places: places, maxDistanceKilometres: maxDistanceKilometres)
     }
