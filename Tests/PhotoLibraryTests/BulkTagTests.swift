@@ -179,6 +179,9 @@ struct BulkTagTests {
         let store = try PhotoStore(path: path)
         #expect(try Self.pairs(store.database) == before)
         #expect(try store.photo(localID: 63)?.tags == ["edge", "place:Lisbon"])
+        #expect(
+            try store.database.query("SELECT DISTINCT stable_id FROM tags WHERE photo_id = 63").map { $0.text(0) }
+                == [StableID(contentsOf: Array("p63".utf8)).text], "the view names photos by stable ID too")
         #expect(try store.photo(localID: 129)?.tags == ["full word"])
         #expect(try store.database.query("SELECT bits FROM tag_words JOIN tag_names ON id = tag_id WHERE name = 'full word'")
             .map { $0.int(0) } == [-1], "all 64 bits of word 2")

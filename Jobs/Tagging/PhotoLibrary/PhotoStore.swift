@@ -5,7 +5,7 @@ import TrailbookSQLite
 /// Single writer: the process that owns the store (the daemon) is the only one that writes it; workers send it
 /// results. Not `Sendable` (it owns a `Database`, used from one thread).
 ///
-/// Schema (version 4, applied by `Database.migrate`):
+/// Schema (version 5, applied by `Database.migrate`):
 /// - `photos(id INTEGER PRIMARY KEY, stable_id TEXT UNIQUE, path TEXT UNIQUE, bytes, mtime_ns, inode, width,
 ///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash)`; `id` is the local ID.
 /// - Tags are a bitmap index: `tag_names(id INTEGER PRIMARY KEY, name TEXT UNIQUE)` numbers each tag, and
@@ -15,7 +15,8 @@ import TrailbookSQLite
 ///   tag at most once by construction; tagging a run of photos rewrites one row per 64 of them, whatever other
 ///   tags they have; a photo's tags are the rows of its word (tags its 63 neighbours have, not every tag).
 ///   (See `TagBitmap` for the bit arithmetic.)
-/// - View `tags(photo_id, tag)`: one row per photo and tag, for reading the store with the `sqlite3` shell.
+/// - View `tags(photo_id, stable_id, tag)`: one row per photo and tag, for reading the store with the `sqlite3`
+///   shell.
 /// - Trigger `photos_delete_tags` clears a deleted photo's bits. Every statement that sets a bit takes the photo
 ///   ID from `photos` in the same transaction, so no bit names a missing photo.
 ///
@@ -106,6 +107,15 @@ public final class PhotoStore {
             UPDATE tag_words SET bits = bits & ~(1 << (old.id & 63))
                 WHERE word = old.id >> 6 AND (bits >> (old.id & 63)) & 1;
         END;
+        """,
+        // 5: the view also names each photo by its stable ID, the ID every command takes.
+        """
+        DROP VIEW tags;
+        CREATE VIEW tags (photo_id, stable_id, tag) AS
+            SELECT p.id, p.stable_id, n.name
+            FROM tag_words AS w
+            JOIN tag_names AS n ON n.id = w.tag_id
+            JOIN photos AS p ON p.id BETWEEN w.word * 64 AND w.word * 64 + 63 AND (w.bits >> (p.id & 63)) & 1;
         """,
     ]
 
