@@ -198,11 +198,20 @@ enum PhotoCommands {
         } else {
             for photo in photos {
                 print(
-                    "\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(photo.tags.joined(separator: ","))"
+                    "\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(Self.tagList(photo.tags))"
                 )
             }
         }
         return ExitCode.success
+    }
+
+    /// Tags for reading, separated by ", "; a tag that holds a comma (a camera model such as "u1020,S1020", or a
+    /// keyword) or a double quote is quoted as in CSV, so every tag can be told apart.
+    static func tagList(_ tags: [String]) -> String {
+        tags.map { tag in
+            tag.contains(",") || tag.contains("\"")
+                ? "\"" + tag.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\"" : tag
+        }.joined(separator: ", ")
     }
 
     /// "Canon EOS 40D" rather than "Canon Canon EOS 40D": the model, after the make only when it does not name it
@@ -247,7 +256,7 @@ enum PhotoCommands {
                 taken at  \(photo.takenAt ?? "-")
                 camera    \(Self.camera(make: photo.cameraMake, model: photo.cameraModel))
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
-                tags      \(photo.tags.joined(separator: ", "))
+                tags      \(Self.tagList(photo.tags))
                 """)
         }
         return ExitCode.success

@@ -141,3 +141,19 @@ struct UnitsTests {
         #expect(usageMessage { try parseDuration(huge) } == "duration '\(huge)' is too large")
     }
 }
+
+struct PhotoTextTests {
+    @Test func tagsWithCommasAreQuoted() {
+        #expect(PhotoCommands.tagList(["trip", "camera:OLYMPUS u1020,S1020", "say \"hi\""])
+            == #"trip, "camera:OLYMPUS u1020,S1020", "say ""hi""""#)
+        #expect(PhotoCommands.tagList([]) == "")
+    }
+
+    @Test func cameraNamesTheMakeOnce() {
+        #expect(PhotoCommands.camera(make: "Canon", model: "Canon EOS 40D") == "Canon EOS 40D")
+        #expect(PhotoCommands.camera(make: "NIKON CORPORATION", model: "NIKON D70") == "NIKON D70")
+        #expect(PhotoCommands.camera(make: "Apple", model: "iPhone 15") == "Apple iPhone 15")
+        #expect(PhotoCommands.camera(make: nil, model: nil) == "-")
+        #expect(PhotoCommands.camera(make: "Sony", model: nil) == "Sony")
+    }
+}
