@@ -164,10 +164,13 @@ struct DirectoryUpload {
                 job.reportProgress(
                     completed: progress.completed, total: progress.total, current: name, items: progress.items)
             }
-            try await job.runOnPool { try file.sync() }
             checkpoint.offset = offset
-            // The end of the file is recorded once it is renamed (below), with the next file's start.
-            if offset < expected.size { try job.saveCheckpoint(checkpoint) }
+            // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the next
+            // file's start; a chunk inside the file is synced before the checkpoint that claims it.
+            if offset < expected.size {
+                try await job.runOnPool { try file.sync() }
+                try job.saveCheckpoint(checkpoint)
+            }
         }
 
         try job.checkCancellation()
