@@ -3,6 +3,10 @@ import Testing
 
 @testable import PhotoLibrary
 
+/// Whether this kernel grants file leases (F_SETLEASE).
+private let leasesEnabled =
+    (try? String(contentsOfFile: "/proc/sys/fs/leases-enable", encoding: .utf8))?.hasPrefix("1") ?? false
+
 struct PixelAnalysisTests {
     @Test func orientationSixTurnsLandscapeIntoPortrait() throws {
         let stored = try Fixtures.scene(300, 200).jpegData()
@@ -96,7 +100,8 @@ struct PixelAnalysisTests {
 
     /// A photo under another process's write lease (F_SETLEASE, as Samba and NFS servers take) is read once the
     /// holder lets it go, as a blocking open would; a non-blocking open alone fails with EAGAIN.
-    @Test func aLeasedFileIsReadOnceTheLeaseIsReleased() throws {
+    @Test(.enabled(if: leasesEnabled, "skipped: file leases are off (/proc/sys/fs/leases-enable)"))
+    func aLeasedFileIsReadOnceTheLeaseIsReleased() throws {
         let dir = Fixtures.temporaryDirectory()
         defer { Fixtures.removeTree(dir) }
         let path = dir + "/leased.jpg"
