@@ -123,6 +123,7 @@ enum Commands {
         return Daemon.run(configuration) { scheduler in
             scheduler.register(UploadJob())
             let library = PhotoLibraryService(path: configuration.home + "/photos.sqlite3")
+            library.openIfPresent()
             scheduler.register(ImportJob(library: library))
             scheduler.register(TagJob(library: library))
             scheduler.register(AutotagJob(library: library))

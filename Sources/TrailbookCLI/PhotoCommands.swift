@@ -229,6 +229,9 @@ enum PhotoCommands {
 
     static func show(_ context: CommandContext) throws -> Int32 {
         let id = context.arguments.positionals[0]
+        guard StableID.isPrefix(id.lowercased()) else {
+            throw UsageError("'\(id)' is not a stable ID (a UUID like 0f6b2c1e-…) or a prefix of one")
+        }
         guard let store = try openStore(context) else {
             throw DaemonReply(
                 error: JobError(code: "no_such_photo", message: "no photo with ID \(id) (the library is empty)"))

@@ -206,6 +206,26 @@ struct TaggingEndToEndTests {
         #expect(noMatch.status == 4, "\(noMatch.stderr)")
     }
 
+    /// After an upgrade the daemon brings an existing photo store to the current schema when it starts, so the
+    /// CLI's readers (which never migrate) work at once; without a store, text that is no ID is a usage error.
+    @Test func theDaemonUpgradesThePhotoStoreWhenItStarts() throws {
+        let home = TemporaryDirectory()
+        do {
+            let old = try Database(path: home.path + "/photos.sqlite3")
+            try old.enableWriteAheadLog(synchronous: .normal)
+            try old.migrate(Array(PhotoStore.migrations.prefix(3)))
+            try old.query("INSERT INTO photos (stable_id, path, bytes, mtime_ns, inode) VALUES (?, '/p/1.jpg', 1, 0, 1)",
+                          [.text(StableID(contentsOf: [1]).text)])
+            try old.query("INSERT INTO tags VALUES (1, 'trip')")
+        }
+        let daemon = try DaemonHarness(home: home)
+        let listed = try daemon.cli(["photos", "list", "--json"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.contains("\"trip\""), "\(listed.stdout)")
+        let fresh = try DaemonHarness()
+        #expect(try fresh.cli(["photos", "show", "not-an-id"]).status == 2, "usage error even with no store yet")
+    }
+
     /// `photos list` says on stderr when --limit cut the list short (stdout stays the list, or one JSON array).
     @Test func photosListSaysWhenThereAreMore() throws {
         let home = TemporaryDirectory()

@@ -65,6 +65,13 @@ public final class PhotoLibraryService {
         }
     }
 
+    /// Opens (and so migrates) the store now if its file exists: the daemon calls it at start, so after an upgrade
+    /// the CLI's readers (`photos list`, which never migrate) find the schema they expect. A store that cannot be
+    /// opened is left for the first job to report.
+    public func openIfPresent() {
+        if opened == nil, access(path, F_OK) == 0 { _ = try? store() }
+    }
+
     /// Deletes a job's checkpoint, once the job has ended for good (`JobKind.jobEnded`). Best effort: a store that
     /// cannot be written keeps the row, which is only a few hundred bytes and never read again.
     public func forgetCheckpoint(job: String) {
