@@ -76,8 +76,15 @@ public final class JobStore {
     }
 
     /// Writes a job's lifecycle fields: state, attempt, cancellation, error, result, retry time and progress.
+    ///
+    /// A job's end (`succeeded`, `failed`, `cancelled`) is committed durably (`synchronous=FULL` for that commit,
+    /// which fsyncs the WAL): kinds drop state they keep elsewhere once the end is recorded (`JobKind.jobEnded`),
+    /// so the end must survive a power loss before that happens. Other commits stay `NORMAL`.
     /// - Throws: `SQLiteError`.
     public func update(_ job: JobRecord) throws {
+        let durable = job.state.isTerminal
+        if durable { try database.execute("PRAGMA synchronous = FULL") }
+        defer { if durable { try? database.execute("PRAGMA synchronous = NORMAL") } }
         try database.query(
             """
             UPDATE jobs SET state = ?, attempt = ?, cancellation = ?, error = ?, result = ?, retry_at = ?,

@@ -38,6 +38,21 @@ struct JobStoreTests {
         #expect(try store.dueRetries(now: 1_000).map(\.id) == [job.id])
     }
 
+    /// A job's end is committed with synchronous=FULL (it must outlive a power loss before kinds drop their own
+    /// state); the connection goes back to NORMAL for everything else.
+    @Test func anEndIsCommittedDurablyAndOtherWritesAreNot() throws {
+        let path = temporaryPath()
+        let store = try JobStore(path: path)
+        var job = makeJob("0a000000-0000-4000-8000-000000000009")
+        try store.insert(&job)
+        let synchronous = { try store.database.query("PRAGMA synchronous").first?.int(0) }
+        #expect(try synchronous() == 1, "NORMAL")
+        job.state = .succeeded
+        try store.update(job)
+        #expect(try synchronous() == 1, "back to NORMAL after the durable commit")
+        #expect(try store.job(id: job.id)?.state == .succeeded)
+    }
+
     @Test func queueOrderIsPriorityThenFIFO() throws {
         let store = try JobStore(path: temporaryPath())
         for (index, priority) in [0, 10, 0, 10].enumerated() {
