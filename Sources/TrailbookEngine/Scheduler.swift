@@ -224,12 +224,14 @@ public final class Scheduler {
         var job = try job(id)
         try transition(&job, .cancelWhileWaiting, verb: "cancel")
         job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
+        // Recorded before the clean-up, which may suspend (an upload removes its .part on the pool): a job already
+        // cancelled in the store cannot be started in that gap and then have its output removed under it.
+        try commit(job)
         if let kind = kinds[job.kind] {
             let context = makeContext(for: job, kind: kind)
             await kind.onCancel(.userStop, job.params, context)
+            kind.jobEnded(job.id, job.state)
         }
-        try commit(job)
-        kinds[job.kind]?.jobEnded(job.id, job.state)
         return job
     }
 
