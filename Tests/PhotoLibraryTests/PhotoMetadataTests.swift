@@ -114,6 +114,7 @@ struct PhotoMetadataTests {
         #expect(throws: PhotoLibraryError.self) { try PlaceTable.parseCSV("A,1\n") }
         // No places at all (empty, comments only, or a lone line taken as the header) is an error, not a table that
         // takes every place: tag away.
+        #expect(try PlaceTable.parseCSV("# mine\nname,lat,lon\nHome,52.0,4.3\n").places.count == 1, "header after a comment")
         for text in ["", "# mine\n\n", "Home,abc,def\n", "name,lat,lon\n"] {
             #expect(throws: PhotoLibraryError.self, "\(text)") { try PlaceTable.parseCSV(text) }
         }

@@ -42,6 +42,9 @@ public enum PhotoFile {
     /// The default cap on a photo file's size: 256 MiB. Bigger files are refused, not read.
     public static let defaultMaxBytes: Int64 = 256 << 20
 
+    /// How long `read` waits for another process to release a lease on the file, in seconds.
+    public static let leaseWaitSeconds = 20.0
+
     /// Reads the file at `path` into memory.
     ///
     /// - Parameter maxBytes: refuse files larger than this many bytes.
@@ -53,12 +56,15 @@ public enum PhotoFile {
     ) {
         // O_NONBLOCK: opening a FIFO put where a photo was would otherwise block until some writer came (holding a
         // worker until its time limit). A regular file under another process's lease (F_SETLEASE: Samba, an NFS
-        // server) refuses a non-blocking open with EAGAIN; that one is opened again the ordinary way, which waits
-        // for the lease to be released, as any reader would.
+        // server) refuses a non-blocking open with EAGAIN and tells the holder to let go; the open is tried again
+        // every 20 ms for up to `leaseWaitSeconds` (below a worker's 30 s limit), never blocking, so a file swapped
+        // for a FIFO meanwhile is still refused.
         var fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        if fd < 0, errno == EAGAIN {
-            var st = stat()
-            if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { fd = open(path, O_RDONLY | O_CLOEXEC) }
+        var waited = 0.0
+        while fd < 0, errno == EAGAIN, waited < leaseWaitSeconds {
+            usleep(20_000)
+            waited += 0.02
+            fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         }
         guard fd >= 0 else { throw PhotoLibraryError(.io, "cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }

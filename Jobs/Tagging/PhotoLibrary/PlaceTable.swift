@@ -59,7 +59,8 @@ public struct PlaceTable: Sendable {
     /// Parses a places CSV: one `name,lat,lon` per line, decimal degrees (north and east positive).
     ///
     /// A name may be double-quoted (`"Washington, D.C.",38.9072,-77.0369`, `""` for a quote inside). Blank lines
-    /// and lines starting with `#` are skipped, and so is a first line whose latitude is not a number (a header).
+    /// and lines starting with `#` are skipped, and so is the first other line if its latitude is not a number (a
+    /// header).
     /// - Throws: `PhotoLibraryError.badPlaceFile` naming the first bad line (wrong field count, empty name,
     ///   a coordinate that is not a number or out of range), or when the text holds no place at all.
     public static func parseCSV(_ text: String, maxDistanceKilometres: Double = 50) throws(PhotoLibraryError)
@@ -67,6 +68,7 @@ public struct PlaceTable: Sendable {
     {
         var places: [Place] = []
         var lineNumber = 0
+        var sawLine = false
         // "\r\n" is one Character in Swift, so both line ends are named.
         for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
@@ -77,7 +79,8 @@ public struct PlaceTable: Sendable {
                 throw PhotoLibraryError(.badPlaceFile, "line \(lineNumber): expected name,lat,lon")
             }
             let lat = Double(trimmed(fields[1]) ?? ""), lon = Double(trimmed(fields[2]) ?? "")
-            if lat == nil && places.isEmpty && lineNumber == 1 { continue }  // header
+            defer { sawLine = true }
+            if lat == nil && !sawLine { continue }  // a header, as the first line that is not blank or a comment
             guard let name = trimmed(fields[0]) else {
                 throw PhotoLibraryError(.badPlaceFile, "line \(lineNumber): empty name")
             }
