@@ -80,7 +80,7 @@ enum Watch {
             return ExitCode.success
         }
         // `watch ID…` ends once every job named has ended; one that already has is reported at once (with
-        // `--json`, as the feed event of its last state change, so the output stays feed events only).
+        // `--json`, as a state event that sums up its end, with seq null, so the output stays events only).
         var open = Set(jobs)
         for id in jobs {
             let job = try context.call(["op": "show", "job": .string(id)])["job"] ?? .null
