@@ -2,7 +2,8 @@
 """Tagging benchmarks: bulk tag by ID at scale (with kill -9 and restart), ID-only vs full-record tagging, and
 autotag vs exiftool on the same files, with the daemon's peak RSS.
 
-Usage: bench/tagging.py [million|records|autotag|all] [--photos N] [--bin PATH]
+Usage: bench/tagging.py [million|records|duplicates|autotag|all] [--photos N] [--copies N] [--order library|random]
+                        [--bin PATH]
 
 Builds nothing: run `swift build -c release` first (the default binary is .build/release/trailbook-jobs).
 Every run uses a fresh temporary TRAILBOOK_JOBS_HOME and removes it afterwards. Synthetic libraries are made

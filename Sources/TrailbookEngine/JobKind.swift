@@ -73,8 +73,11 @@ public protocol JobKind: Sendable {
 }
 
 extension JobKind {
+    /// Accepts any params that decode: a kind without submit-time checks.
     public func validate(_ params: Params) async throws(JobError) {}
+    /// Nothing to clean up: a kind whose partial output needs no removal.
     public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {}
+    /// Nothing to drop: a kind that keeps no state outside the job store.
     public func jobEnded(id: String, state: JobState) {}
 }
 

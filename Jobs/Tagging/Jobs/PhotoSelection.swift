@@ -17,7 +17,7 @@ import TrailbookSQLite
 /// every photo (`--all`). Exactly one must be given. Identifiers only: nothing else about a photo is read to
 /// select it (DESIGN.md, "Bulk work takes identifiers").
 public struct PhotoSelection: Codable, Sendable, Equatable {
-    /// Stable IDs, in full (prefixes are for `photos show` only).
+    /// Stable IDs, in full (the CLI turns `--ids` prefixes into full IDs before it submits).
     public var ids: [String]?
     /// Absolute path of a file with one stable ID a line; blank lines and lines starting with `#` are skipped.
     public var idsFile: String?

@@ -40,7 +40,7 @@ public struct TagJob: JobKind {
             case maxRate = "max_rate"
         }
 
-        /// Decodes the flat params object (`tag`, `remove`, `load_records` plus the selection keys).
+        /// Decodes the flat params object (`tag`, `remove`, `load_records`, `max_rate` plus the selection keys).
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             tag = try container.decode(String.self, forKey: .tag)
