@@ -423,7 +423,7 @@ public final class PhotoStore {
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
     public func setPerceptualHash(_ hash: PerceptualHash, for localID: PhotoLocalID) throws(PhotoLibraryError) {
         try forgettingHashesOnFailure { () throws(PhotoLibraryError) in
-            try store {
+            _ = try store {
                 try database.query(
                     "UPDATE photos SET phash = ? WHERE id = ?",
                     [.integer(Int64(bitPattern: hash.value)), .integer(localID)])

@@ -103,8 +103,8 @@ public struct StableIDList: Sendable, Equatable {
 
     /// Appends one entry from its UTF-8 text.
     mutating func append<C: Collection>(_ utf8: C) where C.Element == UInt8 {
-        let appended = utf8.withContiguousStorageIfAvailable { append(contentsOf: $0) }
-        if appended == nil { Array(utf8).withUnsafeBufferPointer { append(contentsOf: $0) } }
+        let contiguous: Void? = utf8.withContiguousStorageIfAvailable { append(contentsOf: $0) }
+        if contiguous == nil { Array(utf8).withUnsafeBufferPointer { append(contentsOf: $0) } }
     }
 
     private mutating func append(contentsOf text: UnsafeBufferPointer<UInt8>) {
