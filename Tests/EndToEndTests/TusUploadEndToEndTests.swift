@@ -7,12 +7,6 @@ import TrailbookEngine
 /// daemon and CLI. Needs `Tests/Support/tus-server/setup.sh` to have run once; fails with that advice otherwise.
 @Suite(.serialized)
 struct TusUploadEndToEndTests {
-    func submit(_ daemon: DaemonHarness, _ arguments: [String]) throws -> String {
-        let result = try daemon.cli(["submit", "upload"] + arguments)
-        guard result.status == 0 else { throw HarnessError("submit failed (\(result.status)): \(result.stderr)") }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     func patches(_ servers: TusServers) throws -> [JSONValue] {
         try servers.requests().filter { $0["method"]?.stringValue == "PATCH" }
     }
@@ -72,7 +66,7 @@ struct TusUploadEndToEndTests {
         let size = 64 << 20
         let chunk = 4 << 20
         let expected = try UploadEndToEndTests.randomFile(work.file("photo.bin"), bytes: size)
-        let id = try submit(daemon, [
+        let id = try daemon.submitUpload([
             work.file("photo.bin"), "--to", servers.endpoint, "--max-rate", "16MiB", "--chunk-size", "4MiB",
         ])
         try daemon.waitFor(id, timeout: 20, "half way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= Int64(size / 2) }
@@ -95,7 +89,7 @@ struct TusUploadEndToEndTests {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
         _ = try UploadEndToEndTests.randomFile(work.file("a.bin"), bytes: 64 << 20)
-        let id = try submit(daemon, [
+        let id = try daemon.submitUpload([
             work.file("a.bin"), "--to", servers.endpoint, "--max-rate", "4MiB", "--chunk-size", "32MiB",
         ])
         // Mid-PATCH: in-flight bytes show in the progress long before the 32 MiB chunk ends.
@@ -120,7 +114,7 @@ struct TusUploadEndToEndTests {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
         let expected = try UploadEndToEndTests.randomFile(work.file("t.bin"), bytes: 32 << 20)
-        let id = try submit(daemon, [
+        let id = try daemon.submitUpload([
             work.file("t.bin"), "--to", servers.endpoint, "--max-rate", "16MiB", "--chunk-size", "2MiB",
         ])
         try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 8 << 20 }
@@ -148,7 +142,7 @@ struct TusUploadEndToEndTests {
         let work = TemporaryDirectory()
         let expected = try UploadEndToEndTests.randomFile(work.file("e.bin"), bytes: 6 << 20)
         for fault in faults { try servers.arm(fault) }
-        let id = try submit(daemon, [work.file("e.bin"), "--to", servers.endpoint, "--chunk-size", "1MiB"] + arguments)
+        let id = try daemon.submitUpload([work.file("e.bin"), "--to", servers.endpoint, "--chunk-size", "1MiB"] + arguments)
         let job = try daemon.waitForState(id, state, timeout: timeout)
         if state == "succeeded", let url = job["result"]?["url"]?.stringValue {
             #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected)

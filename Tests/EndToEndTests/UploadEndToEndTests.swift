@@ -32,12 +32,6 @@ struct UploadEndToEndTests {
         SHA256.hexDigest(of: try Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
-    func submit(_ daemon: DaemonHarness, _ arguments: [String]) throws -> String {
-        let result = try daemon.cli(["submit", "upload"] + arguments)
-        guard result.status == 0 else { throw HarnessError("submit failed (\(result.status)): \(result.stderr)") }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     @Test func a200MiBFileArrivesWithTheSameSHA256() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
@@ -62,7 +56,7 @@ struct UploadEndToEndTests {
         let size = 64 << 20
         let chunk = 4 << 20
         let expected = try Self.randomFile(work.file("photo.bin"), bytes: size)
-        let id = try submit(daemon, [work.file("photo.bin"), "--to", "file://" + work.file("out"), "--max-rate", "20MiB", "--chunk-size", "4MiB"])
+        let id = try daemon.submitUpload([work.file("photo.bin"), "--to", "file://" + work.file("out"), "--max-rate", "20MiB", "--chunk-size", "4MiB"])
         try daemon.waitFor(id, timeout: 10, "half way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= Int64(size / 2) }
         try daemon.crash()
         #expect(
@@ -80,7 +74,7 @@ struct UploadEndToEndTests {
         let work = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
         _ = try Self.randomFile(work.file("a.bin"), bytes: 32 << 20)
-        let id = try submit(daemon, [work.file("a.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB"])
+        let id = try daemon.submitUpload([work.file("a.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB"])
         try daemon.waitFor(id, "some bytes") { ($0["progress"]?["completed"]?.intValue ?? 0) > 1 << 20 }
         let started = Date()
         let job = try daemon.job(["op": "cancel", "job": .string(id)])
@@ -98,7 +92,7 @@ struct UploadEndToEndTests {
         try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
         let first = try Self.randomFile(work.file("one.bin"), bytes: 24 << 20)
         let second = try Self.randomFile(work.file("two.bin"), bytes: 24 << 20)
-        let id = try submit(daemon, [work.file("one.bin"), work.file("two.bin"), "--to", "file://" + work.file("out"), "--max-rate", "16MiB", "--chunk-size", "2MiB"])
+        let id = try daemon.submitUpload([work.file("one.bin"), work.file("two.bin"), "--to", "file://" + work.file("out"), "--max-rate", "16MiB", "--chunk-size", "2MiB"])
         try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 8 << 20 }
         let (status, seconds) = try daemon.stop(signal: SIGTERM)
         #expect(status == 0)
@@ -118,7 +112,7 @@ struct UploadEndToEndTests {
         let work = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
         _ = try Self.randomFile(work.file("c.bin"), bytes: 16 << 20)
-        let id = try submit(daemon, [work.file("c.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
+        let id = try daemon.submitUpload([work.file("c.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
         try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
         #expect(try daemon.cli(["pause", id]).status == 0)
         _ = try Self.randomFile(work.file("c.bin"), bytes: 16 << 20)
@@ -139,7 +133,7 @@ struct UploadEndToEndTests {
         }
         let first = try Self.randomFile(work.file("a/n.bin"), bytes: 12 << 20)
         let second = try Self.randomFile(work.file("b/n.bin"), bytes: 12 << 20)
-        let paused = try submit(daemon, [work.file("a/n.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
+        let paused = try daemon.submitUpload([work.file("a/n.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
         try daemon.waitFor(paused, "some bytes") { ($0["progress"]?["completed"]?.intValue ?? 0) > 3 << 20 }
         #expect(try daemon.cli(["pause", paused]).status == 0)
         let other = try daemon.cli(["submit", "upload", work.file("b/n.bin"), "--to", work.file("out"), "--wait", "--json"])
@@ -158,7 +152,7 @@ struct UploadEndToEndTests {
         let work = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
         _ = try Self.randomFile(work.file("d.bin"), bytes: 16 << 20)
-        let id = try submit(daemon, [work.file("d.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
+        let id = try daemon.submitUpload([work.file("d.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
         try daemon.waitFor(id, "progress") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
         #expect(try daemon.cli(["pause", id]).status == 0)
         #expect(try DaemonHarness.run("/usr/bin/touch", ["-r", work.file("d.bin"), work.file("ref")]).status == 0)

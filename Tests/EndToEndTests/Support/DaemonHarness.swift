@@ -133,6 +133,14 @@ final class DaemonHarness {
         return try job(["op": "submit", "kind": "sleep", "params": .object(params), "options": options])["id"]?.stringValue ?? ""
     }
 
+    /// Submits an upload through the CLI (`submit upload ARGUMENTS…`) and returns the new job's id.
+    /// - Throws: `HarnessError` with the CLI's stderr if the submit is refused.
+    func submitUpload(_ arguments: [String]) throws -> String {
+        let result = try cli(["submit", "upload"] + arguments)
+        guard result.status == 0 else { throw HarnessError("submit failed (\(result.status)): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Polls `show` until `condition` holds for the job, or throws after `timeout` seconds.
     @discardableResult
     func waitFor(_ id: String, timeout: Double = 30, _ what: String = "condition", _ condition: (JSONValue) -> Bool) throws -> JSONValue {
