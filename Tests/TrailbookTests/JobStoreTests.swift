@@ -39,8 +39,9 @@ struct JobStoreTests {
     }
 
     /// A job's end is committed with synchronous=FULL (it must outlive a power loss before kinds drop their own
-    /// state); the connection goes back to NORMAL for everything else.
-    @Test func anEndIsCommittedDurablyAndOtherWritesAreNot() throws {
+    /// state); the connection goes back to NORMAL for everything else. (What the test can see is the way back: the
+    /// fsync itself is not observed.)
+    @Test func aDurableEndLeavesTheConnectionAtNormal() throws {
         let path = temporaryPath()
         let store = try JobStore(path: path)
         var job = makeJob("0a000000-0000-4000-8000-000000000009")
