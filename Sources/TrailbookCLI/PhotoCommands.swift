@@ -99,18 +99,15 @@ enum PhotoCommands {
         let given = ["ids", "ids-file"].filter { arguments.value($0) != nil } + (arguments.flag("all") ? ["all"] : [])
         guard given.count == 1 else { throw UsageError("give exactly one of --ids, --ids-file, --all") }
         if let ids = arguments.value("ids") {
-            guard ids.split(separator: ",").contains(where: { !$0.allSatisfy { $0 == " " } }) else {
+            let entries = ids.split(separator: ",").map { entry in
+                String(entry.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+            }
+            guard entries.contains(where: { !$0.isEmpty }) else {
                 throw UsageError("--ids needs at least one stable ID (or a prefix of one), comma-separated")
             }
-            // Opened once, on the first prefix, for all of them.
-            var store: PhotoStore??
-            let opened = { () throws -> PhotoStore? in
-                if let store { return store }
-                let fresh = try openStore(context)
-                store = .some(fresh)
-                return fresh
-            }
-            return ["ids": .array(try ids.split(separator: ",").map { .string(try fullStableID(String($0), in: opened)) })]
+            // Opened once, and only when some entry is a prefix to look up.
+            let store = entries.allSatisfy { StableID($0) != nil } ? nil : try openStore(context)
+            return ["ids": .array(try entries.map { .string(try fullStableID($0, in: store)) })]
         }
         if let file = arguments.value("ids-file") {
             return ["ids_file": .string(Commands.absolute(file, cwd: Commands.currentDirectory()))]
@@ -118,17 +115,16 @@ enum PhotoCommands {
         return ["all": true]
     }
 
-    /// A full stable ID for `text`: itself when it is one (known or not: the job reports unknown IDs), else the
-    /// photo whose ID starts with it in the store `store()` opens, as `photos show` accepts (`--ids 1567995a`).
+    /// A full stable ID for `text` (trimmed): itself when it is one (known or not: the job reports unknown IDs),
+    /// else the photo whose ID starts with it in `store`, as `photos show` accepts (`--ids 1567995a`).
     /// - Throws: `UsageError` when it is neither; `DaemonReply` `no_such_photo` (exit 4) when no photo or several
     ///   photos match the prefix, `store_error` when the store cannot be read.
-    static func fullStableID(_ text: String, in store: () throws -> PhotoStore?) throws -> String {
-        let trimmed = String(text.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
+    static func fullStableID(_ trimmed: String, in store: PhotoStore?) throws -> String {
         if let id = StableID(trimmed) { return id.text }
         guard StableID.isPrefix(trimmed.lowercased()), !trimmed.isEmpty else {
             throw UsageError("'\(trimmed)' is not a stable ID (a UUID like 0f6b2c1e-…) or a prefix of one")
         }
-        guard let store = try store() else {
+        guard let store else {
             throw DaemonReply(error: JobError(code: "no_such_photo", message: "the photo library is empty; no photo \(trimmed)"))
         }
         do {
