@@ -4,7 +4,7 @@ import TrailbookEngine
     @preconcurrency import Glibc
 #endif
 
-/// Process exit codes (DESIGN.md, "Exit codes").
+/// Process exit codes (docs/design.md, "Exit codes").
 public enum ExitCode {
     /// Success.
     public static let success: Int32 = 0

@@ -1,4 +1,4 @@
-/// A job's lifecycle state (DESIGN.md, "Job states").
+/// A job's lifecycle state (docs/design.md, "Job states").
 ///
 /// `queued → running → succeeded | failed | cancelled | needs_retry | queued`, plus `paused`.
 /// `succeeded`, `failed` and `cancelled` are terminal.
@@ -20,7 +20,7 @@ public enum JobState: String, Codable, Sendable, CaseIterable {
     }
 }
 
-/// Why a running job is told to stop (DESIGN.md, "Cancellation is part of the contract").
+/// Why a running job is told to stop (docs/design.md, "Every stop has a reason").
 public enum CancellationReason: String, Codable, Sendable, CaseIterable {
     /// A person asked. Clean up for good; terminal state `cancelled`.
     case userStop = "user_stop"
@@ -46,7 +46,7 @@ public struct Cancellation: Codable, Sendable, Equatable {
     }
 }
 
-/// A job's failure: a stable machine code and a message for people (DESIGN.md, "Job as JSON").
+/// A job's failure: a stable machine code and a message for people (docs/design.md, "Job as JSON").
 ///
 /// Codes are part of the contract; scripts match on them. Job kinds throw these from `run`.
 public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
@@ -75,7 +75,7 @@ public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvert
     public var description: String { "\(code): \(message)" }
 }
 
-/// The unit a job's progress counts (DESIGN.md: "units that match real work").
+/// The unit a job's progress counts (docs/design.md: "Progress is the heartbeat").
 public enum ProgressUnit: String, Codable, Sendable {
     case bytes
     case photos
@@ -134,7 +134,7 @@ public struct JobProgress: Sendable, Equatable {
         total > 0 ? min(1, max(0, Double(completed) / Double(total))) : 0
     }
 
-    /// The DESIGN.md shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
+    /// The docs/design.md shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
     /// `items` (sub-rows for `watch --expand`).
     public var json: JSONValue {
         var members: [String: JSONValue] = [
@@ -230,7 +230,7 @@ public struct JobRecord: Sendable, Equatable {
         resumesAttempt = lifecycle.resumesAttempt
     }
 
-    /// The DESIGN.md "Job as JSON" shape.
+    /// The docs/design.md "Job as JSON" shape.
     public var json: JSONValue {
         [
             "id": .string(id), "kind": .string(kind), "state": .string(state.rawValue),

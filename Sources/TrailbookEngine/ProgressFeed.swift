@@ -1,6 +1,6 @@
 import TrailbookLoop
 
-/// The live progress feed (DESIGN.md, "Feed events"): every job change as a numbered event, kept in a replay
+/// The live progress feed (docs/design.md, "Feed events"): every job change as a numbered event, kept in a replay
 /// buffer and pushed to subscribers.
 ///
 /// Progress events are coalesced to at most one per job per `progressInterval`; state events are never dropped or
