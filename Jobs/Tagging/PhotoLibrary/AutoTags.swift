@@ -82,10 +82,11 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
         self.path = path
         stamp = file.stamp
         stableID = StableID(contentsOf: file.bytes)
-        metadata = try PhotoMetadata(jpeg: file.bytes)
+        let decoder = try PhotoFormat.decoder(for: file.bytes)
+        metadata = try decoder.metadata(file.bytes)
         guard analysePixels else { return }
         do {
-            pixels = try PixelAnalysis(jpeg: file.bytes, orientation: metadata.orientation ?? 1, limits: limits)
+            pixels = PixelAnalysis(displayed: try decoder.displayedImage(file.bytes, metadata: metadata, limits: limits))
         } catch {
             pixelError = error.description
         }

@@ -1,7 +1,7 @@
 /// Tags-to-be computed from a photo's pixels: aspect class, darkness, dominant colour and a perceptual hash.
 ///
-/// The JPEG is decoded at reduced scale (long side ≤ `DecodeLimits.targetLongSide`, 256 px by default) and turned
-/// upright by its EXIF orientation first, so a portrait photo stored sideways (orientation 6) is `portrait`.
+/// The photo is decoded at reduced scale (long side ≤ `DecodeLimits.targetLongSide`, 256 px by default) into the
+/// picture as displayed (`PhotoDecoder`), so a portrait photo stored sideways (JPEG orientation 6) is `portrait`.
 public struct PixelAnalysis: Hashable, Sendable, Codable {
     /// Upright width in pixels at full size (the header's size with orientation applied).
     public var width: Int
@@ -19,7 +19,7 @@ public struct PixelAnalysis: Hashable, Sendable, Codable {
     public var dominantColorShare: Double
     /// The 64-bit difference hash (dHash) of the upright image.
     public var perceptualHash: PerceptualHash
-    /// libjpeg warnings about corrupt data that did not stop decoding.
+    /// Decoder warnings about corrupt data that did not stop decoding.
     public var decoderWarnings: Int
 
     /// Mean luma below which an image counts as `night`: 50 of 255 (about 20 % grey). A typical night street
@@ -34,13 +34,15 @@ public struct PixelAnalysis: Hashable, Sendable, Codable {
     ///   - limits: decoder limits (pixel count, memory, scans, working size).
     /// - Throws: `PhotoLibraryError` from decoding (see `RGBImage.decodeJPEG`).
     public init(jpeg: [UInt8], orientation: Int = 1, limits: DecodeLimits = DecodeLimits()) throws(PhotoLibraryError) {
-        let decoded = try RGBImage.decodeJPEG(jpeg, limits: limits)
-        let swaps = (5...8).contains(orientation)
         self.init(
-            image: decoded.image.oriented(orientation),
-            width: swaps ? decoded.sourceHeight : decoded.sourceWidth,
-            height: swaps ? decoded.sourceWidth : decoded.sourceHeight)
-        decoderWarnings = decoded.warnings
+            displayed: try JPEGDecoder().displayedImage(
+                jpeg, metadata: PhotoMetadata(orientation: orientation), limits: limits))
+    }
+
+    /// Analyses a decoded picture as displayed (any format, see `PhotoDecoder`).
+    public init(displayed: DisplayedImage) {
+        self.init(image: displayed.image, width: displayed.width, height: displayed.height)
+        decoderWarnings = displayed.warnings
     }
 
     /// Analyses an already upright image; `width`/`height` give the full size for the aspect class
