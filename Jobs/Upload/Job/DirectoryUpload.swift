@@ -16,7 +16,7 @@ import TrailbookLoop
 /// `bytes_resent`; a `.part` file shorter than the offset (or gone) restarts that file from 0 with a warning; the
 /// SHA-256 of the kept prefix is recomputed from the `.part` file.
 @LoopActor
-struct DirectoryUpload {
+struct DirectoryUpload: UploadTransfer {
     let params: UploadJob.Params
     let names: [String]
     /// The destination directory, as parsed from the URL.
@@ -49,27 +49,10 @@ struct DirectoryUpload {
         let files = params.files
         let names = self.names
         let directory = self.directory
-        var checkpoint: UploadCheckpoint
-        let resumedAt: Int?
-        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
-            try saved.check(fileCount: files.count)
-            checkpoint = saved
-            resumedAt = saved.fileIndex
-            let remaining = saved.fileIndex..<files.count
-            let now = try await job.runOnPool {
-                try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: remaining)
-            }
-            for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {
-                throw PartFile.changed(files[index], expected: saved.sources[index], now: identity)
-            }
-        } else {
-            let identities = try await job.runOnPool {
-                try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: files.indices)
-            }
-            checkpoint = UploadCheckpoint(sources: identities)
-            resumedAt = nil
-            try job.saveCheckpoint(checkpoint)
+        var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
+            try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: indices)
         }
+        let resumedAt = resumed ? checkpoint.fileIndex : nil
 
         var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
         for (index, file) in checkpoint.finished.enumerated() { progress.set(index, file.bytes) }
@@ -203,8 +186,8 @@ struct DirectoryUpload {
         progress.set(index, record.bytes)
     }
 
-    /// Deletes the `.part` file of the file the checkpoint says is in progress (after `user_stop`).
-    func removePartial(in job: JobContext) async {
+    /// Deletes the `.part` file of the file the checkpoint says is in progress (after `user_stop` or a failure).
+    func discardPartial(after ending: UploadEnding, in job: JobContext) async {
         guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
             checkpoint.fileIndex >= 0, checkpoint.fileIndex < names.count
         else { return }

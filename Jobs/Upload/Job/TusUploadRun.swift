@@ -41,7 +41,7 @@ enum TusTransport {
 /// the source's bytes, hashed in order as they are read; on resume the prefix the server already has is re-hashed
 /// from the source.
 @LoopActor
-struct TusUploadRun {
+struct TusUploadRun: UploadTransfer {
     let params: UploadJob.Params
     let names: [String]
     let endpoint: String
@@ -90,21 +90,8 @@ struct TusUploadRun {
     /// Runs (or resumes) the upload; see the type's documentation.
     func run(in job: JobContext) async throws -> JSONValue {
         let files = params.files
-        var checkpoint: UploadCheckpoint
-        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
-            try saved.check(fileCount: files.count)
-            checkpoint = saved
-            let remaining = saved.fileIndex..<files.count
-            let now = try await job.runOnPool { try DirectoryIO.sourceIdentities(files: files, indices: remaining) }
-            for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {
-                throw PartFile.changed(files[index], expected: saved.sources[index], now: identity)
-            }
-        } else {
-            let identities = try await job.runOnPool {
-                try DirectoryIO.sourceIdentities(files: files, indices: files.indices)
-            }
-            checkpoint = UploadCheckpoint(sources: identities)
-            try job.saveCheckpoint(checkpoint)
+        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
+            try DirectoryIO.sourceIdentities(files: files, indices: indices)
         }
 
         let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
@@ -292,9 +279,13 @@ struct TusUploadRun {
 
     /// After `user_stop`: deletes the current file's unfinished upload on the server (`DELETE`, termination),
     /// from a task of its own so it is not cut short by the stop that led here. Files already complete stay.
-    static func terminate(params: UploadJob.Params, endpoint: String, in job: JobContext) async {
-        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let url = checkpoint.uploadURL
+    /// After a failure the upload is left alone (the server expires it).
+    func discardPartial(after ending: UploadEnding, in job: JobContext) async {
+        guard ending == .userStop, let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
+            let url = checkpoint.uploadURL
         else { return }
+        let params = self.params
+        let endpoint = self.endpoint
         await Task { @LoopActor in
             do {
                 let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)

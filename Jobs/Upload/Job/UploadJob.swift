@@ -165,23 +165,15 @@ public struct UploadJob: JobKind {
     /// - Throws: `JobError` (the codes above), or `JobStopped` when stopped.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         try params.checkLimits()
-        let destination = try UploadDestination(parsing: params.to)
-        switch destination {
-        case .directory(let path):
-            let names = try UploadNames.names(ofSources: params.files)
-            let upload = DirectoryUpload(params: params, names: names, directory: path)
-            do {
-                return try await upload.run(in: job)
-            } catch let error as JobError where !error.retryable && job.stopReason == nil {
-                // The job ends `failed` (a changed or vanished source): its partial file can never be resumed.
-                await upload.removePartial(in: job)
-                throw error
-            }
-        case .tus(let endpoint):
-            let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
-            let upload = TusUploadRun(params: params, names: names, endpoint: endpoint)
-            // Its own task, cancelled on any stop, so a stop aborts the PATCH in flight at once.
-            return try await job.runCancellingOnStop { try await upload.run(in: job) }
+        let transfer = try Self.transfer(for: params)
+        do {
+            // Its own task, cancelled on any stop, so a stop aborts a request in flight at once.
+            return try await job.runCancellingOnStop { try await transfer.run(in: job) }
+        } catch let error as JobError where !error.retryable && job.stopReason == nil {
+            // The job ends `failed` (a changed or vanished source, a refused request): its partial upload can
+            // never be resumed.
+            await transfer.discardPartial(after: .failed, in: job)
+            throw error
         }
     }
 
@@ -189,13 +181,21 @@ public struct UploadJob: JobKind {
     /// of a directory upload, the unfinished upload on a tus server (`DELETE`, termination). On `timeout` and
     /// `resource_reclaim` keeps it for the next attempt.
     public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {
-        guard reason == .userStop, let destination = try? UploadDestination(parsing: params.to) else { return }
-        switch destination {
+        guard reason == .userStop, let transfer = try? Self.transfer(for: params) else { return }
+        await transfer.discardPartial(after: .userStop, in: job)
+    }
+
+    /// The transfer for `params.to`.
+    /// - Throws: `bad_destination`, `bad_name`, `duplicate_name`.
+    static func transfer(for params: Params) throws(JobError) -> any UploadTransfer {
+        switch try UploadDestination(parsing: params.to) {
         case .directory(let path):
-            guard let names = try? UploadNames.names(ofSources: params.files) else { return }
-            await DirectoryUpload(params: params, names: names, directory: path).removePartial(in: job)
+            return DirectoryUpload(params: params, names: try UploadNames.names(ofSources: params.files), directory: path)
         case .tus(let endpoint):
-            await TusUploadRun.terminate(params: params, endpoint: endpoint, in: job)
+            // Each file gets its own upload URL from the server; its name is only metadata, so two sources may
+            // share one.
+            let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
+            return TusUploadRun(params: params, names: names, endpoint: endpoint)
         }
     }
 

@@ -1,0 +1,62 @@
+import TrailbookEngine
+import TrailbookLoop
+
+/// How an upload job ended, for its transfer's clean-up.
+enum UploadEnding: Sendable, Equatable {
+    /// Stopped with `user_stop`: the user does not want the rest.
+    case userStop
+    /// Failed for good (a changed source, a refused request): the partial upload can never be resumed.
+    case failed
+}
+
+/// One destination's transfer: the seam under `UploadJob`, which keeps the promises every destination shares.
+///
+/// `UploadJob` parses the destination, makes its transfer (`UploadJob.transfer(for:)`), and then:
+/// - runs it (`run`); each transfer starts through `UploadCheckpoint.startOrResume`, so sources are captured once
+///   and checked on every resume the same way, and checks the source again before each piece it sends;
+/// - after `user_stop` and after every failed ending (not after `timeout` or `resource_reclaim`, which keep the
+///   partial upload for the next attempt), calls `discardPartial` once, so no ending leaves half a file behind
+///   that nothing will ever resume.
+///
+/// Conformers: `DirectoryUpload` (`file://`), `TusUploadRun` (tus).
+@LoopActor
+protocol UploadTransfer {
+    /// Uploads (or resumes) every file and returns the job's result (`UploadJob.result`).
+    /// - Throws: `JobError` with the kind's codes, or `JobStopped` when stopped.
+    func run(in job: JobContext) async throws -> JSONValue
+
+    /// Removes the current file's partial upload after the job ended this way (best effort: failures are logged,
+    /// never thrown). Files already complete stay.
+    func discardPartial(after ending: UploadEnding, in job: JobContext) async
+}
+
+extension UploadCheckpoint {
+    /// The job's checkpoint, checked against the sources, or a new one: the start every transfer shares.
+    ///
+    /// On resume, the sources not yet finished are examined again with `identities` and must be what they were
+    /// when the job first ran; on a first run, every source's identity is captured and saved at once.
+    /// - Parameters:
+    ///   - identities: stats the sources at the given indices (and may check the destination too); runs on the
+    ///     thread pool.
+    /// - Returns: the checkpoint and whether it was resumed from a saved one.
+    /// - Throws: `bad_checkpoint`, `source_changed`, and what `identities` throws.
+    @LoopActor
+    static func startOrResume(
+        files: [String], in job: JobContext,
+        identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
+    ) async throws -> (checkpoint: UploadCheckpoint, resumed: Bool) {
+        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+            try saved.check(fileCount: files.count)
+            let remaining = saved.fileIndex..<files.count
+            let now = try await job.runOnPool { try identities(remaining) }
+            for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {
+                throw PartFile.changed(files[index], expected: saved.sources[index], now: identity)
+            }
+            return (saved, true)
+        }
+        let all = files.indices
+        let checkpoint = UploadCheckpoint(sources: try await job.runOnPool { try identities(all) })
+        try job.saveCheckpoint(checkpoint)
+        return (checkpoint, false)
+    }
+}
