@@ -118,8 +118,28 @@ struct UploadDestinationTests {
     @Test func parsesTusEndpoints() async throws {
         #expect(try UploadDestination(parsing: "https://tus.example.com/files/") == .tus(endpoint: "https://tus.example.com/files/"))
         #expect(try UploadDestination(parsing: "http://127.0.0.1:1080/files") == .tus(endpoint: "http://127.0.0.1:1080/files"))
+        #expect(try UploadDestination(parsing: "http://[::1]:1080/files/") == .tus(endpoint: "http://[::1]:1080/files/"))
+        #expect(try UploadDestination(parsing: "https://u:p@h.example:65535/f") == .tus(endpoint: "https://u:p@h.example:65535/f"))
         for bad in ["http://", "https:///files", "http://a b/files", "http://host/files#x"] {
             #expect(throws: JobError.self, "\(bad)") { try UploadDestination(parsing: bad) }
+        }
+    }
+
+    /// Issue 11 §9: URLs curl can never connect to are refused at submit, not retried until `timeout`.
+    @Test(arguments: [
+        ("http://[::1", "closing ']'"), ("http://[::1/files/", "closing ']'"), ("http://[::1]x/files", "after its IPv6"),
+        ("http://[]/files", "IPv6"), ("http://[zz[/files", "IPv6"), ("http://host:65536/files/", "65535"),
+        ("http://host:99999999999/files", "65535"), ("http://host:0/files", "65535"), ("http://host:/files", "65535"),
+        ("http://host:8o/files", "65535"), ("http://[::1]:70000/", "65535"), ("http://:80/files", "no host"),
+        ("http://u@/files", "no host"),
+    ])
+    func refusesMalformedAuthorities(url: String, says: String) {
+        do {
+            _ = try UploadDestination(parsing: url)
+            Issue.record("\(url) was accepted")
+        } catch {
+            #expect(error.code == "bad_destination")
+            #expect(error.message.contains(says), "\(error.message)")
         }
     }
 

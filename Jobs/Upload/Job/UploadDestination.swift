@@ -30,12 +30,11 @@ public enum UploadDestination: Sendable, Equatable {
         switch scheme {
         case "http", "https":
             guard rest.hasPrefix("//"), rest.count > 2 else { throw bad("has no host") }
-            let authority = rest.dropFirst(2).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            let host = authority.split(separator: "@").last.map { $0.split(separator: ":").first ?? "" } ?? ""
-            guard !host.isEmpty || authority.hasPrefix("[") else { throw bad("has no host") }
             guard !url.unicodeScalars.contains(where: { $0.value <= 32 || $0.value == 127 }) else {
                 throw bad("contains spaces or control characters")
             }
+            let authority = rest.dropFirst(2).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            if let why = Self.authorityProblem(authority) { throw bad(why) }
             guard !url.contains("#") else { throw bad("has a fragment") }
             self = .tus(endpoint: url)
         case "file":
@@ -54,6 +53,40 @@ public enum UploadDestination: Sendable, Equatable {
         default:
             throw bad("has unsupported scheme '\(scheme)'")
         }
+    }
+
+    /// What is wrong with the authority (`[userinfo@]host[:port]`, RFC 3986 §3.2) of an http(s) URL, or `nil`.
+    ///
+    /// Checked at submit so that a URL curl can never connect to (`http://[::1`, a port above 65535) is refused
+    /// with `bad_destination` instead of failing every attempt later.
+    static func authorityProblem(_ authority: Substring) -> String? {
+        let hostPort = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
+        let host: Substring
+        let afterHost: Substring
+        if hostPort.hasPrefix("[") {
+            // An IP literal (IPv6): `[` hex digits, colons, dots (an embedded IPv4), `%25zone` `]`.
+            guard let close = hostPort.firstIndex(of: "]") else { return "has an IPv6 address without its closing ']'" }
+            host = hostPort[hostPort.index(after: hostPort.startIndex)..<close]
+            // Hex digits, colons and dots; a zone (`%25eth0`) adds letters and `-_~`.
+            let literal = host.unicodeScalars.allSatisfy {
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ":.%-_~".unicodeScalars.contains($0))
+            }
+            guard !host.isEmpty, host.contains(":"), literal else { return "has a malformed IPv6 address '[\(host)]'" }
+            afterHost = hostPort[hostPort.index(after: close)...]
+            guard afterHost.isEmpty || afterHost.hasPrefix(":") else { return "has text after its IPv6 address" }
+        } else {
+            let colon = hostPort.firstIndex(of: ":") ?? hostPort.endIndex
+            host = hostPort[..<colon]
+            afterHost = hostPort[colon...]
+            guard !host.isEmpty else { return "has no host" }
+            guard !host.contains("[") && !host.contains("]") else { return "has a malformed host '\(host)'" }
+        }
+        guard afterHost.hasPrefix(":") else { return nil }
+        let port = afterHost.dropFirst()
+        guard !port.isEmpty, port.count <= 5, port.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let number = Int(port),
+            (1...65_535).contains(number)
+        else { return "has port '\(port)'; a port is a number from 1 to 65535" }
+        return nil
     }
 
     /// `%XX` escapes decoded as UTF-8, or `nil` for a malformed escape or invalid UTF-8.
