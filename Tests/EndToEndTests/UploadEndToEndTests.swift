@@ -86,6 +86,28 @@ struct UploadEndToEndTests {
         #expect(!FileManager.default.fileExists(atPath: work.file("out/a.bin")))
     }
 
+    /// Issue 11 §9: finished files are checkpointed in batches, so when `cancel` comes the checkpoint may still
+    /// name an earlier file; every `.part` the job wrote goes, not only the checkpoint's.
+    @Test func cancelRemovesThePartOfAFileTheCheckpointHasNotReachedYet() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let small = try Self.randomFile(work.file("small.bin"), bytes: 64 << 10)
+        _ = try Self.randomFile(work.file("big.bin"), bytes: 12 << 20)
+        let id = try daemon.submitUpload([
+            work.file("small.bin"), work.file("big.bin"), "--to", "file://" + work.file("out"), "--max-rate", "1MiB",
+        ])
+        let part = work.file("out/big.bin.\(id.prefix(8)).part")
+        // Past small.bin and into big.bin (1.5 s at 1 MiB/s), well before the 8 MiB chunk's checkpoint.
+        try daemon.waitFor(id, "big.bin under way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 1_536 << 10 }
+        #expect(FileManager.default.fileExists(atPath: part), "big.bin is being written to its .part")
+        let job = try daemon.job(["op": "cancel", "job": .string(id)])
+        #expect(job["state"]?.stringValue == "cancelled")
+        #expect(!FileManager.default.fileExists(atPath: part), "no big.bin .part left")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")) == ["small.bin"], "only the finished file")
+        #expect(try Self.sha256(ofFile: work.file("out/small.bin")) == small)
+    }
+
     @Test func sigtermDuringUploadsRequeuesThemAndTheyFinishAfterRestart() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
@@ -202,6 +224,8 @@ struct UploadEndToEndTests {
             ([work.file("ok.bin"), "--to", work.file("nowhere")], "destination_missing"),
             ([work.file("ok.bin"), "--to", work.file("not-a-dir")], "destination_not_directory"),
             ([work.file("ok.bin"), "--to", "ftp://example.invalid/x"], "bad_destination"),
+            ([work.file("ok.bin"), "--to", "http://[::1"], "bad_destination"),
+            ([work.file("ok.bin"), "--to", "http://127.0.0.1:65536/files/"], "bad_destination"),
             ([work.file("ok.bin"), work.file("sub/ok.bin"), "--to", work.file("out")], "duplicate_name"),
             ([work.file("ok.bin"), "--to", work.file("out"), "--chunk-size", "1"], "invalid_params"),
         ]

@@ -186,22 +186,40 @@ struct DirectoryUpload: UploadTransfer {
         progress.set(index, record.bytes)
     }
 
-    /// Deletes the `.part` file of the file the checkpoint says is in progress (after `user_stop` or a failure).
+    /// Deletes every `.part` file this job may have written (after `user_stop` or a failure).
+    ///
+    /// Not only the checkpoint's file: finished files are checkpointed in batches, so the job may have moved on
+    /// to later files (and written their `.part`) since the last save. One `readdir` of the destination finds
+    /// them: a name `NAME.<job>.part` with `NAME` one of the job's names and `<job>` this job's id prefix.
     func discardPartial(after ending: UploadEnding, in job: JobContext) async {
-        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
-            checkpoint.fileIndex >= 0, checkpoint.fileIndex < names.count
-        else { return }
-        let path = partPath(checkpoint.fileIndex, job: job)
-        // `unlink` on the pool: `job.fileSystem`'s async methods cannot be called from the loop actor in Swift 6
-        // mode (FileSystem is not Sendable).
-        let outcome = try? await job.runOnPool { () -> Int32 in
-            if unlink(path) == 0 { return 0 }
-            return errno
+        let suffix = "." + String(job.id.prefix(8)) + UploadNames.partSuffix
+        let partNames = Set(names.map { $0 + suffix })
+        let directory = self.directory
+        let outcome = try? await job.runOnPool { () -> (removed: [String], failed: [(String, Int32)]) in
+            var removed: [String] = []
+            var failed: [(String, Int32)] = []
+            guard let stream = opendir(directory) else { return ([], [(directory, errno)]) }
+            defer { closedir(stream) }
+            var found: [String] = []
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+                }
+                if name.hasSuffix(suffix), partNames.contains(name) { found.append(name) }
+            }
+            for name in found.sorted() {
+                let path = UploadNames.join(directory, name)
+                if unlink(path) == 0 {
+                    removed.append(path)
+                } else if errno != ENOENT {
+                    failed.append((path, errno))
+                }
+            }
+            return (removed, failed)
         }
-        switch outcome {
-        case 0?: job.log(.info, "removed the partial file \(path)")
-        case Int32(ENOENT)?, nil: break
-        case let code?: job.log(.warning, "could not remove \(path): \(DirectoryIO.errorText(code))")
+        for path in outcome?.removed ?? [] { job.log(.info, "removed the partial file \(path)") }
+        for (path, code) in outcome?.failed ?? [] {
+            job.log(.warning, "could not remove \(path): \(DirectoryIO.errorText(code))")
         }
     }
 }
