@@ -16,6 +16,7 @@ enum Commands {
         OptionSpec("timeout", .value(placeholder: "DUR"), help: "deadline of one attempt, e.g. 30m (default 1h: uploads and tagging are long-running)"),
         OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "stop with reason timeout after no progress for DUR (default 60s)"),
         OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
+        OptionSpec("allow-duplicate", help: "queue it even if an unfinished job already does the same (same file to the same place)"),
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
         OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
         OptionSpec("expand", help: "with --watch on a terminal: one sub-row per file or item"),
@@ -145,6 +146,7 @@ enum Commands {
         if let value = try arguments.duration("timeout") { options["timeout_s"] = .number(try positive(value, "timeout")) }
         if let value = try arguments.duration("stall-timeout") { options["stall_timeout_s"] = .number(try positive(value, "stall-timeout")) }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { options["max_attempts"] = .number(Double(value)) }
+        if arguments.flag("allow-duplicate") { options["allow_duplicate"] = true }
         return .object(options)
     }
 

@@ -65,6 +65,12 @@ public protocol JobKind: Sendable {
     /// `resource_reclaim` keep what the checkpoint needs. Not called after a crash.
     func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async
 
+    /// What a job with `params` works on, as keys a person can read (`"/photos/a.jpg to file:///srv"`): a new job
+    /// sharing a key with a job of this kind that has not ended (queued, running, paused, waiting to retry) is
+    /// refused at submit with `duplicate_<kind>` naming that job, unless submitted with `allow_duplicate`. Empty
+    /// (the default): never a duplicate.
+    func duplicateKeys(_ params: Params) -> [String]
+
     /// Called once the job's end (`succeeded`, `failed` or `cancelled`) is recorded in the job store, so it will
     /// never run again: drop what only another run would need, such as a checkpoint the kind keeps outside the job
     /// store. Quick and best effort (errors are the kind's to log or ignore); not called if the daemon dies in
@@ -77,6 +83,8 @@ extension JobKind {
     public func validate(_ params: Params) async throws(JobError) {}
     /// Nothing to clean up: a kind whose partial output needs no removal.
     public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {}
+    /// No keys: jobs of the kind never duplicate each other.
+    public func duplicateKeys(_ params: Params) -> [String] { [] }
     /// Nothing to drop: a kind that keeps no state outside the job store.
     public func jobEnded(id: String, state: JobState) {}
 }
@@ -96,6 +104,8 @@ struct AnyJobKind {
     let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
     let jobEnded: (String, JobState) -> Void
+    /// The kind's `duplicateKeys` of params as JSON; empty for params that do not decode.
+    let duplicateKeys: (JSONValue) -> [String]
 
     init<K: JobKind>(_ kind: K) {
         name = K.name
@@ -109,6 +119,7 @@ struct AnyJobKind {
             await kind.onCancel(reason, params: params, in: context)
         }
         jobEnded = { id, state in kind.jobEnded(id: id, state: state) }
+        duplicateKeys = { json in (try? Self.decode(json, as: K.Params.self)).map { kind.duplicateKeys($0) } ?? [] }
     }
 
     static func decode<P: Decodable>(_ json: JSONValue, as type: P.Type) throws(JobError) -> P {

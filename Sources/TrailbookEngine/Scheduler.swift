@@ -43,16 +43,29 @@ public struct SubmitOptions: Codable, Sendable, Equatable {
     public var stallTimeoutSeconds: Double?
     /// Attempts before failing; `nil` takes the daemon's default.
     public var maxAttempts: Int?
+    /// Queue the job even if a job of its kind that has not ended works on the same thing (see
+    /// `JobKind.duplicateKeys`); `nil` is `false`. Not stored with the job.
+    public var allowDuplicate: Bool?
 
-    public init(priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil) {
+    public init(
+        priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil,
+        allowDuplicate: Bool? = nil
+    ) {
         self.priority = priority
         self.timeoutSeconds = timeoutSeconds
         self.stallTimeoutSeconds = stallTimeoutSeconds
         self.maxAttempts = maxAttempts
+        self.allowDuplicate = allowDuplicate
     }
 
-    /// The same JSON keys as `JobOptions`.
-    typealias CodingKeys = JobOptions.CodingKeys
+    /// The JSON keys of `JobOptions`, plus `allow_duplicate`.
+    enum CodingKeys: String, CodingKey {
+        case priority
+        case timeoutSeconds = "timeout_s"
+        case stallTimeoutSeconds = "stall_timeout_s"
+        case maxAttempts = "max_attempts"
+        case allowDuplicate = "allow_duplicate"
+    }
 }
 
 /// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
@@ -176,6 +189,7 @@ public final class Scheduler {
                     + "and 1000, priority within ±1000000")
         }
         try await kind.validate(params)
+        if submitted.allowDuplicate != true { try refuseDuplicate(of: params, kind: kind) }
         let now = Timestamp.nowISO8601()
         var job = JobRecord(
             id: UUID.random(), kind: name, state: .queued, options: jobOptions, attempt: 0,
@@ -190,6 +204,26 @@ public final class Scheduler {
         DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
         schedule()
         return (try? store.job(id: job.id)) ?? job
+    }
+
+    /// Throws `duplicate_<kind>` when a job of `kind` that has not ended shares a `duplicateKeys` key with
+    /// `params` (issue 11: a second submit of the same file to the same place would upload it twice).
+    private func refuseDuplicate(of params: JSONValue, kind: AnyJobKind) throws(JobError) {
+        let keys = Set(kind.duplicateKeys(params))
+        guard !keys.isEmpty else { return }
+        let active: [JobRecord]
+        do {
+            active = try store.jobs(states: [.queued, .running, .paused, .needsRetry], kind: kind.name, limit: Int.max)
+        } catch {
+            throw JobError(code: "store_error", message: "cannot look for duplicate jobs: \(error)")
+        }
+        for job in active {
+            guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
+            throw JobError(
+                code: "duplicate_\(kind.name)",
+                message: "job \(job.id) (\(job.state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
+                    + "submit again with --allow-duplicate")
+        }
     }
 
     /// The job whose id is `idOrPrefix` or starts with it, with live progress if it is running.

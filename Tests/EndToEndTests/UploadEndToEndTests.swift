@@ -69,6 +69,77 @@ struct UploadEndToEndTests {
         #expect(try Self.sha256(ofFile: work.file("out/photo.bin")) == expected)
     }
 
+    /// Issue 11 §9: a `kill -9` between the rename that finishes a file and the checkpoint that records it. The
+    /// crash is made at a chunk of big.bin; then the test does what the daemon would have done next (writes the
+    /// rest of the bytes into the same .part and renames it into place) before restarting it. The finished file
+    /// must be taken as it is: same inode (not rewritten), nothing re-sent, its SHA-256 read back.
+    @Test func aFileFinishedJustBeforeACrashIsNotCopiedAgain() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let size = 24 << 20 + 512 << 10
+        let big = try Self.randomFile(work.file("big.bin"), bytes: size)
+        let small = try Self.randomFile(work.file("small.bin"), bytes: 100_000)
+        let id = try daemon.submitUpload([
+            work.file("big.bin"), work.file("small.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB",
+            "--chunk-size", "1MiB",
+        ])
+        try daemon.waitFor(id, "a few chunks") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 4 << 20 }
+        try daemon.crash()
+        let part = work.file("out/big.bin.\(id.prefix(8)).part")
+        let handle = try #require(FileHandle(forWritingAtPath: part))
+        try handle.write(contentsOf: try Data(contentsOf: URL(fileURLWithPath: work.file("big.bin"))))
+        try handle.synchronize()
+        try handle.close()
+        #expect(rename(part, work.file("out/big.bin")) == 0)
+        let inode = try #require(try FileManager.default.attributesOfItem(atPath: work.file("out/big.bin"))[.systemFileNumber] as? UInt64)
+
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        #expect(done["result"]?["bytes_resent"]?.intValue == 0, "nothing copied again")
+        let files = done["result"]?["files"]?.arrayValue ?? []
+        #expect(files.map { $0["sha256"]?.stringValue } == [big, small])
+        #expect(files.first?["bytes"]?.intValue == Int64(size))
+        let after = try FileManager.default.attributesOfItem(atPath: work.file("out/big.bin"))[.systemFileNumber] as? UInt64
+        #expect(after == inode, "big.bin was not written again")
+        #expect(try Self.sha256(ofFile: work.file("out/big.bin")) == big)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")).sorted() == ["big.bin", "small.bin"])
+    }
+
+    /// Issue 11 §8: the same file to the same place while the first job has not ended is refused, naming the
+    /// first job, unless --allow-duplicate; once the first has ended it is accepted again.
+    @Test func aSecondSubmitOfTheSameFileToTheSamePlaceIsRefusedAsDuplicate() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("a.bin"), bytes: 8 << 20)
+        _ = try Self.randomFile(work.file("b.bin"), bytes: 1 << 10)
+        let first = try daemon.submitUpload([work.file("a.bin"), "--to", "file://" + work.file("out"), "--max-rate", "1MiB"])
+        // The same place written differently (a plain path with a trailing slash), with another file beside it.
+        let again = try daemon.cli(["submit", "upload", work.file("b.bin"), work.file("a.bin"), "--to", work.file("out") + "/"])
+        #expect(again.status == 2, "\(again.stderr)")
+        #expect(again.stderr.contains("[duplicate_upload]"), "\(again.stderr)")
+        #expect(again.stderr.contains(first), "names the first job: \(again.stderr)")
+        #expect(again.stderr.contains(work.file("a.bin")), "\(again.stderr)")
+        #expect(!again.stderr.contains("b.bin"), "\(again.stderr)")
+        let other = try daemon.cli(["submit", "upload", work.file("b.bin"), "--to", work.file("out")])
+        #expect(other.status == 0, "another file to the same place is no duplicate: \(other.stderr)")
+        try FileManager.default.createDirectory(atPath: work.file("out2"), withIntermediateDirectories: true)
+        let elsewhere = try daemon.cli(["submit", "upload", work.file("a.bin"), "--to", work.file("out2")])
+        #expect(elsewhere.status == 0, "the same file to another place is no duplicate: \(elsewhere.stderr)")
+        let allowed = try daemon.cli([
+            "submit", "upload", work.file("a.bin"), "--to", "file://" + work.file("out"), "--allow-duplicate", "--max-rate", "1MiB", "--json",
+        ])
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+        let allowedID = try #require(try JSONCoding.decode(JSONValue.self, from: Array(allowed.stdout.utf8))["id"]?.stringValue)
+        #expect(try daemon.cli(["cancel", first]).status == 0)
+        #expect(try daemon.cli(["cancel", allowedID]).status == 0)
+        let afterEnd = try daemon.cli(["submit", "upload", work.file("a.bin"), "--to", "file://" + work.file("out")])
+        #expect(afterEnd.status == 0, "accepted once the others ended: \(afterEnd.stderr)")
+        let jobs = try daemon.request(["op": "list"])["jobs"]?.arrayValue ?? []
+        #expect(jobs.count == 5, "first, other, elsewhere, allowed, afterEnd; the refused one was never queued")
+    }
+
     @Test func cancelMidUploadRemovesThePartWithin100Milliseconds() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()

@@ -202,6 +202,19 @@ enum DirectoryIO {
     }
 }
 
+extension DirectoryIO {
+    /// Whether file `finalPath` is the finished copy of a `.part` file that was `node` and is gone: the `.part`
+    /// at `partPath` does not exist, and `finalPath` is a regular file (not a link) with that inode and device and
+    /// `size` bytes. A rename keeps the inode, and the upload renames a `.part` only once it holds every byte, so
+    /// this is the file the job finished before a crash lost the checkpoint that would have said so.
+    static func isFinished(finalPath: String, partPath: String, node: FileNode, size: Int64) -> Bool {
+        var info = stat()
+        guard lstat(partPath, &info) != 0, errno == ENOENT, lstat(finalPath, &info) == 0 else { return false }
+        return isRegular(UInt32(info.st_mode)) && UInt64(info.st_ino) == node.inode
+            && UInt64(info.st_dev) == node.device && Int64(info.st_size) == size
+    }
+}
+
 /// The open files of one file's directory upload: the source (read with `pread`), the `.part` file (written with
 /// `pwrite`), the running SHA-256 of what was written, and a 1 MiB buffer.
 ///
@@ -260,14 +273,22 @@ final class PartFile: @unchecked Sendable {
             close(part)
             throw DirectoryIO.writeFailed("stat \(partPath)", code)
         }
-        return (PartFile(sourcePath: sourcePath, partPath: partPath, source: source, part: part), Int64(info.st_size))
+        let node = FileNode(inode: UInt64(info.st_ino), device: UInt64(info.st_dev))
+        return (
+            PartFile(sourcePath: sourcePath, partPath: partPath, source: source, part: part, node: node),
+            Int64(info.st_size)
+        )
     }
 
-    private init(sourcePath: String, partPath: String, source: Int32, part: Int32) {
+    /// The `.part` file's inode and device (a rename into place keeps them).
+    let node: FileNode
+
+    private init(sourcePath: String, partPath: String, source: Int32, part: Int32, node: FileNode) {
         self.sourcePath = sourcePath
         self.partPath = partPath
         self.source = source
         self.part = part
+        self.node = node
         buffer = .allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
     }
 

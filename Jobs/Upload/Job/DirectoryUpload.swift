@@ -83,6 +83,15 @@ struct DirectoryUpload: UploadTransfer {
         let name = names[index]
         var offset = checkpoint.offset
 
+        if countLeftovers, let node = checkpoint.partFile,
+            try await job.runOnPool({
+                DirectoryIO.isFinished(finalPath: finalPath, partPath: partPath, node: node, size: expected.size)
+            })
+        {
+            try await adoptFinished(index, checkpoint: &checkpoint, progress: &progress, in: job)
+            return
+        }
+
         let (file, partLength) = try await job.runOnPool {
             try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
         }
@@ -105,6 +114,7 @@ struct DirectoryUpload: UploadTransfer {
             checkpoint.fileBytesResent += offset
             offset = 0
             checkpoint.offset = 0
+            checkpoint.partFile = file.node
             try job.saveCheckpoint(checkpoint)
         }
 
@@ -148,6 +158,7 @@ struct DirectoryUpload: UploadTransfer {
                     completed: progress.completed, total: progress.total, current: name, items: progress.items)
             }
             checkpoint.offset = offset
+            checkpoint.partFile = file.node
             // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the next
             // file's start; a chunk inside the file is synced before the checkpoint that claims it.
             if offset < expected.size {
@@ -183,7 +194,43 @@ struct DirectoryUpload: UploadTransfer {
         checkpoint.fileIndex = index + 1
         checkpoint.offset = 0
         checkpoint.fileBytesResent = 0
+        checkpoint.partFile = nil
         progress.set(index, record.bytes)
+    }
+
+    /// File `index` was finished (renamed into place) before a crash lost the checkpoint that said so: takes it
+    /// as it is instead of copying it again. Its SHA-256 is read back from the file (reading, no writing: the
+    /// cost of a normal resume's re-hash of the kept prefix plus at most one chunk); the source was checked
+    /// unchanged before.
+    private func adoptFinished(
+        _ index: Int, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress, in job: JobContext
+    ) async throws {
+        let finalPath = finalPath(index)
+        let size = checkpoint.sources[index].size
+        let hash = SHA256()
+        var hashed: Int64 = 0
+        while hashed < size {
+            try job.checkCancellation()
+            let from = hashed
+            let count = min(Self.rehashStep, size - hashed)
+            let got = try await job.runOnPool {
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
+                defer { buffer.deallocate() }
+                return try DirectoryIO.hashRange(of: finalPath, from: from, count: count, into: hash, buffer: buffer)
+            }
+            guard got == count else {
+                throw JobError(
+                    code: "write_failed", message: "\(finalPath) shrank while it was read back; the upload will be retried",
+                    retryable: true)
+            }
+            hashed += got
+        }
+        job.log(.info, "\(names[index]): already complete at \(finalPath) (finished before the daemon stopped); not copied again")
+        let record = UploadedFile(
+            name: names[index], path: finalPath, bytes: size, sha256: hash.hexDigest,
+            bytesResent: checkpoint.fileBytesResent)
+        finish(index, record, checkpoint: &checkpoint, progress: &progress)
+        try job.saveCheckpoint(checkpoint)
     }
 
     /// Deletes every `.part` file this job may have written (after `user_stop` or a failure).

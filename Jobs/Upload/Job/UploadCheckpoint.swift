@@ -109,6 +109,42 @@ public struct UploadedFile: Codable, Sendable, Equatable {
     }
 }
 
+/// A file's inode and device: which file it is, whatever its name. JSON `{"inode": "…", "device": "…"}` (decimal
+/// strings, as in `SourceIdentity`: 64-bit numbers do not fit a JSON double).
+public struct FileNode: Codable, Sendable, Equatable {
+    /// `st_ino`.
+    public var inode: UInt64
+    /// `st_dev`.
+    public var device: UInt64
+
+    public init(inode: UInt64, device: UInt64) {
+        self.inode = inode
+        self.device = device
+    }
+
+    enum CodingKeys: String, CodingKey { case inode, device }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func number(_ key: CodingKeys) throws -> UInt64 {
+            let text = try container.decode(String.self, forKey: key)
+            guard let value = UInt64(text) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key, in: container, debugDescription: "expected a decimal integer, got '\(text)'")
+            }
+            return value
+        }
+        inode = try number(.inode)
+        device = try number(.device)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(String(inode), forKey: .inode)
+        try container.encode(String(device), forKey: .device)
+    }
+}
+
 /// The upload job's resumable state, saved after each chunk is durable and after each file is complete.
 ///
 /// JSON:
@@ -126,6 +162,9 @@ public struct UploadedFile: Codable, Sendable, Equatable {
 /// `"upload_expires"` (the server's last `Upload-Expires`, an HTTP date) and `"sent_through"` (the end of the
 /// furthest byte range ever sent, saved before each `PATCH`, so bytes lost in flight count as resent after a
 /// crash). `offset` is then the offset the server confirmed; a resume asks the server (`HEAD`) anyway.
+///
+/// A directory upload adds `"part_file"` (`{"inode", "device"}` of the current file's `.part`), so a resume after a
+/// crash right after the file was renamed into place recognises it as finished.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -147,6 +186,10 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     public var uploadExpires: String?
     /// tus: the end of the furthest byte range of the current file ever sent; `nil` for none.
     public var sentThrough: Int64?
+    /// file://: the inode and device of the current file's `.part`, saved with each checkpoint inside the file.
+    /// After a crash between the rename that finishes the file and the next checkpoint, a file at `DIR/NAME` with
+    /// this inode (a rename keeps it) and the source's size is that finished file, not something to copy again.
+    public var partFile: FileNode?
 
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
@@ -170,6 +213,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case uploadURL = "upload_url"
         case uploadExpires = "upload_expires"
         case sentThrough = "sent_through"
+        case partFile = "part_file"
     }
 
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.

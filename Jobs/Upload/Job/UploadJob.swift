@@ -14,7 +14,7 @@ import TrailbookEngine
 /// `source_missing`, `source_not_regular`, `source_unreadable`, `source_changed`, `destination_missing`,
 /// `destination_not_directory`, `destination_not_writable`, `write_failed` (retryable for a full disk or an I/O
 /// error), `bad_checkpoint`; for tus also `too_large`, `unauthorized`, `gone`, `checksum_mismatch`,
-/// `offset_mismatch`, `protocol_error` (see `TusUploadRun`).
+/// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); `duplicate_upload` at submit (see `duplicateKeys`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
@@ -158,6 +158,19 @@ public struct UploadJob: JobKind {
             // share one.
             try await TusUploadRun.validate(params)
         }
+    }
+
+    /// One key per file: `"<source path> to <destination>"`, the destination normalised as parsed (a directory
+    /// path, or the tus endpoint), so `/srv/photos` and `file:///srv/photos/` are the same place. A second submit of
+    /// a file to where a job that has not ended is uploading it is refused with `duplicate_upload`.
+    public func duplicateKeys(_ params: Params) -> [String] {
+        guard let destination = try? UploadDestination(parsing: params.to) else { return [] }
+        let place: String
+        switch destination {
+        case .directory(let path): place = "file://" + path
+        case .tus(let endpoint): place = endpoint
+        }
+        return params.files.map { "upload of \($0) to \(place)" }
     }
 
     /// Uploads every file, resuming from the checkpoint if there is one.
