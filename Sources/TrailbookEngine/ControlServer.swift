@@ -7,7 +7,8 @@ import TrailbookLoop
 /// The daemon's control protocol: newline-delimited JSON over its Unix socket.
 ///
 /// Each request is one JSON object on one line with an `op`; each gets one reply line, `{"ok": true, …}` or
-/// `{"ok": false, "error": {"code", "message"}}`, in order. Ops: `ping`, `submit` (`kind`, `params`, `options`),
+/// `{"ok": false, "error": {"code", "message"}}`, in order. Ops: `ping`, `submit` (`kind`, `params`, `options`, where
+/// `options.allow_duplicate` skips the duplicate check),
 /// `list` (`states`, `kind`, `limit`), `show` / `cancel` / `pause` / `resume` (`job`: id or unique prefix), and
 /// `watch` (`since`, `jobs`, `kinds`), after whose reply the connection carries feed events, one per line.
 ///
@@ -258,7 +259,12 @@ public final class ControlServer {
             } catch {
                 throw JobError(code: "invalid_options", message: "bad options: \(JSONCoding.describe(error))")
             }
-            let job = try await scheduler.submit(kind: kind, params: request["params"] ?? [:], options: options)
+            let allowDuplicate = request["options"]?["allow_duplicate"] ?? .null
+            guard allowDuplicate.isNull || allowDuplicate.boolValue != nil else {
+                throw JobError(code: "invalid_options", message: "options.allow_duplicate must be true or false")
+            }
+            let job = try await scheduler.submit(
+                kind: kind, params: request["params"] ?? [:], options: options, allowDuplicate: allowDuplicate.boolValue ?? false)
             return ["ok": true, "job": job.json]
         case "list":
             var states: [JobState]?

@@ -43,29 +43,16 @@ public struct SubmitOptions: Codable, Sendable, Equatable {
     public var stallTimeoutSeconds: Double?
     /// Attempts before failing; `nil` takes the daemon's default.
     public var maxAttempts: Int?
-    /// Queue the job even if a job of its kind that has not ended works on the same thing (see
-    /// `JobKind.duplicateKeys`); `nil` is `false`. Not stored with the job.
-    public var allowDuplicate: Bool?
 
-    public init(
-        priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil,
-        allowDuplicate: Bool? = nil
-    ) {
+    public init(priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil) {
         self.priority = priority
         self.timeoutSeconds = timeoutSeconds
         self.stallTimeoutSeconds = stallTimeoutSeconds
         self.maxAttempts = maxAttempts
-        self.allowDuplicate = allowDuplicate
     }
 
-    /// The JSON keys of `JobOptions`, plus `allow_duplicate`.
-    enum CodingKeys: String, CodingKey {
-        case priority
-        case timeoutSeconds = "timeout_s"
-        case stallTimeoutSeconds = "stall_timeout_s"
-        case maxAttempts = "max_attempts"
-        case allowDuplicate = "allow_duplicate"
-    }
+    /// The same JSON keys as `JobOptions`.
+    typealias CodingKeys = JobOptions.CodingKeys
 }
 
 /// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
@@ -162,12 +149,14 @@ public final class Scheduler {
 
     /// Validates and queues a new job.
     ///
+    /// - Parameter allowDuplicate: queue it even if an unfinished job of its kind works on the same thing (see
+    ///   `JobKind.duplicateKeys`); the protocol's `options.allow_duplicate`. Not stored with the job.
     /// - Returns: the job as stored (state `queued`).
     /// - Throws: `JobError` `unknown_kind`, `invalid_params`, `invalid_options`, the kind's own validation codes,
-    ///   `shutting_down`, or `store_error`.
-    public func submit(kind name: String, params: JSONValue, options submitted: SubmitOptions) async throws(JobError)
-        -> JobRecord
-    {
+    ///   `duplicate_<kind>`, `shutting_down`, or `store_error`.
+    public func submit(
+        kind name: String, params: JSONValue, options submitted: SubmitOptions, allowDuplicate: Bool = false
+    ) async throws(JobError) -> JobRecord {
         guard !isShuttingDown else { throw JobError(code: "shutting_down", message: "the daemon is shutting down") }
         guard let kind = kinds[name] else {
             throw JobError(
@@ -189,7 +178,7 @@ public final class Scheduler {
                     + "and 1000, priority within ±1000000")
         }
         try await kind.validate(params)
-        if submitted.allowDuplicate != true { try refuseDuplicate(of: params, kind: kind) }
+        if !allowDuplicate { try refuseDuplicate(of: params, kind: kind) }
         let now = Timestamp.nowISO8601()
         var job = JobRecord(
             id: UUID.random(), kind: name, state: .queued, options: jobOptions, attempt: 0,
