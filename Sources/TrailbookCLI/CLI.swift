@@ -66,7 +66,7 @@ public enum CLI {
             printError(error.message)
             return ExitCode.daemonUnreachable
         } catch let error as DaemonReply {
-            printError("\(error.error.message) [\(error.error.code)]")
+            printError("\(TerminalText.escape(error.error.message)) [\(error.error.code)]")
             return error.exitCode
         } catch {
             printError("\(error)")

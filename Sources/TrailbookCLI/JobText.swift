@@ -70,22 +70,22 @@ enum JobText {
 
     static let tableHeader = pad("ID", 10) + pad("KIND", 8) + pad("STATE", 12) + pad("PRI", 5) + pad("TRY", 5) + "PROGRESS"
 
-    /// One row of `list`.
+    /// One row of `list` (escaped: `TerminalText.escape`).
     static func tableRow(_ job: JSONValue) -> String {
         let attempt = "\(job["attempt"]?.intValue ?? 0)/\(job["max_attempts"]?.intValue ?? 0)"
         var row = pad(String((job["id"]?.stringValue ?? "").prefix(8)), 10) + pad(job["kind"]?.stringValue ?? "", 8)
             + pad(job["state"]?.stringValue ?? "", 12) + pad(String(job["priority"]?.intValue ?? 0), 5) + pad(attempt, 5)
             + progress(job["progress"])
         if let reason = reason(job) { row += "  (" + reason + ")" }
-        return row
+        return TerminalText.escape(row)
     }
 
-    /// The one-line outcome printed by `cancel`, `pause`, `resume` and `--wait`.
+    /// The one-line outcome printed by `cancel`, `pause`, `resume` and `--wait` (escaped).
     static func summary(_ job: JSONValue) -> String {
         var line = "\(job["id"]?.stringValue ?? "") \(job["kind"]?.stringValue ?? "") \(job["state"]?.stringValue ?? "")"
         if let reason = reason(job) { line += ": " + reason }
         if let outcome = outcome(job["result"]) { line += " (" + outcome + ")" }
-        return line
+        return TerminalText.escape(line)
     }
 
     /// The headline numbers of a result, e.g. "tagged 998, already had 1, 1 unknown ID: 1567995a": unknown IDs
@@ -116,7 +116,7 @@ enum JobText {
         return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
-    /// The block printed by `show`.
+    /// The block printed by `show`, one field a line, each escaped.
     static func details(_ job: JSONValue) -> String {
         var lines = [
             "id:        \(job["id"]?.stringValue ?? "")",
@@ -131,7 +131,7 @@ enum JobText {
         if let retry = job["retry_at"]?.stringValue { lines.append("retry at:  \(retry)") }
         if let result = job["result"], !result.isNull { lines.append("result:    " + String(decoding: JSONCoding.encode(result), as: UTF8.self)) }
         lines.append("params:    " + String(decoding: JSONCoding.encode(job["params"] ?? .null), as: UTF8.self))
-        return lines.joined(separator: "\n")
+        return lines.map(TerminalText.escape).joined(separator: "\n")
     }
 
     static func pad(_ text: String, _ width: Int) -> String {

@@ -34,6 +34,8 @@ final class LiveWatch {
     private var lastFrame: [String] = []
     private var lastDrawAt = -Double.infinity
     private var dirty = true
+    /// The window changed size since the last frame.
+    private var resized = false
     private var nextReconnectAt = 0.0
     private var noticeUntil: Double?
     private var confirmingCancel: String?
@@ -116,7 +118,9 @@ final class LiveWatch {
             if fds[1].revents != 0 {
                 for signal in terminal.pendingSignals() {
                     switch signal {
-                    case .resize: dirty = true
+                    case .resize:
+                        dirty = true
+                        resized = true
                     case .interrupt: return 130
                     case .terminate: return 143
                     }
@@ -142,9 +146,10 @@ final class LiveWatch {
         let lines = screen.render(width: columns, height: rows, now: now()).map { WatchScreen.encode($0, color: color) }
         lastDrawAt = now()
         dirty = false
-        if !force, lines == lastFrame { return }
+        if !force, !resized, lines == lastFrame { return }
         lastFrame = lines
-        terminal.draw(lines)
+        terminal.draw(lines, clearFirst: resized)
+        resized = false
     }
 
     // MARK: - The feed

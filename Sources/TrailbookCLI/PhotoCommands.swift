@@ -193,8 +193,10 @@ enum PhotoCommands {
             print("no photos")
         } else {
             for photo in photos {
+                // Paths and tags escaped (TerminalText.escape): one photo a line, nothing for the terminal to obey.
                 print(
-                    "\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(Self.tagList(photo.tags))"
+                    TerminalText.escape(
+                        "\(photo.stableID.text)  \(photo.takenAt ?? "-")  \(photo.path)  \(Self.tagList(photo.tags))")
                 )
             }
         }
@@ -249,13 +251,13 @@ enum PhotoCommands {
             print(
                 """
                 id        \(photo.stableID.text)
-                path      \(photo.path)
+                path      \(TerminalText.escape(photo.path))
                 bytes     \(photo.stamp.bytes)
                 size      \(photo.width.map(String.init) ?? "-") x \(photo.height.map(String.init) ?? "-") (orientation \(photo.orientation.map(String.init) ?? "-"))
-                taken at  \(photo.takenAt ?? "-")
-                camera    \(Self.camera(make: photo.cameraMake, model: photo.cameraModel))
+                taken at  \(TerminalText.escape(photo.takenAt ?? "-"))
+                camera    \(TerminalText.escape(Self.camera(make: photo.cameraMake, model: photo.cameraModel)))
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
-                tags      \(Self.tagList(photo.tags))
+                tags      \(TerminalText.escape(Self.tagList(photo.tags)))
                 """)
         }
         return ExitCode.success

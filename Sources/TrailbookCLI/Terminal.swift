@@ -33,9 +33,10 @@ final class Terminal {
     private var saved = termios()
     private var active = false
 
-    /// Enters raw-ish mode (no echo, no line buffering; Ctrl-C still raises SIGINT), the alternate screen, and
-    /// hides the cursor.
-    init() {
+    /// Enters raw-ish mode (no echo, no line buffering; Ctrl-C still raises SIGINT) and, when `screen`, the
+    /// alternate screen with the cursor hidden. Without `screen` nothing is written to the terminal: that is for
+    /// plain lines on a terminal that cannot take escape codes (`TERM=dumb`), which still reads keys.
+    init(screen: Bool = true) {
         Terminal.installSignalPipe()
         if tcgetattr(STDIN_FILENO, &saved) == 0 {
             Terminal.savedAttributes = saved
@@ -49,7 +50,8 @@ final class Terminal {
             }
             tcsetattr(STDIN_FILENO, TCSANOW, &raw)
         }
-        Terminal.write("\u{1B}[?1049h\u{1B}[?25l\u{1B}[H\u{1B}[2J")
+        if screen { Terminal.write("\u{1B}[?1049h\u{1B}[?25l\u{1B}[H\u{1B}[2J") }
+        Terminal.drawsScreen = screen
         active = true
         Terminal.screenActive = true
         atexit { Terminal.restoreFromAnywhere() }
@@ -73,9 +75,11 @@ final class Terminal {
         return (80, 24)
     }
 
-    /// Draws `lines` from the top-left corner, clearing what was there; one `write`.
-    func draw(_ lines: [String]) {
-        var frame = "\u{1B}[H"
+    /// Draws `lines` from the top-left corner, clearing what was there; one `write`. `clearFirst` erases the
+    /// whole screen before (after a resize: the terminal may have reflowed the old frame, and its lines keep a
+    /// "wrapped" mark that overwriting them does not remove).
+    func draw(_ lines: [String], clearFirst: Bool = false) {
+        var frame = clearFirst ? "\u{1B}[H\u{1B}[2J" : "\u{1B}[H"
         for (index, line) in lines.enumerated() {
             frame += line + "\u{1B}[K"
             if index < lines.count - 1 { frame += "\r\n" }
@@ -106,6 +110,7 @@ final class Terminal {
     nonisolated(unsafe) private static var savedAttributes = termios()
     nonisolated(unsafe) private static var haveSavedAttributes = false
     nonisolated(unsafe) private static var screenActive = false
+    nonisolated(unsafe) private static var drawsScreen = true
 
     private static func installSignalPipe() {
         guard signalPipe.0 < 0 else { return }
@@ -145,7 +150,7 @@ final class Terminal {
     private static func restoreFromAnywhere() {
         guard screenActive else { return }
         screenActive = false
-        write("\u{1B}[0m\u{1B}[?25h\u{1B}[?1049l")
+        if drawsScreen { write("\u{1B}[0m\u{1B}[?25h\u{1B}[?1049l") }
         if haveSavedAttributes { tcsetattr(STDIN_FILENO, TCSANOW, &savedAttributes) }
     }
 

@@ -75,8 +75,15 @@ enum Watch {
                 expand: context.arguments.flag("expand"))
         }
         let printer = LinePrinter(json: context.json)
+        // On a terminal that cannot draw the screen (TERM=dumb), keys still work: `q` quits.
+        let keys = context.json ? nil : PlainKeys()
+        defer { keys?.restore() }
         guard !jobs.isEmpty else {
-            while let event = try subscription.next() { printer.print(event) }
+            while true {
+                if let code = keys?.waitForFeed(subscription.client) { return code }
+                guard let event = try subscription.next() else { break }
+                printer.print(event)
+            }
             return ExitCode.success
         }
         // `watch ID…` ends once every job named has ended; one that already has is reported at once (with
@@ -92,7 +99,9 @@ enum Watch {
                 open.remove(id)
             }
         }
-        while !open.isEmpty, let event = try subscription.next() {
+        while !open.isEmpty {
+            if let code = keys?.waitForFeed(subscription.client) { return code }
+            guard let event = try subscription.next() else { break }
             guard let id = event["job"]?.stringValue, open.contains(id) else { continue }
             printer.print(event)
             if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,
@@ -144,7 +153,58 @@ enum Watch {
         return try subscription.context.call(["op": "show", "job": .string(id)])["job"] ?? .null
     }
 
-    /// Prints feed events as plain lines (rate-limited per job) or raw JSON.
+    /// Keys for plain lines on a terminal (`TERM=dumb`, or unset): `q` quits (exit 0), Ctrl-C exits 130 and
+    /// SIGTERM 143, as on the screen. Nothing is written to the terminal but the lines; `nil` when stdin or stdout
+    /// is not a terminal (a pipe, cron), where there are no keys to read.
+    final class PlainKeys {
+        private let terminal: Terminal
+
+        init?() {
+            guard Terminal.isTerminal(STDIN_FILENO), Terminal.isTerminal(STDOUT_FILENO) else { return nil }
+            terminal = Terminal(screen: false)
+        }
+
+        /// Gives the terminal its modes back.
+        func restore() { terminal.restore() }
+
+        /// Waits until `client` has input (a line, or its end); returns an exit code instead when `q`, Ctrl-C
+        /// or SIGTERM comes first.
+        func waitForFeed(_ client: DaemonClient) -> Int32? {
+            var keysOpen = true
+            while !client.waitReadable(timeoutSeconds: 0) {
+                var fds = [
+                    pollfd(fd: keysOpen ? STDIN_FILENO : -1, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: terminal.signalDescriptor, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: client.fileDescriptor, events: Int16(POLLIN), revents: 0),
+                ]
+                guard poll(&fds, nfds_t(fds.count), -1) > 0 else { continue }
+                if fds[1].revents != 0 {
+                    for signal in terminal.pendingSignals() {
+                        switch signal {
+                        case .interrupt: return 130
+                        case .terminate: return 143
+                        case .resize: break
+                        }
+                    }
+                }
+                if fds[0].revents != 0 {
+                    guard let keys = terminal.readKeys() else {
+                        keysOpen = false
+                        continue
+                    }
+                    if keys.contains(where: { $0 == UInt8(ascii: "q") || $0 == UInt8(ascii: "Q") || $0 == 0x03 }) {
+                        return ExitCode.success
+                    }
+                }
+                if fds[2].revents != 0 { return nil }
+            }
+            return nil
+        }
+    }
+
+    /// Prints feed events as plain lines (rate-limited per job) or raw JSON. A plain line is one event: its
+    /// fields are escaped (`TerminalText.escape`), so a name or message holding a newline cannot split it or fake
+    /// another; `--json` has the exact text.
     final class LinePrinter {
         let json: Bool
         private var lastPrinted: [String: Double] = [:]
@@ -157,7 +217,7 @@ enum Watch {
                 return
             }
             guard let job = event["job"]?.stringValue, let type = event["type"]?.stringValue else {
-                if let message = event["message"]?.stringValue { Swift.print("note: \(message)") }
+                if let message = event["message"]?.stringValue { Swift.print("note: " + TerminalText.escape(message)) }
                 return
             }
             let now = Timestamp.monotonic()
@@ -165,10 +225,10 @@ enum Watch {
                 if let last = lastPrinted[job], now - last < 1 { return }
             }
             lastPrinted[job] = now
-            let head = "\(event["at"]?.stringValue ?? "") \(job.prefix(8)) \(event["kind"]?.stringValue ?? "")"
+            let head = TerminalText.escape("\(event["at"]?.stringValue ?? "") \(job.prefix(8)) \(event["kind"]?.stringValue ?? "")")
             switch type {
             case "submitted": Swift.print("\(head) submitted")
-            case "progress": Swift.print("\(head) running \(JobText.progress(event["progress"]))")
+            case "progress": Swift.print("\(head) running \(TerminalText.escape(JobText.progress(event["progress"])))")
             case "state":
                 var line = "\(head) \(event["from"]?.stringValue ?? "") -> \(event["to"]?.stringValue ?? "")"
                 var job: [String: JSONValue] = ["state": event["to"] ?? .null]
@@ -177,9 +237,11 @@ enum Watch {
                 if let reason = JobText.reason(.object(job), retryInSeconds: event["retry_in_s"]?.doubleValue) {
                     line += ": " + reason
                 }
-                Swift.print(line)
-            case "log": Swift.print("\(head) \(event["level"]?.stringValue ?? ""): \(event["message"]?.stringValue ?? "")")
-            default: Swift.print("\(head) \(type)")
+                Swift.print(TerminalText.escape(line))
+            case "log":
+                Swift.print(
+                    TerminalText.escape("\(head) \(event["level"]?.stringValue ?? ""): \(event["message"]?.stringValue ?? "")"))
+            default: Swift.print(TerminalText.escape("\(head) \(type)"))
             }
         }
     }

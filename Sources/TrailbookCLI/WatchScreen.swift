@@ -45,12 +45,13 @@ struct WatchScreen {
         case plain, dim, bold, green, red, yellow, cyan, inverse
     }
 
-    /// A run of text with one style.
+    /// A run of text with one style. Its text is escaped (`TerminalText.escape`): whatever a job's params,
+    /// messages or progress hold, no control character reaches the terminal.
     struct Span: Equatable {
         var text: String
         var style: Style
         init(_ text: String, _ style: Style = .plain) {
-            self.text = text
+            self.text = TerminalText.escape(text)
             self.style = style
         }
     }
@@ -291,7 +292,7 @@ struct WatchScreen {
         let fraction = item.total > 0 ? min(1, max(0, Double(item.completed) / Double(item.total))) : 0
         let amount = JobText.amount(item.completed, unit: unit) + "/" + JobText.amount(item.total, unit: unit)
         let label = truncate(item.label, max(4, min(30, width / 3)))
-        let barWidth = max(0, min(20, width - label.count - amount.count - 16))
+        let barWidth = max(0, min(20, width - TerminalText.columns(label) - TerminalText.columns(amount) - 16))
         var spans = [Span("    └ "), Span(pad(label, max(4, min(30, width / 3))) + " ")]
         if barWidth >= 4 { spans += [Span(bar(fraction, width: barWidth), .cyan), Span(" ")] }
         spans += [Span(pad(percent(fraction), 6, right: true) + "  "), Span(amount, .dim)]
@@ -353,11 +354,12 @@ struct WatchScreen {
                 // Room for the status: the running rows' in full; a waiting row's reason may spill over the
                 // columns it skips.
                 let skipped = chosen.filter { [.rate, .eta, .elapsed, .attempt].contains($0) }.reduce(0) { $0 + columnWidth($1) + 1 }
-                let waiting = cells.indices.filter { !running[$0] }.map { (cells[$0][.status]?.text.count ?? 0) - skipped }
+                let waiting = cells.indices.filter { !running[$0] }.map { (cells[$0][.status].map { TerminalText.columns($0.text) } ?? 0) - skipped }
                 let status = max(columnWidth(.status), min(32, waiting.max() ?? 0))
                 let room = width - fixed - status - 1
                 let minimum = chosen.contains(.label) ? 12 : 6
-                if !chosen.contains(.bar) || room >= minimum {
+                // Without the bar, the kind goes too unless the rest fits: the percent and the state stay.
+                if chosen.contains(.bar) ? room >= minimum : room >= -1 || !chosen.contains(.kind) {
                     barWidth = chosen.contains(.bar) ? min(40, room) : 0
                     break
                 }
@@ -384,8 +386,10 @@ struct WatchScreen {
             switch column {
             case .mark: return 1
             case .bar: return 0
-            case .status: return cells.indices.filter { running[$0] }.map { cells[$0][.status]?.text.count ?? 0 }.max() ?? 0
-            default: return cells.map { $0[column]?.text.count ?? 0 }.max() ?? 0
+            case .status:
+                return cells.indices.filter { running[$0] }.map { cells[$0][.status].map { TerminalText.columns($0.text) } ?? 0 }
+                    .max() ?? 0
+            default: return cells.map { $0[column].map { TerminalText.columns($0.text) } ?? 0 }.max() ?? 0
             }
         }
 
@@ -513,27 +517,34 @@ struct WatchScreen {
 
     // MARK: - Text fitting
 
+    /// `text` padded with spaces to `width` columns (on the left when `right`).
     static func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
-        let gap = String(repeating: " ", count: max(0, width - text.count))
+        let gap = String(repeating: " ", count: max(0, width - TerminalText.columns(text)))
         return right ? gap + text : text + gap
     }
 
+    /// `text`, escaped, cut to at most `width` columns, ending with "…" when something was cut. Cuts fall between
+    /// grapheme clusters, so an emoji sequence or a wide character is never split (the result may then be a
+    /// column short).
     static func truncate(_ text: String, _ width: Int) -> String {
-        guard text.count > width else { return text }
-        guard width > 1 else { return String(text.prefix(max(0, width))) }
-        return String(text.prefix(width - 1)) + "…"
+        let text = TerminalText.escape(text)
+        guard TerminalText.columns(text) > width else { return text }
+        guard width > 1 else { return String(TerminalText.prefix(text, columns: max(0, width)).text) }
+        return String(TerminalText.prefix(text, columns: width - 1).text) + "…"
     }
 
-    /// Cuts `spans` to `width` columns (one column per character), ending with "…" when something was cut.
+    /// Cuts `spans` to `width` terminal columns, ending with "…" when something was cut; never splits a
+    /// grapheme cluster.
     static func fit(_ spans: Line, _ width: Int) -> Line {
-        let total = spans.reduce(0) { $0 + $1.text.count }
+        let total = spans.reduce(0) { $0 + TerminalText.columns($1.text) }
         guard total > width else { return spans }
         var left = width - 1
         var result: Line = []
         for span in spans where left > 0 {
-            let piece = String(span.text.prefix(left))
-            left -= piece.count
-            result.append(Span(piece, span.style))
+            let piece = TerminalText.prefix(span.text, columns: left)
+            // A wide character that does not fit ends the line: nothing after it may be drawn in its place.
+            if piece.text.endIndex != span.text.endIndex { left = 0 } else { left -= piece.columns }
+            result.append(Span(String(piece.text), span.style))
         }
         if width >= 1 { result.append(Span("…", .dim)) }
         return result

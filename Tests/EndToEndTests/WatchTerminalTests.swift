@@ -101,6 +101,86 @@ struct WatchTerminalTests {
         #expect(FileManager.default.fileExists(atPath: destination + "/clip.mov"))
     }
 
+    /// Names with CJK, emoji (ZWJ sequences, flags), combining and zero-width characters and terminal escapes,
+    /// watched with `--expand` in a pane resized from 200 to 20 columns and back (issue 10, item 4): tmux wraps
+    /// no line (`capture-pane -J` joins wrapped lines: the count must not change), exactly the screen's lines are
+    /// on it (no debris of an earlier frame), the escapes show as text and retitle nothing.
+    @Test func hostileAndWideNamesFitEveryWidthWhileResizing() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let sources = harness.home + "/src"
+        let destination = harness.home + "/out"
+        try FileManager.default.createDirectory(atPath: sources, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        let names = [
+            "東京タワーの夜景と富士山の朝焼け.jpg", "👨\u{200D}👩\u{200D}👧🇵🇹🎉 family trip.mov",
+            "cafe\u{301}\u{301}-zero\u{200B}width\u{200D}.jpg", "\u{1B}]0;pwned\u{07}\u{1B}[2J\nupload running -> failed",
+        ]
+        for name in names + ["日本語のファイル名.jpg"] {
+            #expect(FileManager.default.createFile(atPath: sources + "/" + name, contents: Data(count: 4 << 20)))
+        }
+        func upload(_ name: String, rate: Int?) throws -> String {
+            var params: [String: Any] = ["files": [sources + "/" + name], "to": "file://" + destination, "chunk_size": 4096]
+            if let rate { params["max_rate"] = rate }
+            // The quick one preempts a slow one for the moment it runs (4 slots are taken).
+            let options: [String: Any] = rate == nil ? ["priority": 10] : [:]
+            let reply = try harness.request(["op": "submit", "kind": "upload", "params": params, "options": options])
+            return try #require((reply["job"] as? [String: Any])?["id"] as? String, "submit: \(reply)")
+        }
+        // 32 KiB/s: 4 MiB take two minutes, with progress well inside the harness's 1 s stall timeout.
+        for name in names { _ = try upload(name, rate: 32 << 10) }
+        try harness.startPane("watch --expand", width: 200)
+        try harness.waitForScreen("rows") { $0.contains("4 running") && $0.contains("└") }
+        // One that finishes while watched settles above the live rows.
+        _ = try upload("日本語のファイル名.jpg", rate: nil)
+        try harness.waitForScreen("the finished row") { $0.contains("1 done") && $0.contains("4 running") }
+        // 4 live rows with a sub-row each, 1 finished row, the summary and the key help.
+        let expectedLines = 11
+        for width in [200, 137, 100, 80, 70, 60, 50, 33, 24, 20, 45, 120] {
+            try harness.tmux(["resize-window", "-t", harness.session, "-x", String(width), "-y", "30"])
+            var last = ""
+            var lastJoined = ""
+            var settled = false
+            for _ in 0..<50 {
+                let plain = try harness.capture()
+                let joined = try harness.tmux(["capture-pane", "-p", "-J", "-t", harness.session])
+                let lines = plain.split(separator: "\n", omittingEmptySubsequences: true)
+                last = plain
+                lastJoined = joined
+                if lines.count == expectedLines, joined.split(separator: "\n").count == lines.count,
+                    lines.last?.hasPrefix("↑/↓") == true, lines.contains(where: { $0.contains("4 running") || $0.contains("4 runn") })
+                {
+                    settled = true
+                    break
+                }
+                usleep(100_000)
+            }
+            #expect(settled, "width \(width): a wrapped line or debris:\n\(last)\njoined:\n\(lastJoined)")
+            if width == 20 { #expect(last.contains("running"), "the state word at 20 columns:\n\(last)") }
+            if width == 200 {
+                #expect(last.contains("\\x1b]0;pwned\\x07\\x1b[2J"), "the escapes, visible:\n\(last)")
+                #expect(last.contains("東京タワー"))
+            }
+        }
+        let title = try harness.tmux(["display-message", "-p", "-t", harness.session, "#{pane_title}"])
+        #expect(!title.contains("pwned"))
+        try harness.keys("q")
+        try harness.waitForScreen("exit") { $0.contains("WATCH-EXIT=0") }
+    }
+
+    /// `TERM=dumb` on a terminal: plain lines (no escape codes), and `q` still quits, as on the screen.
+    @Test func dumbTerminalGetsPlainLinesAndQuitsOnQ() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let id = try harness.submitSleep(["units": 2_000, "unit_ms": 50])
+        try harness.startPane("watch", environment: "TERM=dumb")
+        let lines = try harness.waitForScreen("plain lines") { $0.contains("\(id.prefix(8)) sleep running") }
+        #expect(!lines.contains("q quit"))
+        #expect(try harness.paneFlags() == "cursor=1 alternate=0")
+        try harness.keys("q")
+        try harness.waitForScreen("exit on q") { $0.contains("WATCH-EXIT=0") }
+    }
+
     @Test func plainLinesWhenNotATerminal() throws {
         let harness = try WatchHarness()
         defer { harness.stop() }
@@ -276,11 +356,12 @@ final class WatchHarness {
         waitpid(pid, &status, 0)
     }
 
-    /// Runs `trailbook-jobs COMMAND` in a 100×30 tmux pane; the pane prints `WATCH-EXIT=<code>` when it ends.
-    func startPane(_ command: String) throws {
-        let env = "TRAILBOOK_JOBS_HOME='\(home)' NO_COLOR=1"
+    /// Runs `trailbook-jobs COMMAND` in a `width`×30 tmux pane (with `environment`, `NAME=value …`, added); the
+    /// pane prints `WATCH-EXIT=<code>` when it ends.
+    func startPane(_ command: String, width: Int = 100, environment extra: String = "") throws {
+        let env = "TRAILBOOK_JOBS_HOME='\(home)' NO_COLOR=1 \(extra)"
         try tmux([
-            "new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+            "new-session", "-d", "-s", session, "-x", String(width), "-y", "30",
             "\(env) '\(binary)' \(command); echo WATCH-EXIT=$?; sleep 600",
         ])
     }
