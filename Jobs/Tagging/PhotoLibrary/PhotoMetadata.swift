@@ -20,8 +20,9 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
     public var cameraMake: String?
     /// Model (0x0110), trimmed; `nil` when empty.
     public var cameraModel: String?
-    /// GPSLatitude/GPSLongitude (GPS IFD 0x0002/0x0004, degrees-minutes-seconds rationals) signed by their
-    /// Ref tags (`N`/`S`, `E`/`W`). `nil` when a part or a Ref is missing, a denominator is zero, the value
+    /// GPSLatitude/GPSLongitude (GPS IFD 0x0002/0x0004: degrees, minutes, seconds in any numeric type, RATIONAL
+    /// by the specification, SRATIONAL from some phones) with their own sign, negated by a Ref of `S` or `W` (as
+    /// exiftool does). `nil`, with a warning, when a part or a Ref is missing, a denominator is zero, the value
     /// is out of range, or it is exactly 0°, 0° (the "no fix" placeholder many cameras write).
     public var gps: GPSCoordinate?
     /// Whether the file has an EXIF block libexif could parse at all.
@@ -73,12 +74,15 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
     }
 
     private mutating func readEXIF(_ bytes: [UInt8]) {
-        guard let data = bytes.withUnsafeBufferPointer({ exif_data_new_from_data($0.baseAddress, UInt32($0.count)) })
-        else {
+        guard let data = exif_data_new() else {
             warnings.append("libexif out of memory")
             return
         }
         defer { exif_data_unref(data) }
+        // Without FOLLOW_SPECIFICATION libexif keeps each entry as the file has it: its "fix" pass would add
+        // placeholder entries for missing mandatory tags (a PixelXDimension of 0) and rewrite some formats.
+        exif_data_unset_option(data, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION)
+        bytes.withUnsafeBufferPointer { exif_data_load_data(data, $0.baseAddress, UInt32(clamping: $0.count)) }
         let reader = EXIFReader(data: data)
         hasEXIF = reader.isPresent
         guard hasEXIF else { return }
@@ -107,39 +111,49 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
     }
 
     private mutating func readGPS(_ reader: EXIFReader) {
-        let latValues = reader.rationals(EXIF_IFD_GPS, tb_exif_tag_gps_latitude())
-        let lonValues = reader.rationals(EXIF_IFD_GPS, tb_exif_tag_gps_longitude())
+        let latValues = reader.numbers(EXIF_IFD_GPS, tb_exif_tag_gps_latitude())
+        let lonValues = reader.numbers(EXIF_IFD_GPS, tb_exif_tag_gps_longitude())
         guard latValues != nil || lonValues != nil else { return }
-        guard let latValues, let lonValues,
-            let lat = PhotoMetadata.degrees(latValues), let lon = PhotoMetadata.degrees(lonValues)
-        else {
-            warnings.append("GPS position incomplete or has a zero denominator")
+        guard let latValues, let lonValues else {
+            warnings.append("GPS position has only a \(latValues == nil ? "longitude" : "latitude"); position not used")
+            return
+        }
+        guard let lat = PhotoMetadata.degrees(latValues), let lon = PhotoMetadata.degrees(lonValues) else {
+            warnings.append("GPS position has a zero denominator; position not used")
             return
         }
         let latRef = reader.text(EXIF_IFD_GPS, tb_exif_tag_gps_latitude_ref())?.uppercased()
         let lonRef = reader.text(EXIF_IFD_GPS, tb_exif_tag_gps_longitude_ref())?.uppercased()
-        let latSign: Double? = latRef == "N" ? 1 : latRef == "S" ? -1 : nil
-        let lonSign: Double? = lonRef == "E" ? 1 : lonRef == "W" ? -1 : nil
-        guard let latSign, let lonSign else {
-            warnings.append("GPS reference missing or not N/S/E/W")
+        // As exiftool: the value's own sign (an SRATIONAL may be negative), turned round by S or W.
+        var missing: [String] = []
+        for (name, ref, allowed) in [("GPSLatitudeRef", latRef, ["N", "S"]), ("GPSLongitudeRef", lonRef, ["E", "W"])] {
+            if ref == nil {
+                missing.append("\(name) missing")
+            } else if let ref, !allowed.contains(ref) {
+                missing.append("\(name) \"\(ref)\" is not \(allowed.joined(separator: " or "))")
+            }
+        }
+        guard missing.isEmpty, let latRef, let lonRef else {
+            warnings.append(missing.joined(separator: ", ") + "; position not used")
             return
         }
         guard lat != 0 || lon != 0 else {
-            warnings.append("GPS position 0°, 0° (no fix)")
+            warnings.append("GPS position 0°, 0° (no fix); position not used")
             return
         }
-        gps = GPSCoordinate(latitude: latSign * lat, longitude: lonSign * lon)
-        if gps == nil { warnings.append("GPS position out of range") }
+        gps = GPSCoordinate(latitude: latRef == "S" ? -lat : lat, longitude: lonRef == "W" ? -lon : lon)
+        if gps == nil { warnings.append("GPS position \(lat), \(lon) out of range; position not used") }
     }
 
-    /// Degrees + minutes/60 + seconds/3600 from up to three rationals; `nil` on a zero denominator or NaN.
-    static func degrees(_ parts: [(numerator: UInt32, denominator: UInt32)]) -> Double? {
+    /// Degrees + minutes/60 + seconds/3600 from the first three values (fewer: degrees, or degrees and
+    /// minutes, as some writers store decimal degrees); `nil` on a zero denominator (NaN) or no value.
+    static func degrees(_ parts: [Double]) -> Double? {
         guard !parts.isEmpty else { return nil }
         var total = 0.0
         var scale = 1.0
         for part in parts.prefix(3) {
-            guard part.denominator != 0 else { return nil }
-            total += Double(part.numerator) / Double(part.denominator) / scale
+            guard part.isFinite else { return nil }
+            total += part / scale
             scale *= 60
         }
         return total.isFinite ? total : nil
@@ -185,6 +199,11 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
 
 /// Typed reads of libexif entries. `exif_data_get_entry` is a C macro, so entries are looked up per IFD
 /// through the shim's `tb_exif_entry`.
+///
+/// Numbers are read in whatever numeric type the file uses (BYTE, SBYTE, SHORT, SSHORT, LONG, SLONG, RATIONAL,
+/// SRATIONAL, FLOAT, DOUBLE: TIFF 6.0 §2 and CIPA DC-008 §4.6.2), not only the one the specification names for
+/// the field: writers differ (some phones store GPS positions as SRATIONAL, some tools Orientation as LONG), and
+/// exiftool and Pillow read them all.
 struct EXIFReader {
     let data: UnsafeMutablePointer<ExifData>
     let order: ExifByteOrder
@@ -207,36 +226,59 @@ struct EXIFReader {
         return entry
     }
 
-    /// An ASCII entry up to its first NUL, trimmed of spaces; `nil` when absent, not ASCII-format, or empty.
+    /// A text entry (ASCII, or UNDEFINED/BYTE as some writers store it) up to its first NUL, trimmed of spaces;
+    /// `nil` when absent, of a numeric format, or empty.
     func text(_ ifd: ExifIfd, _ tag: ExifTag) -> String? {
-        guard let entry = entry(ifd, tag), entry.pointee.format == EXIF_FORMAT_ASCII
-            || entry.pointee.format == EXIF_FORMAT_UNDEFINED
+        guard let entry = entry(ifd, tag),
+            [EXIF_FORMAT_ASCII, EXIF_FORMAT_UNDEFINED, EXIF_FORMAT_BYTE].contains(entry.pointee.format)
         else { return nil }
         let buffer = UnsafeBufferPointer(start: entry.pointee.data, count: Int(entry.pointee.size))
         let bytes = buffer.prefix { $0 != 0 }
         return trimmed(String(decoding: bytes, as: UTF8.self))
     }
 
-    /// The first value of a SHORT or LONG entry.
-    func integer(_ ifd: ExifIfd, _ tag: ExifTag) -> Int? {
-        guard let entry = entry(ifd, tag), entry.pointee.components >= 1 else { return nil }
-        let size = Int(entry.pointee.size)
-        switch entry.pointee.format {
-        case EXIF_FORMAT_SHORT where size >= 2: return Int(exif_get_short(entry.pointee.data, order))
-        case EXIF_FORMAT_LONG where size >= 4: return Int(exif_get_long(entry.pointee.data, order))
-        default: return nil
+    /// Every value of a numeric entry, in order, bounded by the entry's real size. A rational with a zero
+    /// denominator is NaN. `nil` when absent or not of a numeric format.
+    func numbers(_ ifd: ExifIfd, _ tag: ExifTag) -> [Double]? {
+        guard let entry = entry(ifd, tag) else { return nil }
+        let format = entry.pointee.format
+        let unit = Int(exif_format_get_size(format))
+        guard unit > 0, format != EXIF_FORMAT_ASCII, format != EXIF_FORMAT_UNDEFINED else { return nil }
+        let count = min(Int(entry.pointee.components), Int(entry.pointee.size) / unit)
+        guard count > 0 else { return nil }
+        let base = entry.pointee.data!
+        return (0..<count).map { i -> Double in
+            let p = base + unit * i
+            switch format {
+            case EXIF_FORMAT_BYTE: return Double(p.pointee)
+            case EXIF_FORMAT_SBYTE: return Double(Int8(bitPattern: p.pointee))
+            case EXIF_FORMAT_SHORT: return Double(exif_get_short(p, order))
+            case EXIF_FORMAT_SSHORT: return Double(exif_get_sshort(p, order))
+            case EXIF_FORMAT_LONG: return Double(exif_get_long(p, order))
+            case EXIF_FORMAT_SLONG: return Double(exif_get_slong(p, order))
+            case EXIF_FORMAT_RATIONAL:
+                let r = exif_get_rational(p, order)
+                return r.denominator == 0 ? .nan : Double(r.numerator) / Double(r.denominator)
+            case EXIF_FORMAT_SRATIONAL:
+                let r = exif_get_srational(p, order)
+                return r.denominator == 0 ? .nan : Double(r.numerator) / Double(r.denominator)
+            case EXIF_FORMAT_FLOAT:
+                return Double(Float(bitPattern: UInt32(exif_get_long(p, order))))
+            case EXIF_FORMAT_DOUBLE:
+                let high = UInt64(exif_get_long(order == EXIF_BYTE_ORDER_MOTOROLA ? p : p + 4, order))
+                let low = UInt64(exif_get_long(order == EXIF_BYTE_ORDER_MOTOROLA ? p + 4 : p, order))
+                return Double(bitPattern: high << 32 | low)
+            default: return .nan
+            }
         }
     }
 
-    /// All values of a RATIONAL entry (bounded by the entry's real size).
-    func rationals(_ ifd: ExifIfd, _ tag: ExifTag) -> [(numerator: UInt32, denominator: UInt32)]? {
-        guard let entry = entry(ifd, tag), entry.pointee.format == EXIF_FORMAT_RATIONAL else { return nil }
-        let count = min(Int(entry.pointee.components), Int(entry.pointee.size) / 8)
-        guard count > 0 else { return nil }
-        return (0..<count).map { i in
-            let r = exif_get_rational(entry.pointee.data + 8 * i, order)
-            return (UInt32(r.numerator), UInt32(r.denominator))
-        }
+    /// The first value of a numeric entry when it is a whole number (`3`, `3/1`, `6.0`); `nil` otherwise.
+    func integer(_ ifd: ExifIfd, _ tag: ExifTag) -> Int? {
+        guard let first = numbers(ifd, tag)?.first, first.isFinite, first == first.rounded(),
+            abs(first) < 1e15
+        else { return nil }
+        return Int(first)
     }
 }
 

@@ -39,6 +39,39 @@ enum Fixtures {
         var gps: (Double, String, Double, String)?
         /// Raw rationals for odd GPS tests: latitude (num, den) triples.
         var gpsLatitudeRationals: [(UInt32, UInt32)]?
+        /// Entries in any format, written after (and instead of) the fields above with the same tag.
+        var entries: [Entry] = []
+    }
+
+    /// One EXIF entry in a format of the test's choosing (for fields some writers store in another type).
+    struct Entry {
+        var ifd: ExifIfd
+        var tag: ExifTag
+        var format: ExifFormat
+        /// Numbers for numeric formats (rationals as (numerator, denominator)), or bytes for ASCII/UNDEFINED/BYTE.
+        var values: [Value]
+
+        enum Value {
+            case number(Int64)
+            case ratio(Int64, Int64)
+            case byte(UInt8)
+        }
+
+        /// A text entry: the bytes of `text`, plus a NUL when `terminated`.
+        static func text(_ ifd: ExifIfd, _ tag: ExifTag, _ text: String, format: ExifFormat = EXIF_FORMAT_ASCII,
+                         terminated: Bool = true) -> Entry {
+            Entry(ifd: ifd, tag: tag, format: format, values: (Array(text.utf8) + (terminated ? [0] : [])).map { .byte($0) })
+        }
+
+        /// A numeric entry of whole numbers.
+        static func numbers(_ ifd: ExifIfd, _ tag: ExifTag, _ format: ExifFormat, _ values: [Int64]) -> Entry {
+            Entry(ifd: ifd, tag: tag, format: format, values: values.map { .number($0) })
+        }
+
+        /// A RATIONAL or SRATIONAL entry.
+        static func ratios(_ ifd: ExifIfd, _ tag: ExifTag, _ format: ExifFormat, _ values: [(Int64, Int64)]) -> Entry {
+            Entry(ifd: ifd, tag: tag, format: format, values: values.map { .ratio($0.0, $0.1) })
+        }
     }
 
     /// `jpeg` with an APP1 EXIF segment built by libexif inserted after SOI.
@@ -95,6 +128,31 @@ enum Fixtures {
             rationals(EXIF_IFD_GPS, tb_exif_tag_gps_latitude(), fields.gpsLatitudeRationals ?? dms(lat))
             ascii(EXIF_IFD_GPS, tb_exif_tag_gps_longitude_ref(), lonRef)
             rationals(EXIF_IFD_GPS, tb_exif_tag_gps_longitude(), dms(lon))
+        }
+
+        for entry in fields.entries {
+            if let old = exif_content_get_entry(ifds[Int(entry.ifd.rawValue)], entry.tag) {
+                exif_content_remove_entry(ifds[Int(entry.ifd.rawValue)], old)
+            }
+            let unit = Int(exif_format_get_size(entry.format))
+            let p = add(entry.ifd, entry.tag, entry.format, entry.values.count, unit)
+            for (i, value) in entry.values.enumerated() {
+                let at = p + unit * i
+                switch (entry.format, value) {
+                case (_, .byte(let b)): at.pointee = b
+                case (EXIF_FORMAT_BYTE, .number(let n)), (EXIF_FORMAT_SBYTE, .number(let n)):
+                    at.pointee = UInt8(truncatingIfNeeded: n)
+                case (EXIF_FORMAT_SHORT, .number(let n)): exif_set_short(at, order, ExifShort(truncatingIfNeeded: n))
+                case (EXIF_FORMAT_SSHORT, .number(let n)): exif_set_sshort(at, order, ExifSShort(truncatingIfNeeded: n))
+                case (EXIF_FORMAT_LONG, .number(let n)): exif_set_long(at, order, ExifLong(truncatingIfNeeded: n))
+                case (EXIF_FORMAT_SLONG, .number(let n)): exif_set_slong(at, order, ExifSLong(truncatingIfNeeded: n))
+                case (EXIF_FORMAT_RATIONAL, .ratio(let n, let d)):
+                    exif_set_rational(at, order, ExifRational(numerator: ExifLong(n), denominator: ExifLong(d)))
+                case (EXIF_FORMAT_SRATIONAL, .ratio(let n, let d)):
+                    exif_set_srational(at, order, ExifSRational(numerator: ExifSLong(n), denominator: ExifSLong(d)))
+                default: preconditionFailure("value \(value) does not fit format \(entry.format)")
+                }
+            }
         }
 
         var buffer: UnsafeMutablePointer<UInt8>?
