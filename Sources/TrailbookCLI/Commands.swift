@@ -39,6 +39,7 @@ enum Commands {
                 OptionSpec("retry-base", .value(placeholder: "DUR"), help: "first retry backoff, doubling up to 5m (default 1s)"),
                 OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
                 OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
+                OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse to decode photos over N megapixels, too_large (default 100)"),
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
@@ -120,6 +121,9 @@ enum Commands {
         if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = try positive(value, "retry-base") }
         if let value = try arguments.integer("workers", range: 1...64) { configuration.workers.workers = value }
         if let value = try arguments.duration("worker-timeout") { configuration.workers.requestTimeoutSeconds = try positive(value, "worker-timeout") }
+        if let value = try arguments.integer("max-megapixels", range: 1...100_000) {
+            configuration.workers.arguments += ["--max-pixels", String(UInt64(value) * 1_000_000)]
+        }
         let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
         return Daemon.run(configuration) { scheduler in
             scheduler.register(UploadJob())

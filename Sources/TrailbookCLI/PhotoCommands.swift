@@ -48,15 +48,18 @@ enum PhotoCommands {
         CommandSpec(
             path: ["submit", "autotag"], summary: "analyse photos (EXIF, pixels, places, duplicates) and write tags",
             options: selection + [
-                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places")
+                OptionSpec("retry", .value(placeholder: "JOB"), help: "the photos an earlier autotag JOB could not read for a reason that may pass (its retryable list)"),
+                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places"),
             ] + Commands.submitCommon,
-            details: "Give one of --ids, --ids-file, --all.\n" + Commands.exitCodes),
+            details: "Give one of --ids, --ids-file, --all, --retry. --retry uses JOB's --places unless given.\n"
+                + Commands.exitCodes),
         CommandSpec(
             path: ["worker"], summary: "(internal) a worker process: answers NDJSON task requests on stdin",
             options: [
                 OptionSpec("memory-limit", .value(placeholder: "SIZE"), help: "RLIMIT_AS (default 1GiB)"),
                 OptionSpec("cpu-limit", .value(placeholder: "N"), help: "RLIMIT_CPU in seconds (default 3600)"),
                 OptionSpec("parent", .value(placeholder: "PID"), help: "die when this process (the daemon) dies"),
+                OptionSpec("max-pixels", .value(placeholder: "N"), help: "refuse to decode images over N pixels (default 100000000)"),
             ]),
     ]
 
@@ -72,10 +75,11 @@ enum PhotoCommands {
         }
     }
 
-    /// The worker tasks the `worker` subcommand knows: the engine's built-ins and the tagging tasks.
-    static var workerTasks: WorkerTaskTable {
+    /// The worker tasks the `worker` subcommand knows: the engine's built-ins and the tagging tasks, decoding
+    /// within `limits`.
+    static func workerTasks(limits: DecodeLimits = DecodeLimits()) -> WorkerTaskTable {
         var table = WorkerTaskTable.builtIn
-        TaggingWorkerTasks.register(in: &table)
+        TaggingWorkerTasks.register(in: &table, limits: limits)
         return table
     }
 
@@ -86,7 +90,11 @@ enum PhotoCommands {
             limits.cpuSeconds = seconds
         }
         let parent = try context.arguments.integer("parent", range: 1...Int(Int32.max)).map { Int32($0) }
-        return WorkerProcess.run(tasks: workerTasks, limits: limits, parent: parent)
+        var decode = DecodeLimits()
+        if let pixels = try context.arguments.integer("max-pixels", range: 1...Int(Int64.max)) {
+            decode.maxPixels = UInt64(pixels)
+        }
+        return WorkerProcess.run(tasks: workerTasks(limits: decode), limits: limits, parent: parent)
     }
 
     static func importDirectory(_ context: CommandContext) throws -> Int32 {
@@ -148,11 +156,47 @@ enum PhotoCommands {
     }
 
     static func submitAutotag(_ context: CommandContext) throws -> Int32 {
-        var params = try selectionParams(context)
+        var params: [String: JSONValue]
+        if let job = context.arguments.value("retry") {
+            guard context.arguments.value("ids") == nil, context.arguments.value("ids-file") == nil,
+                !context.arguments.flag("all")
+            else { throw UsageError("give exactly one of --ids, --ids-file, --all, --retry") }
+            params = try retryParams(of: job, context)
+        } else {
+            params = try selectionParams(context)
+        }
         if let places = context.arguments.value("places") {
             params["places"] = .string(Commands.absolute(places, cwd: Commands.currentDirectory()))
         }
         return try Commands.submit(kind: "autotag", params: .object(params), context)
+    }
+
+    /// The params of an autotag of the photos `job` (an ended autotag) listed as retryable, with its places file.
+    /// - Throws: `DaemonReply` `no_such_job` (exit 4), `invalid_params` when the job is not an ended autotag or
+    ///   lists no retryable photo.
+    static func retryParams(of job: String, _ context: CommandContext) throws -> [String: JSONValue] {
+        let record = try context.call(["op": "show", "job": .string(job)])["job"] ?? .null
+        let id = record["id"]?.stringValue ?? job
+        guard record["kind"]?.stringValue == "autotag" else {
+            throw DaemonReply(error: JobError(code: "invalid_params", message: "job \(id) is not an autotag job; --retry takes one"))
+        }
+        guard let result = record["result"], result != .null else {
+            throw DaemonReply(
+                error: JobError(code: "invalid_params", message: "job \(id) has no result yet; retry it once it has ended"))
+        }
+        let listed = (result["retryable"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+        guard !listed.isEmpty else {
+            throw DaemonReply(error: JobError(code: "invalid_params", message: "job \(id) has no retryable photos"))
+        }
+        let count = result["retryable_count"]?.intValue ?? Int64(listed.count)
+        if count > Int64(listed.count) {
+            CLI.printError(
+                "job \(id) lists \(listed.count) of its \(count) retryable photos; retrying those "
+                    + "(run autotag on the first job's selection again for the rest)")
+        }
+        var params: [String: JSONValue] = ["ids": .array(listed.map { .string($0) })]
+        if let places = record["params"]?["places"], places != .null { params["places"] = places }
+        return params
     }
 
     /// Opens the photo store for reading (never migrating it: the daemon is its only writer), or returns `nil`
@@ -259,6 +303,7 @@ enum PhotoCommands {
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
                 tags      \(TerminalText.escape(Self.tagList(photo.tags)))
                 """)
+            for warning in photo.warnings { print("warning   \(warning)") }
         }
         return ExitCode.success
     }

@@ -70,6 +70,8 @@ public final class WorkerPool {
         let payload: JSONValue
         let timeoutSeconds: Double
         var attempts = 0
+        /// When the last attempt was sent (`Timestamp.monotonic()`), for "after N s" in messages.
+        var sentAt = 0.0
         var completion: ((Result<JSONValue, JobError>) -> Void)?
 
         init(
@@ -259,6 +261,7 @@ public final class WorkerPool {
 
     private func send(_ request: Request, to worker: Worker) {
         request.attempts += 1
+        request.sentAt = Timestamp.monotonic()
         worker.current = request
         let line: JSONValue = [
             "id": .number(Double(request.id)), "task": .string(request.task), "payload": request.payload,
@@ -306,13 +309,16 @@ public final class WorkerPool {
         guard let request = worker.current else { return }
         worker.current = nil
         statistics.timedOut += 1
+        let pid = worker.process.pid
         retire(worker)
+        let limit = Self.seconds(request.timeoutSeconds)
+        DaemonLog.write("worker \(pid) killed with signal \(SIGKILL): task \(request.task) ran past its time limit of \(limit)")
         request.complete(
             .failure(
                 JobError(
                     code: "worker_timeout",
-                    message:
-                        "task \(request.task) ran past its time limit of \(request.timeoutSeconds) s; worker killed")))
+                    message: "the worker ran past its time limit of \(limit) on \(request.task) and was killed "
+                        + "with signal \(SIGKILL)")))
         dispatch()
     }
 
@@ -335,22 +341,42 @@ public final class WorkerPool {
             if let request = worker.current {
                 worker.current = nil
                 statistics.crashed += 1
+                let after = Self.seconds(Timestamp.monotonic() - request.sentAt)
+                let what = exit.signal != 0 ? "was \(exit)" : "\(exit)"  // "was killed by signal 9", "exited with status 1"
                 if request.completion != nil, request.attempts < 2, !shuttingDown {
                     statistics.retried += 1
-                    DaemonLog.write("worker \(worker.process.pid) \(exit) during task \(request.task); retrying once")
+                    DaemonLog.write(
+                        "worker \(worker.process.pid) \(what) after \(after) on \(request.task); trying once more in a fresh worker")
                     queue.insert(request, at: 0)
                 } else {
+                    DaemonLog.write("worker \(worker.process.pid) \(what) after \(after) on \(request.task)")
+                    let times = request.attempts == 1 ? "" : " (the \(Self.ordinal(request.attempts)) try, each in a fresh worker)"
                     request.complete(
                         .failure(
                             JobError(
                                 code: "worker_crashed",
-                                message: "the worker \(exit) during task \(request.task), \(request.attempts) time(s)"))
-                    )
+                                message: "the worker \(what) after \(after) on \(request.task)\(times)")))
                 }
             }
         }
         remove(worker)
         dispatch()
+    }
+
+    /// `2 s`, `0.4 s`, `1.5 s`: a duration for a message, whole seconds without decimals.
+    static func seconds(_ value: Double) -> String {
+        let rounded = (value * 10).rounded() / 10
+        return rounded == rounded.rounded() ? "\(Int(rounded)) s" : "\(rounded) s"
+    }
+
+    /// `second`, `third`, … for the try counts in messages.
+    static func ordinal(_ n: Int) -> String {
+        switch n {
+        case 1: "first"
+        case 2: "second"
+        case 3: "third"
+        default: "\(n)th"
+        }
     }
 
     private func remove(_ worker: Worker) {

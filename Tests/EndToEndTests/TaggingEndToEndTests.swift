@@ -59,7 +59,7 @@ struct TaggingEndToEndTests {
         #expect(
             keys == [
                 "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps",
-                "tags",
+                "tags", "warnings",
             ])
         let unknown = try daemon.cli(["photos", "show", "ffffffff"])
         #expect(unknown.status == 4 && unknown.stderr.contains("photos list"), "\(unknown.stderr)")
@@ -412,7 +412,7 @@ struct TaggingEndToEndTests {
         let id = try daemon.submit("autotag", ["all": true])
         try daemon.waitFor(id, timeout: 60, "autotag under way") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 16 }
         // Kill a worker with a photo in flight. A worker is idle only between batches, so a kill may miss; the
-        // daemon logs "retrying once" when it hit a request. Kill again (waiting for that line first, so a photo's
+        // daemon logs "trying once more" when it hit a request. Kill again (waiting for that line first, so a photo's
         // retry is never killed too) until one has.
         var killed: [Int32] = []
         var hit = false
@@ -429,7 +429,7 @@ struct TaggingEndToEndTests {
             killed.append(victim)
             let deadline = Date().addingTimeInterval(1)
             while !hit && Date() < deadline {
-                hit = daemon.log().contains("retrying once")
+                hit = daemon.log().contains("trying once more")
                 if !hit { usleep(20_000) }
             }
         }

@@ -109,6 +109,20 @@ struct PhotoStoreTests {
         #expect(try store.database.query("SELECT done FROM checkpoint").first?.int(0) == 2)
     }
 
+    @Test func warningsAreKeptPerPhotoAndReplacedByTheNextRead() throws {
+        let store = try PhotoStore(path: ":memory:")
+        var item = Self.item(1)
+        item.metadata.warnings = ["GPSLatitudeRef missing; position not used"]
+        try store.upsert(item)
+        #expect(try store.photo(localID: 1)?.warnings == ["GPSLatitudeRef missing; position not used"])
+        #expect(try store.photo(localID: 1)?.json.encodedLine().hasSuffix(#""warnings":["GPSLatitudeRef missing; position not used"]}"#) == true)
+        try store.setWarnings(["corrupt data: the decoder warned 2 time(s) and decoded the rest"], for: 1)
+        #expect(try store.photo(localID: 1)?.warnings == ["corrupt data: the decoder warned 2 time(s) and decoded the rest"])
+        try store.setWarnings([], for: 1)
+        #expect(try store.photo(localID: 1)?.warnings == [])
+        #expect(try store.database.query("SELECT warnings FROM photos").first?.text(0) == nil, "none is NULL")
+    }
+
     @Test func photoJSONHasTheDesignShape() throws {
         let store = try PhotoStore(path: ":memory:")
         try store.upsert(Self.item(1))
@@ -122,7 +136,7 @@ struct PhotoStoreTests {
             line == """
                 {"id":"\(id)","local_id":1,"path":"/photos/IMG_1.jpg","bytes":1000,"width":4032,"height":3024,\
                 "orientation":6,"taken_at":"2024-05-03T18:22:10+01:00","camera":{"make":"Apple","model":null},\
-                "gps":{"lat":38.6916,"lon":-9.216},"tags":["place:Lisbon","trip","year:2024"]}
+                "gps":{"lat":38.6916,"lon":-9.216},"tags":["place:Lisbon","trip","year:2024"],"warnings":[]}
                 """)
         var bare = json
         bare.camera = nil

@@ -166,3 +166,71 @@ struct PixelAnalysisTests {
         #expect(decoded.sourceWidth == 1600)
     }
 }
+
+/// A hash with too little structure is no evidence of a duplicate: every flat picture hashes to 0 whatever its
+/// colour or size, and a plain gradient to all ones or all zeros.
+struct HashDetailTests {
+    static func analysis(_ image: RGBImage) throws -> PixelAnalysis { try PixelAnalysis(jpeg: image.jpegData()) }
+
+    @Test func flatGradientAndNearFlatPicturesAreNoEvidence() throws {
+        var pictures: [(String, RGBImage)] = [
+            ("1x1 black", Fixtures.image(1, 1) { _, _ in (0, 0, 0) }),
+            ("grey 403x201", Fixtures.image(403, 201) { _, _ in (128, 128, 128) }),
+            ("blue rising", Fixtures.image(128, 96) { x, _ in (0, 0, UInt8(x * 2)) }),
+            ("blue falling", Fixtures.image(128, 96) { x, _ in (0, 0, UInt8(255 - x * 2)) }),
+            ("blue down", Fixtures.image(128, 96) { _, y in (0, 0, UInt8(y * 2)) }),
+            ("diagonal", Fixtures.image(128, 96) { x, y in (UInt8(x), UInt8(y), 200) }),
+            ("dot", Fixtures.image(64, 48) { x, y in x == 30 && y == 20 ? (0, 0, 0) : (200, 200, 200) }),
+            // Sky over grass with fine texture that averages out at 9 × 8: no left-right structure at all.
+            ("two-tone scene", Fixtures.scene(160, 120)),
+        ]
+        for n in 0..<20 {
+            pictures.append(("solid \(n)", Fixtures.image(40, 30) { _, _ in (UInt8(n * 13), UInt8(255 - n * 11), 90) }))
+        }
+        var state: UInt32 = 1
+        pictures.append(("noise ±2", Fixtures.image(64, 48) { _, _ in
+            state = state &* 1_103_515_245 &+ 12345
+            let v = UInt8(126 + Int(state >> 16) % 5)
+            return (v, v, v)
+        }))
+        for (name, image) in pictures {
+            let a = try Self.analysis(image)
+            #expect(!a.hashIsEvidence, "\(name): detail \(a.hashDetail), hash \(a.perceptualHash)")
+            #expect(a.warnings.contains("too little detail to look for duplicates (a flat picture or a plain gradient)"))
+        }
+        // What made them "duplicates" before: equal hashes.
+        #expect(try Self.analysis(pictures[0].1).perceptualHash == Self.analysis(pictures[1].1).perceptualHash)
+    }
+
+    /// A worker sends its hash as JSON, where a number keeps only 53 bits: it goes as hex text, all 64 kept.
+    @Test func theHashTravelsAsHexText() throws {
+        for value: UInt64 in [.max, 0x8000_0000_0000_0001, 0x0123_4567_89ab_cdef, 0] {
+            let json = try JSONEncoder().encode([PerceptualHash(value: value)])
+            #expect(String(decoding: json, as: UTF8.self) == "[\"\(PerceptualHash(value: value))\"]")
+            #expect(try JSONDecoder().decode([PerceptualHash].self, from: json) == [PerceptualHash(value: value)])
+        }
+    }
+
+    @Test func texturedPicturesAreEvidence() throws {
+        // Blocks of random greys, 8 × 6 of them: structure at the hash's own scale.
+        for seed in 0..<5 {
+            var state = UInt32(seed + 1)
+            var cells = [UInt8]()
+            for _ in 0..<48 {
+                state = state &* 1_103_515_245 &+ 12345
+                cells.append(UInt8(state >> 24))
+            }
+            let a = try Self.analysis(Fixtures.image(160, 120) { x, y in
+                let v = cells[(y / 20) * 8 + x / 20]
+                return (v, v / 2, 255 - v)
+            })
+            #expect(a.hashIsEvidence, "blocks \(seed): detail \(a.hashDetail)")
+        }
+        let waves = Fixtures.image(160, 90) { x, y in
+            let v = 128 + 100 * sin(Double(x) / 17) * cos(Double(y) / 11)
+            return (UInt8(v), UInt8(255 - v), 90)
+        }
+        let a = try Self.analysis(waves)
+        #expect(a.hashIsEvidence && a.warnings.isEmpty, "detail \(a.hashDetail)")
+    }
+}

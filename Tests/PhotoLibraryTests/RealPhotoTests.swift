@@ -78,13 +78,15 @@ struct RealPhotoTests {
         if let place = e.place { #expect(tags.contains("place:" + place)) }
         let pixels = try #require(inspection.pixels, "\(inspection.pixelError ?? "")")
         #expect(pixels.aspect == e.aspect)
+        #expect(pixels.hashIsEvidence, "a real photo has detail enough for duplicates: \(pixels.hashDetail)")
     }
 
     @Test(.enabled(if: available, "skipped: ../shared/photos is missing"))
     func awkwardFilesFailCleanly() throws {
         let truncated = try PhotoInspection(path: Self.folder + "/pil_truncated_jpeg.jpg")
         #expect(truncated.pixels == nil)
-        #expect(truncated.pixelError?.hasPrefix("truncated") == true)
+        #expect(truncated.pixelErrorCode == "truncated")
+        #expect(truncated.pixelError?.hasPrefix("truncated") == false, "the code is not repeated in the message")
         #expect(AutoTags.tags(metadata: truncated.metadata, pixels: nil, places: nil) == ["unreadable"])
 
         // Damaged EXIF: whatever libexif recovers, no crash; the pixels still decode or fail with a code.

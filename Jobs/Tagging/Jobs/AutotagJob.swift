@@ -7,16 +7,19 @@ import TrailbookSQLite
 /// id>` for a near-duplicate (perceptual hash within `PerceptualHash.nearDuplicateDistance` bits) of an earlier
 /// imported photo.
 ///
-/// Each photo's file is decoded in a worker process (`photo.inspect` with pixels): a crash or hang there costs
-/// that photo (tag `unreadable`, listed in the result), never the daemon. Results are applied in the daemon:
+/// Each photo's file is decoded in a worker process (`photo.inspect` with pixels): a crash there costs that photo
+/// (tag `unreadable`, listed in the result), never the daemon. A failure that may pass on another try (the worker
+/// timed out on a slow or leased file, an I/O error, no worker) changes nothing on the photo: its tags stay, and it
+/// is listed in `retryable` for `submit autotag --retry JOB`. Results are applied in the daemon:
 /// per batch, the tags, the hashes and the job's checkpoint commit in one transaction of the photo store, so a
 /// resumed job continues after the last committed batch. A re-run replaces only the tags autotag owns
 /// (`AutoTags.isManaged`); a person's own keywords stay.
 ///
 /// Params: one of `ids` / `ids_file` / `all`, and `places` (a `name,lat,lon` CSV to use instead of the bundled
-/// table). Result: `photos`, `tagged`, `unknown_count`, `unknown_first`, `duplicates`, `unreadable_count` and
+/// table). Result: `photos`, `tagged`, `unknown_count`, `unknown_first`, `duplicates`, `unreadable_count`,
 /// `unreadable` (the first 1000: id, path, code and message; the code is the photo library's — `truncated`,
-/// `too_large`, `empty`, … — or `worker_crashed` / `worker_timeout`). Progress unit: photos.
+/// `too_large`, `empty`, … — or `worker_crashed`), `retryable_count` and `retryable` (the first 1000 likewise:
+/// `worker_timeout`, `io`, `worker_unavailable`). Progress unit: photos.
 public struct AutotagJob: JobKind {
     /// Parameters, as submitted.
     public struct Params: Codable, Sendable {
@@ -58,7 +61,28 @@ public struct AutotagJob: JobKind {
         var unknownFirst: [String] = []
         var unreadableCount = 0
         var unreadable: [Bad] = []
+        var retryableCount = 0
+        var retryable: [Bad] = []
         var finished = false
+
+        init() {}
+
+        /// Reads checkpoints saved before `retryable` existed too.
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            cursor = try c.decode(Int64.self, forKey: .cursor)
+            processed = try c.decode(Int64.self, forKey: .processed)
+            total = try c.decode(Int64.self, forKey: .total)
+            tagged = try c.decode(Int.self, forKey: .tagged)
+            duplicates = try c.decode(Int.self, forKey: .duplicates)
+            unknownCount = try c.decode(Int.self, forKey: .unknownCount)
+            unknownFirst = try c.decode([String].self, forKey: .unknownFirst)
+            unreadableCount = try c.decode(Int.self, forKey: .unreadableCount)
+            unreadable = try c.decode([Bad].self, forKey: .unreadable)
+            retryableCount = try c.decodeIfPresent(Int.self, forKey: .retryableCount) ?? 0
+            retryable = try c.decodeIfPresent([Bad].self, forKey: .retryable) ?? []
+            finished = try c.decode(Bool.self, forKey: .finished)
+        }
     }
 
     /// `autotag`.
@@ -128,6 +152,7 @@ public struct AutotagJob: JobKind {
                 tx, next in
                 for (record, answer) in zip(records, answers) {
                     var tags: [String]
+                    var warnings: [String]
                     switch answer.flatMap({ value in
                         Result { try JSONCoding.convert(value, to: PhotoInspection.self) }
                             .mapError { JobError(code: "bad_answer", message: "\($0)") }
@@ -135,24 +160,33 @@ public struct AutotagJob: JobKind {
                     case .success(let inspection):
                         tags = AutoTags.tags(
                             metadata: inspection.metadata, pixels: inspection.pixels, places: places)
+                        warnings = inspection.warnings
                         if let pixels = inspection.pixels {
-                            let hash = pixels.perceptualHash
+                            // A hash with too little detail (flat, plain gradient) is no evidence: it is neither
+                            // searched with nor kept where a later photo could find it.
+                            let hash = pixels.hashIsEvidence ? pixels.perceptualHash : nil
                             try store.setPerceptualHash(hash, for: record.localID)
-                            if let twin = try store.nearestDuplicate(of: hash, importedBefore: record.localID) {
+                            if let hash, let twin = try store.nearestDuplicate(of: hash, importedBefore: record.localID) {
                                 tags.append("duplicate-of:" + twin.stableID.text)
                                 next.duplicates += 1
                             }
                         } else {
-                            let reason = inspection.pixelError ?? "undecodable: pixels not decodable"
-                            let code =
-                                reason.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "undecodable"
-                            Self.noteUnreadable(&next, record, code: code, reason)
+                            Self.note(
+                                &next.unreadable, &next.unreadableCount, record,
+                                code: inspection.pixelErrorCode ?? "corrupt",
+                                inspection.pixelError ?? "the pixels did not decode")
                         }
+                    case .failure(let error) where Self.mayPass(error.code):
+                        // Nothing learnt about the photo: what it had stays, and it can be tried again alone.
+                        Self.note(&next.retryable, &next.retryableCount, record, code: error.code, error.message)
+                        continue
                     case .failure(let error):
                         tags = ["unreadable"]
-                        Self.noteUnreadable(&next, record, code: error.code, error.message)
+                        warnings = ["unreadable (\(error.code)): " + error.message]
+                        Self.note(&next.unreadable, &next.unreadableCount, record, code: error.code, error.message)
                     }
                     try tx.replaceTags(of: record.localID, with: tags, where: AutoTags.isManaged)
+                    try store.setWarnings(warnings, for: record.localID)
                     next.tagged += 1
                 }
                 next.advance(past: batch, missing: batch.localIDs.count - records.count)
@@ -166,12 +200,25 @@ public struct AutotagJob: JobKind {
         return Self.result(checkpoint)
     }
 
-    static func noteUnreadable(_ checkpoint: inout Checkpoint, _ record: PhotoRecord, code: String, _ message: String) {
-        checkpoint.unreadableCount += 1
-        if checkpoint.unreadable.count < 1_000 {
-            checkpoint.unreadable.append(Bad(id: record.stableID.text, path: record.path, code: code, message: message))
+    /// Counts a photo in `count` and lists it in `list` while that holds fewer than `listLimit`.
+    static func note(_ list: inout [Bad], _ count: inout Int, _ record: PhotoRecord, code: String, _ message: String) {
+        count += 1
+        if list.count < listLimit {
+            list.append(Bad(id: record.stableID.text, path: record.path, code: code, message: message))
         }
     }
+
+    /// How many unreadable (and retryable) photos the result lists in full; the counts are always exact.
+    public static let listLimit = 1_000
+
+    /// Error codes of a failure that may pass on another try, so it must not change what is known of the photo:
+    /// the worker ran past its time limit (a slow disk, a file under another process's lease), the file could not
+    /// be opened or read (`io`: EIO, EAGAIN, a network file system gone for a while), or there was no worker.
+    /// A crash (twice, in fresh workers) or a decoder's verdict on the bytes is final: `unreadable`.
+    public static let retryableCodes: Set<String> = ["worker_timeout", "worker_unavailable", "io"]
+
+    /// Whether a failure with `code` may pass on another try (`retryableCodes`).
+    public static func mayPass(_ code: String) -> Bool { retryableCodes.contains(code) }
 
     /// Drops the job's checkpoint from the photo store: the job store now holds its end and result.
     public func jobEnded(id: String, state: JobState) {
@@ -185,6 +232,8 @@ public struct AutotagJob: JobKind {
             "unknown_first": .array(checkpoint.unknownFirst.map { .string($0) }),
             "unreadable_count": .number(checkpoint.unreadableCount),
             "unreadable": JSONCoding.value(of: checkpoint.unreadable),
+            "retryable_count": .number(checkpoint.retryableCount),
+            "retryable": JSONCoding.value(of: checkpoint.retryable),
         ]
     }
 }

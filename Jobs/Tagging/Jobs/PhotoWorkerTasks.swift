@@ -13,8 +13,10 @@ public struct InspectPhotoTask: WorkerTask {
     /// Decoder limits (pixel count, memory) applied to every decode.
     public var limits = DecodeLimits()
 
-    /// A task with the default decoder limits.
-    public init() {}
+    /// A task decoding within `limits` (default: `DecodeLimits()`, 100 megapixels).
+    public init(limits: DecodeLimits = DecodeLimits()) {
+        self.limits = limits
+    }
 
     /// Inspects the file at `payload.path` (pixels too when `payload.pixels` is true).
     ///
@@ -36,8 +38,8 @@ public struct InspectPhotoTask: WorkerTask {
 
 /// The worker tasks of the tagging job kinds, for the `worker` subcommand's table.
 public enum TaggingWorkerTasks {
-    /// Registers every tagging task in `table`.
-    public static func register(in table: inout WorkerTaskTable) {
-        table.register(InspectPhotoTask())
+    /// Registers every tagging task in `table`, decoding within `limits` (the daemon's `--max-megapixels`).
+    public static func register(in table: inout WorkerTaskTable, limits: DecodeLimits = DecodeLimits()) {
+        table.register(InspectPhotoTask(limits: limits))
     }
 }

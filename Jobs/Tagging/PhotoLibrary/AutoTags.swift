@@ -65,8 +65,10 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
     public var metadata: PhotoMetadata
     /// Its pixel analysis, or `nil` when decoding failed.
     public var pixels: PixelAnalysis?
-    /// Why `pixels` is `nil` (`PhotoLibraryError.code.name`) and the message.
+    /// Why `pixels` is `nil`, in words (`PhotoLibraryError.message`; the code is `pixelErrorCode`).
     public var pixelError: String?
+    /// Why `pixels` is `nil`, as the photo library's stable code (`truncated`, `corrupt`, `too_large`, …).
+    public var pixelErrorCode: String?
 
     /// Reads `path` once and inspects it.
     ///
@@ -88,8 +90,15 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
         do {
             pixels = PixelAnalysis(displayed: try decoder.displayedImage(file.bytes, metadata: metadata, limits: limits))
         } catch {
-            pixelError = error.description
+            pixelError = error.message
+            pixelErrorCode = error.code.name
         }
+    }
+
+    /// What reading the photo noticed, in words, for `PhotoRecord.warnings`: the metadata's warnings, the pixel
+    /// analysis's, and why the pixels did not decode.
+    public var warnings: [String] {
+        metadata.warnings + (pixels?.warnings ?? []) + (pixelError.map { ["unreadable (\(pixelErrorCode ?? "corrupt")): " + $0] } ?? [])
     }
 
     /// The import record for `PhotoStore.upsert`.

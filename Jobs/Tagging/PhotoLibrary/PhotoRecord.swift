@@ -33,6 +33,9 @@ public struct PhotoRecord: Hashable, Sendable {
     public var gps: GPSCoordinate?
     /// The perceptual hash, once an analysis stored it.
     public var perceptualHash: PerceptualHash?
+    /// What the last read of the file noticed (import, then each autotag): `PhotoMetadata.warnings` and the
+    /// pixel analysis's (corrupt data decoded anyway, too little detail for duplicates, why it is unreadable).
+    public var warnings: [String] = []
     /// Tags, sorted, each once.
     public var tags: [String]
 
@@ -43,13 +46,14 @@ public struct PhotoRecord: Hashable, Sendable {
             orientation: orientation, takenAt: takenAt,
             camera: cameraMake == nil && cameraModel == nil
                 ? nil : PhotoJSON.Camera(make: cameraMake, model: cameraModel),
-            gps: gps.map { PhotoJSON.GPS(lat: $0.latitude, lon: $0.longitude) }, tags: tags)
+            gps: gps.map { PhotoJSON.GPS(lat: $0.latitude, lon: $0.longitude) }, tags: tags, warnings: warnings)
     }
 }
 
 /// A photo in the exact JSON shape of docs/design.md "Photo as JSON" (`photos show --json`, one element of
 /// `photos list --json`). Absent values encode as `null`, never as missing keys; `tags` is sorted, no repeats.
 /// `camera` is `null` when both make and model are unknown, otherwise an object whose unknown half is `null`.
+/// `warnings` (after `tags`) lists what reading the photo noticed, in words; `[]` when nothing.
 public struct PhotoJSON: Codable, Hashable, Sendable {
     /// `{"make": …, "model": …}`.
     public struct Camera: Codable, Hashable, Sendable {
@@ -85,9 +89,11 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
     public var camera: Camera?
     public var gps: GPS?
     public var tags: [String]
+    public var warnings: [String]
 
     enum CodingKeys: String, CodingKey {
         case id, localID = "local_id", path, bytes, width, height, orientation, takenAt = "taken_at", camera, gps, tags
+        case warnings
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -103,6 +109,7 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         try c.encode(camera, forKey: .camera)
         try c.encode(gps, forKey: .gps)
         try c.encode(tags, forKey: .tags)
+        try c.encode(warnings, forKey: .warnings)
     }
 
     /// One line of compact JSON (no trailing newline), keys in docs/design.md's order.
@@ -122,7 +129,7 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
             ("id", try value(id)), ("local_id", try value(localID)), ("path", try value(path)),
             ("bytes", try value(bytes)), ("width", try value(width)), ("height", try value(height)),
             ("orientation", try value(orientation)), ("taken_at", try value(takenAt)), ("camera", camera ?? "null"),
-            ("gps", gps ?? "null"), ("tags", try value(tags)),
+            ("gps", gps ?? "null"), ("tags", try value(tags)), ("warnings", try value(warnings)),
         ])
     }
 }

@@ -1,13 +1,20 @@
 import TrailbookSQLite
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// The photo library's SQLite store: one row per photo plus its tags, in WAL mode.
 ///
 /// Single writer: the process that owns the store (the daemon) is the only one that writes it; workers send it
 /// results. Not `Sendable` (it owns a `Database`, used from one thread).
 ///
-/// Schema (version 5, applied by `Database.migrate`):
+/// Schema (version 6, applied by `Database.migrate`):
 /// - `photos(id INTEGER PRIMARY KEY, stable_id TEXT UNIQUE, path TEXT UNIQUE, bytes, mtime_ns, inode, width,
-///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash)`; `id` is the local ID.
+///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash, warnings)`; `id` is the
+///   local ID; `warnings` is a JSON array of strings (what the last read of the file noticed) or NULL.
 /// - Tags are a bitmap index: `tag_names(id INTEGER PRIMARY KEY, name TEXT UNIQUE)` numbers each tag, and
 ///   `tag_words(word, tag_id, bits)` (primary key `(word, tag_id)`, `WITHOUT ROWID`) holds, for each run of 64
 ///   local IDs (`word` = local ID >> 6) and each tag some photo of that run has, a 64-bit integer whose bit
@@ -117,6 +124,8 @@ public final class PhotoStore {
             JOIN tag_names AS n ON n.id = w.tag_id
             JOIN photos AS p ON p.id BETWEEN w.word * 64 AND w.word * 64 + 63 AND (w.bits >> (p.id & 63)) & 1;
         """,
+        // 6: what reading a photo noticed (a GPS position without its reference, corrupt data decoded anyway).
+        "ALTER TABLE photos ADD COLUMN warnings TEXT;",
     ]
 
     /// Opens (creating if needed) the store at `path`, switches it to WAL and brings the schema up to date.
@@ -241,7 +250,7 @@ public final class PhotoStore {
                     .integer(item.stamp.modifiedNanoseconds), .integer(Int64(bitPattern: item.stamp.inode)),
                     m.width.sqlite, m.height.sqlite, m.orientation.sqlite, m.takenAt.sqlite, m.cameraMake.sqlite,
                     m.cameraModel.sqlite, m.gps.map { .real($0.latitude) } ?? .null,
-                    m.gps.map { .real($0.longitude) } ?? .null,
+                    m.gps.map { .real($0.longitude) } ?? .null, PhotoStore.warningsValue(m.warnings),
                 ]
                 if let existing, let id = existing.int(0) {
                     values.append(.integer(id))
@@ -249,7 +258,7 @@ public final class PhotoStore {
                         """
                         UPDATE photos SET stable_id = ?, path = ?, bytes = ?, mtime_ns = ?, inode = ?, width = ?,
                             height = ?, orientation = ?, taken_at = ?, camera_make = ?, camera_model = ?, gps_lat = ?,
-                            gps_lon = ?, phash = NULL
+                            gps_lon = ?, warnings = ?, phash = NULL
                         WHERE id = ?
                         """, values)
                     return .updated(id)
@@ -257,8 +266,8 @@ public final class PhotoStore {
                 try database.query(
                     """
                     INSERT INTO photos (stable_id, path, bytes, mtime_ns, inode, width, height, orientation, taken_at,
-                        camera_make, camera_model, gps_lat, gps_lon)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        camera_make, camera_model, gps_lat, gps_lon, warnings)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, values)
                 return .inserted(database.lastInsertRowID)
             }
@@ -419,16 +428,27 @@ public final class PhotoStore {
 
     // MARK: Perceptual hashes
 
-    /// Stores the perceptual hash of a photo (for near-duplicate search).
+    /// Stores the perceptual hash of a photo (for near-duplicate search), or forgets it (`nil`: a hash with too
+    /// little detail to be evidence, which must not be found as anyone's twin).
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
-    public func setPerceptualHash(_ hash: PerceptualHash, for localID: PhotoLocalID) throws(PhotoLibraryError) {
+    public func setPerceptualHash(_ hash: PerceptualHash?, for localID: PhotoLocalID) throws(PhotoLibraryError) {
         try forgettingHashesOnFailure { () throws(PhotoLibraryError) in
             _ = try store {
                 try database.query(
                     "UPDATE photos SET phash = ? WHERE id = ?",
-                    [.integer(Int64(bitPattern: hash.value)), .integer(localID)])
+                    [hash.map { .integer(Int64(bitPattern: $0.value)) } ?? .null, .integer(localID)])
             }
-            if database.changes > 0 { hashIndex?.set(hash, for: localID) }
+            guard database.changes > 0 else { return }
+            if let hash { hashIndex?.set(hash, for: localID) } else { hashIndex?.remove(localID) }
+        }
+    }
+
+    /// Replaces what the last read of a photo noticed (`PhotoRecord.warnings`); an empty list clears it.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
+    public func setWarnings(_ warnings: [String], for localID: PhotoLocalID) throws(PhotoLibraryError) {
+        _ = try store {
+            try database.query(
+                "UPDATE photos SET warnings = ? WHERE id = ?", [PhotoStore.warningsValue(warnings), .integer(localID)])
         }
     }
 
@@ -471,8 +491,14 @@ public final class PhotoStore {
 
     static let columns = """
         id, stable_id, path, bytes, mtime_ns, inode, width, height, orientation, taken_at, camera_make,
-        camera_model, gps_lat, gps_lon, phash
+        camera_model, gps_lat, gps_lon, phash, warnings
         """
+
+    /// `warnings` as the column holds them: a JSON array, or NULL when there are none.
+    static func warningsValue(_ warnings: [String]) -> SQLiteValue {
+        guard !warnings.isEmpty, let json = try? JSONEncoder().encode(warnings) else { return .null }
+        return .text(String(decoding: json, as: UTF8.self))
+    }
 
     static func record(_ row: Row) -> PhotoRecord {
         let gps: GPSCoordinate? =
@@ -489,7 +515,9 @@ public final class PhotoStore {
                 inode: UInt64(bitPattern: row.int(5) ?? 0)),
             width: row.int(6).map(Int.init), height: row.int(7).map(Int.init), orientation: row.int(8).map(Int.init),
             takenAt: row.text(9), cameraMake: row.text(10), cameraModel: row.text(11), gps: gps,
-            perceptualHash: row.int(14).map { PerceptualHash(value: UInt64(bitPattern: $0)) }, tags: [])
+            perceptualHash: row.int(14).map { PerceptualHash(value: UInt64(bitPattern: $0)) },
+            warnings: row.text(15).flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? [],
+            tags: [])
     }
 
     /// Fills in tags for `records` (sorted by name) with one query over their bitmap words.

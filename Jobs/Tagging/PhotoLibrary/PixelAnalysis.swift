@@ -19,8 +19,27 @@ public struct PixelAnalysis: Hashable, Sendable, Codable {
     public var dominantColorShare: Double
     /// The 64-bit difference hash (dHash) of the upright image.
     public var perceptualHash: PerceptualHash
+    /// How much structure the hash reflects: `PerceptualHash.hashAndDetail(of:)`. Below
+    /// `PerceptualHash.minimumDetail` (a flat picture, a plain gradient) the hash is no evidence of anything.
+    public var hashDetail: Int
     /// Decoder warnings about corrupt data that did not stop decoding.
     public var decoderWarnings: Int
+
+    /// What the analysis noticed, in words: corrupt data decoded anyway, a hash with too little detail.
+    public var warnings: [String] {
+        var warnings: [String] = []
+        if decoderWarnings > 0 {
+            warnings.append("corrupt data: the decoder warned \(decoderWarnings) time(s) and decoded the rest")
+        }
+        if !hashIsEvidence {
+            warnings.append("too little detail to look for duplicates (a flat picture or a plain gradient)")
+        }
+        return warnings
+    }
+
+    /// Whether `perceptualHash` says enough about the picture to find its duplicates with (`hashDetail` at least
+    /// `PerceptualHash.minimumDetail`).
+    public var hashIsEvidence: Bool { hashDetail >= PerceptualHash.minimumDetail }
 
     /// Mean luma below which an image counts as `night`: 50 of 255 (about 20 % grey). A typical night street
     /// scene averages 20–45; indoor and overcast daylight photos average 80–140.
@@ -65,7 +84,7 @@ public struct PixelAnalysis: Hashable, Sendable, Codable {
         meanLuma = Double(lumaSum) / 1000 / Double(count)
         isNight = meanLuma < PixelAnalysis.nightLumaThreshold
         (dominantColor, dominantColorShare) = ColorName.dominant(histogram: histogram, pixelCount: count)
-        perceptualHash = PerceptualHash(image: image)
+        (perceptualHash, hashDetail) = PerceptualHash.hashAndDetail(of: image)
         decoderWarnings = 0
     }
 }
@@ -160,7 +179,8 @@ public enum ColorName: String, Hashable, Sendable, Codable, CaseIterable {
 /// Method: luma (BT.601) of the upright image, area-averaged down to 9 × 8; bit `8·row + col` (counting from the
 /// most significant bit) is 1 when pixel `col` is darker than pixel `col + 1` in that row. Survives rescaling,
 /// recompression and small brightness changes; not rotation. Compare with `distance(to:)`: 0–`nearDuplicateDistance`
-/// means near duplicates, unrelated photos are typically 20–44 apart.
+/// means near duplicates, unrelated photos are typically 20–44 apart — but only for hashes with enough detail
+/// (`hashAndDetail(of:)`): every flat picture hashes to 0.
 public struct PerceptualHash: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The 64 bits.
     public let value: UInt64
@@ -172,6 +192,24 @@ public struct PerceptualHash: Hashable, Sendable, Codable, CustomStringConvertib
 
     /// The dHash of `image`.
     public init(image: RGBImage) {
+        self = PerceptualHash.hashAndDetail(of: image).hash
+    }
+
+    /// The smallest luma step between neighbouring cells of the 9 × 8 grid that counts as structure: 2 % of the
+    /// range (5.1 of 255). Steps below it are JPEG noise, dithering or a faint vignette, and their bits flip
+    /// between copies of one picture as easily as between two different flat pictures.
+    public static let significantStep = 2 * 255 * 1000 / 100
+
+    /// `detail` at or above which a hash is evidence for duplicates: 4 steps up and 4 down. A flat picture has
+    /// 0 (every bit 0, whatever its colour or size), a plain gradient 0 (every step one way), so two of them
+    /// would otherwise be "duplicates" at distance 0; a photo typically has 15–30.
+    public static let minimumDetail = 4
+
+    /// The dHash of `image` and its detail: of the 64 comparisons, those whose luma step is at least
+    /// `significantStep`, counted apart by direction (brighter to the right, darker to the right); `detail` is
+    /// the smaller count. Few significant steps, or all in one direction, is a picture with no structure to
+    /// recognise it by.
+    public static func hashAndDetail(of image: RGBImage) -> (hash: PerceptualHash, detail: Int) {
         let small = image.resized(width: 9, height: 8)
         var luma = [Int](repeating: 0, count: 72)
         for i in 0..<72 {
@@ -179,17 +217,38 @@ public struct PerceptualHash: Hashable, Sendable, Codable, CustomStringConvertib
             luma[i] = 299 * r + 587 * g + 114 * b
         }
         var bits: UInt64 = 0
+        var rising = 0, falling = 0
         for row in 0..<8 {
             for col in 0..<8 {
                 bits <<= 1
-                if luma[row * 9 + col] < luma[row * 9 + col + 1] { bits |= 1 }
+                let left = luma[row * 9 + col], right = luma[row * 9 + col + 1]
+                if left < right { bits |= 1 }
+                if right - left >= significantStep { rising += 1 }
+                if left - right >= significantStep { falling += 1 }
             }
         }
-        value = bits
+        return (PerceptualHash(value: bits), min(rising, falling))
     }
 
     /// The number of differing bits, 0…64.
     public func distance(to other: PerceptualHash) -> Int { (value ^ other.value).nonzeroBitCount }
+
+    /// Encodes as its 16 hex digits (`description`): a JSON number is a double, which keeps only 53 of the 64
+    /// bits (a worker's answer lost the low bits of most hashes, and all ones did not decode at all).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    /// Decodes 16 hex digits.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard text.utf8.count == 16, let value = UInt64(text, radix: 16) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not 16 hex digits: \(text)")
+        }
+        self.value = value
+    }
 
     /// 16 lowercase hex digits.
     public var description: String {
