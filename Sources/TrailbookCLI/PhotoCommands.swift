@@ -303,7 +303,8 @@ enum PhotoCommands {
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
                 tags      \(TerminalText.escape(Self.tagList(photo.tags)))
                 """)
-            for warning in photo.warnings { print("warning   \(warning)") }
+            // Warnings quote the file (a Ref, a date text): escaped like the other fields.
+            for warning in photo.warnings { print("warning   \(TerminalText.escape(warning))") }
         }
         return ExitCode.success
     }
