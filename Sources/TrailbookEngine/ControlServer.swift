@@ -29,6 +29,8 @@ public final class ControlServer {
         let pipe: PipeConnection
         var buffer: [UInt8] = []
         var queue: [QueuedRequest] = []
+        /// Bytes of the lines in `queue`.
+        var queuedBytes = 0
         var busy = false
         var watching = false
         var discardingOversizedLine = false
@@ -71,6 +73,7 @@ public final class ControlServer {
             pipe.closeAfterWriting()
             return
         }
+        if connections.count >= Self.maxConnections { dropHungUp() }
         guard connections.count < Self.maxConnections else {
             pipe.write(
                 Self.errorLine(
@@ -83,15 +86,29 @@ public final class ControlServer {
         startReading(connection)
     }
 
+    /// Drops every connection whose client has hung up though the loop has not read its end of input yet, so a
+    /// burst of short connections (thousands of connect-and-close) does not hold the slots and get a live client
+    /// refused. One `poll` per connection, only when all slots are taken.
+    private func dropHungUp() {
+        for connection in connections.values where connection.pipe.peerClosed { drop(connection) }
+    }
+
     /// The client stopped sending. After a clean end of input (a half-close, as `nc -N` does) the requests already
-    /// received are still answered, then the connection closes; after a read error it closes at once.
+    /// received are still answered, then the connection closes; after a read error, or when the client closed its
+    /// end entirely (no one is left to read a reply), it closes at once and its waiting requests are dropped.
     private func ended(_ connection: Connection, error: UVError?) {
         connection.inputEnded = true
-        if error != nil || connection.watching {
+        if error != nil || connection.watching || connection.pipe.peerClosed {
             drop(connection)
-        } else if !connection.busy {
-            finish(connection)
+            return
         }
+        if !connection.buffer.isEmpty, !connection.discardingOversizedLine {
+            // A last request without its newline is still a request: answer it like any other.
+            let line = connection.buffer
+            connection.buffer = []
+            enqueue(.line(line), on: connection)
+        }
+        if !connection.busy { finish(connection) }
     }
 
     /// Closes a connection once its last replies are written.
@@ -108,31 +125,38 @@ public final class ControlServer {
         connections[ObjectIdentifier(connection.pipe)] = nil
     }
 
-    private func received(_ bytes: UnsafeRawBufferPointer, on connection: Connection) {
-        var start = bytes.startIndex
-        while let newline = bytes[start...].firstIndex(of: 0x0A) {
-            let piece = bytes[start..<newline]
+    private func received(_ raw: UnsafeRawBufferPointer, on connection: Connection) {
+        // Typed and scanned with memchr: the bytes are copied and searched as blocks, not one by one, so a client
+        // sending megabytes of lines costs little.
+        let bytes = raw.bindMemory(to: UInt8.self)
+        guard let base = bytes.baseAddress else { return }
+        var start = 0
+        while start < bytes.count, let found = memchr(base + start, 0x0A, bytes.count - start) {
+            let newline = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+            let piece = UnsafeBufferPointer(rebasing: bytes[start..<newline])
             start = newline + 1
             if connection.discardingOversizedLine {
                 connection.discardingOversizedLine = false
-                connection.buffer.removeAll()
+                connection.buffer = []
                 continue
             }
             if connection.buffer.count + piece.count > Self.maxLineBytes {
-                connection.buffer.removeAll()
+                connection.buffer = []
                 enqueue(.oversized, on: connection)
                 continue
             }
             connection.buffer.append(contentsOf: piece)
             let line = connection.buffer
-            connection.buffer.removeAll(keepingCapacity: true)
+            // A fresh buffer, not `removeAll(keepingCapacity:)`: that would copy the line's storage (it is shared
+            // with `line`) and keep up to 1 MiB per idle connection.
+            connection.buffer = []
             enqueue(.line(line), on: connection)
         }
-        let rest = bytes[start...]
+        let rest = UnsafeBufferPointer(rebasing: bytes[start...])
         guard !rest.isEmpty, !connection.discardingOversizedLine else { return }
         if connection.buffer.count + rest.count > Self.maxLineBytes {
             // Skip the rest of the line (answered in its turn), so a client streaming garbage cannot grow our memory.
-            connection.buffer.removeAll()
+            connection.buffer = []
             connection.discardingOversizedLine = true
             enqueue(.oversized, on: connection)
         } else {
@@ -149,15 +173,33 @@ public final class ControlServer {
         case line([UInt8])
         /// A line past `maxLineBytes`, dropped as it came: its turn gets the `request_too_large` error.
         case oversized
+
+        /// The memory it holds, in bytes.
+        var byteCount: Int {
+            if case .line(let line) = self { return line.count }
+            return 0
+        }
+    }
+
+    /// Whether `line` is only spaces, tabs and carriage returns (skipped, unanswered, like an empty line).
+    private static func isBlank(_ line: [UInt8]) -> Bool {
+        line.withUnsafeBufferPointer { bytes in
+            for byte in bytes where byte != 0x20 && byte != 0x0D && byte != 0x09 { return false }
+            return true
+        }
     }
 
     private func enqueue(_ request: QueuedRequest, on connection: Connection) {
         guard !connection.watching else { return }
-        if case .line(let line) = request, line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { return }
+        if case .line(let line) = request, Self.isBlank(line) { return }
         connection.queue.append(request)
-        // Back-pressure: a client that pipelines more than `maxQueuedRequests` waits (its reads pause) until
-        // they are answered.
-        if connection.queue.count >= Self.maxQueuedRequests, !connection.readingPaused {
+        connection.queuedBytes += request.byteCount
+        // Back-pressure: a client that pipelines more than `maxQueuedRequests` or `maxLineBytes` of requests waits
+        // (its reads pause) until they are answered, so one connection holds at most about 2 MiB of requests
+        // (this queue and one partial line).
+        if connection.queue.count >= Self.maxQueuedRequests || connection.queuedBytes >= Self.maxLineBytes,
+            !connection.readingPaused
+        {
             connection.readingPaused = true
             connection.pipe.stopReading()
         }
@@ -166,16 +208,23 @@ public final class ControlServer {
         Task { @LoopActor in
             while !connection.queue.isEmpty, !connection.watching, !connection.pipe.isClosing {
                 // A client that is gone or does not read its replies is cut off rather than allowed to keep us
-                // busy or grow our memory.
-                if connection.pipe.writeFailed || connection.pipe.pendingWriteBytes > Self.maxUnreadReplyBytes {
+                // busy or grow our memory. Work for a client that has hung up is skipped: thousands of them
+                // (connect, send `list`, close) would otherwise put a live client's request behind all of theirs.
+                if connection.pipe.writeFailed || connection.pipe.pendingWriteBytes > Self.maxUnreadReplyBytes
+                    || connection.pipe.peerClosed
+                {
                     self.drop(connection)
                     break
                 }
-                switch connection.queue.removeFirst() {
+                let request = connection.queue.removeFirst()
+                connection.queuedBytes -= request.byteCount
+                switch request {
                 case .line(let line): await self.handle(line, on: connection)
                 case .oversized: self.reply(connection, Self.errorLine(Self.oversized))
                 }
-                if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2, !connection.inputEnded {
+                if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2,
+                    connection.queuedBytes < Self.maxLineBytes / 2, !connection.inputEnded
+                {
                     connection.readingPaused = false
                     self.startReading(connection)
                 }
@@ -215,9 +264,10 @@ public final class ControlServer {
     private func handle(_ line: [UInt8], on connection: Connection) async {
         let request: JSONValue
         do {
-            request = try JSONCoding.decode(JSONValue.self, from: line)
+            // Our own bounded parser, never Foundation's decoder: see `JSONParser` for why.
+            request = try JSONParser.parse(line)
         } catch {
-            reply(connection, Self.errorLine(JobError(code: "bad_request", message: "request is not valid JSON")))
+            reply(connection, Self.errorLine(Self.refusal(error)))
             return
         }
         do {
@@ -228,11 +278,58 @@ public final class ControlServer {
         }
     }
 
+    /// The error reply for a request line the parser refused.
+    static func refusal(_ failure: JSONParser.Failure) -> JobError {
+        switch failure.kind {
+        case .syntax:
+            return JobError(code: "bad_request", message: "request is not valid JSON: \(failure.message)")
+        case .duplicateKey:
+            return JobError(code: "duplicate_key", message: "request is ambiguous: \(failure.message); send each key once")
+        case .limit:
+            return JobError(code: "request_too_large", message: "request is too large: \(failure.message)")
+        }
+    }
+
+    /// The member `key` of `request`, or `nil` when it is absent or `null`.
+    /// - Throws: `bad_request` naming the member and the expected type when it is something else.
+    private func member<T>(_ request: JSONValue, _ key: String, _ expected: String, _ extract: (JSONValue) -> T?)
+        throws(JobError) -> T?
+    {
+        guard let value = request[key], !value.isNull else { return nil }
+        guard let typed = extract(value) else {
+            throw JobError(code: "bad_request", message: "\"\(key)\" must be \(expected), got \(Self.shortText(value))")
+        }
+        return typed
+    }
+
+    private func string(_ request: JSONValue, _ key: String) throws(JobError) -> String? {
+        try member(request, key, "a string", \.stringValue)
+    }
+
+    private func strings(_ request: JSONValue, _ key: String) throws(JobError) -> [String]? {
+        try member(request, key, "an array of strings") { value in
+            value.arrayValue.flatMap { elements in
+                let strings = elements.compactMap(\.stringValue)
+                return strings.count == elements.count ? strings : nil
+            }
+        }
+    }
+
+    private func wholeNumber(_ request: JSONValue, _ key: String) throws(JobError) -> Int64? {
+        try member(request, key, "a whole number", \.intValue)
+    }
+
+    /// A value for an error message: its JSON, cut at 64 bytes.
+    private static func shortText(_ value: JSONValue) -> String {
+        let text = String(decoding: JSONCoding.encode(value), as: UTF8.self)
+        return text.count > 64 ? String(text.prefix(64)) + "…" : text
+    }
+
     private func respond(to request: JSONValue, on connection: Connection) async throws(JobError) -> JSONValue {
         guard case .object = request else {
             throw JobError(code: "bad_request", message: "a request is a JSON object with an \"op\"")
         }
-        guard let op = request["op"]?.stringValue else {
+        guard let op = try string(request, "op") else {
             throw JobError(code: "bad_request", message: "request has no \"op\" string")
         }
         switch op {
@@ -242,11 +339,17 @@ public final class ControlServer {
                 "kinds": .array(scheduler.kindNames.map { .string($0) }), "feed_seq": .number(Double(scheduler.feed.lastSeq)),
             ]
         case "submit":
-            guard let kind = request["kind"]?.stringValue else {
+            guard let kind = try string(request, "kind") else {
                 throw JobError(code: "bad_request", message: "submit needs a \"kind\" string")
             }
+            let params = try member(request, "params", "an object") { value -> JSONValue? in
+                if case .object = value { return value } else { return nil }
+            }
+            let optionsObject = try member(request, "options", "an object") { value -> JSONValue? in
+                if case .object = value { return value } else { return nil }
+            }
             for key in ["priority", "max_attempts"] {
-                if let value = request["options"]?[key], !value.isNull,
+                if let value = optionsObject?[key], !value.isNull,
                     value.intValue.map({ abs($0) > 1_000_000_000 }) ?? true
                 {
                     let text = String(decoding: JSONCoding.encode(value), as: UTF8.self)
@@ -255,33 +358,31 @@ public final class ControlServer {
             }
             let options: SubmitOptions
             do {
-                options = try JSONCoding.convert(request["options"] ?? [:], to: SubmitOptions.self)
+                options = try JSONCoding.convert(optionsObject ?? [:], to: SubmitOptions.self)
             } catch {
                 throw JobError(code: "invalid_options", message: "bad options: \(JSONCoding.describe(error))")
             }
-            let allowDuplicate = request["options"]?["allow_duplicate"] ?? .null
+            let allowDuplicate = optionsObject?["allow_duplicate"] ?? .null
             guard allowDuplicate.isNull || allowDuplicate.boolValue != nil else {
                 throw JobError(code: "invalid_options", message: "options.allow_duplicate must be true or false")
             }
             let job = try await scheduler.submit(
-                kind: kind, params: request["params"] ?? [:], options: options, allowDuplicate: allowDuplicate.boolValue ?? false)
+                kind: kind, params: params ?? [:], options: options, allowDuplicate: allowDuplicate.boolValue ?? false)
             return ["ok": true, "job": job.json]
         case "list":
-            var states: [JobState]?
-            if let names = request["states"]?.arrayValue {
-                states = try names.map { (name: JSONValue) throws(JobError) -> JobState in
-                    guard let state = name.stringValue.flatMap(JobState.init(rawValue:)) else {
-                        throw JobError(code: "bad_request", message: "unknown state \(name)")
-                    }
-                    return state
+            let states = try strings(request, "states")?.map { (name: String) throws(JobError) -> JobState in
+                guard let state = JobState(rawValue: name) else {
+                    throw JobError(code: "bad_request", message: "unknown state \(Self.shortText(.string(name)))")
                 }
+                return state
             }
-            if let kind = request["kind"]?.stringValue { try checkKinds([kind]) }
-            let limit = Int(request["limit"]?.intValue ?? 1_000)
-            let jobs = try scheduler.list(states: states, kind: request["kind"]?.stringValue, limit: max(1, min(limit, 100_000)))
+            let kind = try string(request, "kind")
+            if let kind { try checkKinds([kind]) }
+            let limit = try wholeNumber(request, "limit") ?? 1_000
+            let jobs = try scheduler.list(states: states, kind: kind, limit: Int(max(1, min(limit, 100_000))))
             return ["ok": true, "jobs": .array(jobs.map(\.json))]
         case "show", "cancel", "pause", "resume":
-            guard let id = request["job"]?.stringValue else {
+            guard let id = try string(request, "job") else {
                 throw JobError(code: "bad_request", message: "\(op) needs a \"job\" id")
             }
             let job: JobRecord
@@ -293,9 +394,9 @@ public final class ControlServer {
             }
             return ["ok": true, "job": job.json]
         case "watch":
-            let since = request["since"]?.intValue
-            let jobs = Set((request["jobs"]?.arrayValue ?? []).compactMap(\.stringValue))
-            let kinds = Set((request["kinds"]?.arrayValue ?? []).compactMap(\.stringValue))
+            let since = try wholeNumber(request, "since")
+            let jobs = Set(try strings(request, "jobs") ?? [])
+            let kinds = Set(try strings(request, "kinds") ?? [])
             try checkKinds(kinds)
             connection.watching = true
             let header: JSONValue = [

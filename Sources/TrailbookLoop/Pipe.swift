@@ -79,6 +79,16 @@ public final class PipeConnection: LoopHandle {
         return uid < 0 ? nil : uid_t(uid)
     }
 
+    /// Whether the peer has closed its end entirely (`POLLHUP`, or the connection is closing): nothing written
+    /// now can reach it. A peer that only half-closed (`shutdown(SHUT_WR)`, as `nc -N` does) still reads its
+    /// replies and does not count. One `poll` with a zero timeout.
+    public var peerClosed: Bool {
+        var fd: uv_os_fd_t = -1
+        guard !isClosing, uv_fileno(handle, &fd) == 0 else { return true }
+        var entry = pollfd(fd: fd, events: 0, revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLHUP) != 0
+    }
+
     /// Starts reading.
     ///
     /// - Parameters:
