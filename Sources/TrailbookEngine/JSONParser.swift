@@ -151,17 +151,24 @@ public struct JSONParser {
                 throw failure(.limit, "an array has more than \(limits.maxMembers) elements")
             }
             elements.append(try parseValue(depth: depth))
+            if try closes(UInt8(ascii: "]"), "an array") { return .array(elements) }
+        }
+    }
+
+    /// After a member: past a `,` (false: another member follows) or the container's closing bracket (true).
+    private mutating func closes(_ bracket: UInt8, _ container: String) throws(Failure) -> Bool {
+        let shown = Character(Unicode.Scalar(bracket))
+        skipWhitespace()
+        switch current {
+        case UInt8(ascii: ","):
+            position += 1
             skipWhitespace()
-            switch current {
-            case UInt8(ascii: ","):
-                position += 1
-                skipWhitespace()
-                if current == UInt8(ascii: "]") { throw failure(.syntax, "trailing comma before ']'") }
-            case UInt8(ascii: "]"):
-                position += 1
-                return .array(elements)
-            default: throw failure(.syntax, "expected ',' or ']' in an array, found \(found)")
-            }
+            if current == bracket { throw failure(.syntax, "trailing comma before '\(shown)'") }
+            return false
+        case bracket:
+            position += 1
+            return true
+        default: throw failure(.syntax, "expected ',' or '\(shown)' in \(container), found \(found)")
         }
     }
 
@@ -190,17 +197,7 @@ public struct JSONParser {
             guard members.updateValue(value, forKey: key) == nil else {
                 throw failure(.duplicateKey, "duplicate key \(Self.quoted(key)) in an object", at: keyStart)
             }
-            skipWhitespace()
-            switch current {
-            case UInt8(ascii: ","):
-                position += 1
-                skipWhitespace()
-                if current == UInt8(ascii: "}") { throw failure(.syntax, "trailing comma before '}'") }
-            case UInt8(ascii: "}"):
-                position += 1
-                return .object(members)
-            default: throw failure(.syntax, "expected ',' or '}' in an object, found \(found)")
-            }
+            if try closes(UInt8(ascii: "}"), "an object") { return .object(members) }
         }
     }
 

@@ -103,16 +103,7 @@ struct BadInputTests {
         let request = Array("{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n".utf8)
         _ = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         shutdown(fd, Int32(SHUT_WR))
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var received: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            received += chunk[..<n]
-        }
-        #expect(received.filter { $0 == 0x0A }.count == 2, "both pings answered before the close")
+        #expect(DaemonHarness.readLines(fd, timeout: 5).count == 2, "both pings answered before the close")
     }
 
     /// A daemon that refuses a connection (here: all 512 taken) answers with an error line and closes; the CLI

@@ -15,32 +15,6 @@ struct ControlProtocolFuzzTests {
         return kib / 1024
     }
 
-    /// Writes `bytes` on `fd` (never raising SIGPIPE); `false` if the daemon closed the connection first.
-    @discardableResult
-    static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return false }
-            sent += n
-        }
-        return true
-    }
-
-    /// Reads reply lines until the daemon closes the connection (or `timeout` seconds pass without a byte).
-    static func readLines(_ fd: Int32, timeout: Int = 20) -> [[UInt8]] {
-        var time = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        var received: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            received += chunk[..<n]
-        }
-        return received.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map(Array.init)
-    }
-
     /// Sends `lines` (each ends with a newline) on one connection, half-closes, and returns every reply line.
     static func exchange(_ daemon: DaemonHarness, _ lines: [[UInt8]]) throws -> [[UInt8]] {
         exchange(fd: try daemon.rawConnection(), lines)
@@ -58,11 +32,11 @@ struct ControlProtocolFuzzTests {
             bytes.append(0x0A)
         }
         let writer = Thread { [bytes] in
-            send(fd, bytes)
+            DaemonHarness.send(fd, bytes)
             shutdown(fd, Int32(SHUT_WR))
         }
         writer.start()
-        return readLines(fd)
+        return DaemonHarness.readLines(fd)
     }
 
     /// What a reply says: "ok" or its error code; "?" when the line is not a reply object with a message.
@@ -136,9 +110,9 @@ struct ControlProtocolFuzzTests {
         // A last request without its newline, before a half-close, is answered too.
         let fd = try daemon.rawConnection()
         defer { close(fd) }
-        Self.send(fd, Self.bytes("{\"op\":\"ping\"}\n{\"op\":\"ping\"}"))
+        DaemonHarness.send(fd, Self.bytes("{\"op\":\"ping\"}\n{\"op\":\"ping\"}"))
         shutdown(fd, Int32(SHUT_WR))
-        #expect(Self.readLines(fd).map(Self.outcome) == ["ok", "ok"])
+        #expect(DaemonHarness.readLines(fd).map(Self.outcome) == ["ok", "ok"])
     }
 
     // MARK: Random batches
@@ -271,7 +245,7 @@ struct ControlProtocolFuzzTests {
         // Every connection is accepted in connect order before any sends: wait until the daemon refused the 88.
         var outcomes: [String] = []
         for fd in fds {
-            Self.send(fd, Self.bytes("{\"op\":\"ping\"}\n"))
+            DaemonHarness.send(fd, Self.bytes("{\"op\":\"ping\"}\n"))
         }
         for fd in fds {
             var time = timeval(tv_sec: 10, tv_usec: 0)
@@ -291,9 +265,9 @@ struct ControlProtocolFuzzTests {
             let fd = try daemon.rawConnection()
             fds.append(fd)
             if n < 100 {
-                Self.send(fd, [UInt8](repeating: UInt8(ascii: " "), count: 900 << 10) + Self.bytes("{\"op\":"))
+                DaemonHarness.send(fd, [UInt8](repeating: UInt8(ascii: " "), count: 900 << 10) + Self.bytes("{\"op\":"))
             } else if n < 200 {
-                Self.send(fd, Self.bytes("{\"op\":\"pi"))
+                DaemonHarness.send(fd, Self.bytes("{\"op\":\"pi"))
             }
         }
         let started = Date()
@@ -321,7 +295,7 @@ struct ControlProtocolFuzzTests {
             let cycles = Date()
             for _ in 0..<3000 {
                 let fd = try daemon.rawConnection()
-                if sends { Self.send(fd, list) }
+                if sends { DaemonHarness.send(fd, list) }
                 close(fd)
             }
             let cycleSeconds = Date().timeIntervalSince(cycles)

@@ -266,4 +266,30 @@ extension DaemonHarness {
         }
         return try reply.split(separator: 0x0A).prefix(count).map { try JSONCoding.decode(JSONValue.self, from: $0) }
     }
+
+    /// Writes `bytes` on `fd` (never raising SIGPIPE); `false` if the daemon closed the connection first.
+    @discardableResult
+    static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return false }
+            sent += n
+        }
+        return true
+    }
+
+    /// Reads reply lines until the daemon closes the connection (or `timeout` seconds pass without a byte).
+    static func readLines(_ fd: Int32, timeout: Int = 20) -> [[UInt8]] {
+        var time = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            received += chunk[..<n]
+        }
+        return received.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map(Array.init)
+    }
 }
