@@ -216,13 +216,14 @@ enum PhotoCommands {
         var photos: [PhotoRecord] = []
         if let store = try openStore(context) {
             var after: PhotoLocalID = 0
-            let tag = context.arguments.value("tag")
+            // Spelled as the store spells tags (trimmed, NFC), so either Unicode spelling of `Cão` finds it.
+            let tag = context.arguments.value("tag").map { (try? TagName.validated($0)) ?? $0 }
             // One past the limit, to know whether there are more.
             while photos.count <= limit {
                 let page = try store.list(after: after, limit: 500)
                 guard let last = page.last else { break }
                 after = last.localID
-                photos += page.filter { tag == nil || $0.tags.contains(tag!) }.prefix(limit + 1 - photos.count)
+                photos += page.filter { photo in tag.map { tag in photo.tags.contains { $0.utf8.elementsEqual(tag.utf8) } } ?? true }.prefix(limit + 1 - photos.count)
             }
         }
         let more = photos.count > limit

@@ -11,6 +11,13 @@ extension Database {
     ///   past `migrations.count`), so an old binary never writes to a store it does not understand.
     @discardableResult
     public func migrate(_ migrations: [String]) throws -> Int {
+        try migrate(migrations.map(Migration.sql))
+    }
+
+    /// Brings the schema up to date with steps that may be code as well as SQL; as `migrate(_:)` otherwise.
+    /// - Throws: `SQLiteError`, or whatever a `.code` step throws (its transaction is rolled back).
+    @discardableResult
+    public func migrate(_ migrations: [Migration]) throws -> Int {
         let current = Int(try query("PRAGMA user_version").first?.int(0) ?? 0)
         guard current <= migrations.count else {
             throw SQLiteError(
@@ -20,7 +27,10 @@ extension Database {
         }
         for version in current..<migrations.count {
             try transaction {
-                try execute(migrations[version])
+                switch migrations[version] {
+                case .sql(let sql): try execute(sql)
+                case .code(let step): try step(self)
+                }
                 try execute("PRAGMA user_version = \(version + 1)")
             }
         }
@@ -43,4 +53,15 @@ extension Database {
     public func enableWriteAheadLog(synchronous: Synchronous = .full) throws {
         try execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(synchronous.rawValue); PRAGMA foreign_keys = ON;")
     }
+}
+
+/// One step of a schema migration: SQL, or code for what SQL cannot do (Unicode normalization, say), run with the
+/// database inside the step's transaction. A string literal is a `.sql` step.
+public enum Migration: ExpressibleByStringLiteral, Sendable {
+    /// Statements run with `Database.execute`.
+    case sql(String)
+    /// A function of the open database, run inside the migration's transaction.
+    case code(@Sendable (Database) throws -> Void)
+
+    public init(stringLiteral sql: String) { self = .sql(sql) }
 }
