@@ -12,8 +12,11 @@ import TrailbookLoop
 /// `list` (`states`, `kind`, `limit`), `show` / `cancel` / `pause` / `resume` (`job`: id or unique prefix), and
 /// `watch` (`since`, `jobs`, `kinds`), after whose reply the connection carries feed events, one per line.
 ///
-/// Lines over 1 MiB, bad JSON and unknown ops get an error reply; none can crash or wedge the daemon. Only the
-/// daemon's own user may connect (the socket is mode 0600 and the peer's uid is checked with SO_PEERCRED).
+/// Each line is parsed by `JSONParser` (strict, every dimension bounded), never by Foundation's decoder. Lines
+/// over 1 MiB, bad JSON, duplicate keys, members of the wrong type and unknown ops get an error reply, exactly one
+/// per line; none can crash or wedge the daemon. Requests of a client that has hung up are dropped unanswered.
+/// Only the daemon's own user may connect (the socket is mode 0600 and the peer's uid is checked with
+/// SO_PEERCRED).
 @LoopActor
 public final class ControlServer {
     /// Longest accepted request line, in bytes.

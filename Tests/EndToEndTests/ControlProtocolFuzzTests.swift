@@ -274,6 +274,7 @@ struct ControlProtocolFuzzTests {
         #expect(try daemon.request(["op": "list"])["ok"]?.boolValue == true)
         #expect(Date().timeIntervalSince(started) < 1, "list took \(Date().timeIntervalSince(started)) s")
         let resident = try Self.residentMiB(daemon.pid)
+        print("half-open: daemon RSS \(resident) MiB with 400 half-open connections (baseline \(baseline) MiB)")
         // 100 × 900 KiB of partial lines is what they may hold; nothing more.
         #expect(resident < baseline + 88 + 48, "RSS \(resident) MiB with half-open connections, baseline \(baseline) MiB")
         for fd in fds { close(fd) }
