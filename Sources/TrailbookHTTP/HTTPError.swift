@@ -30,6 +30,9 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
     /// curl's result code (`CURLcode`), if curl reported the failure.
     public var curlCode: Int32?
+    /// Bytes of the request body sent on the connection before it failed (curl's `CURLINFO_SIZE_UPLOAD_T`); 0
+    /// when none were, or the failure came before the transfer started.
+    public var bytesSent: Int64 = 0
 
     public init(kind: Kind, message: String, curlCode: Int32? = nil) {
         self.kind = kind

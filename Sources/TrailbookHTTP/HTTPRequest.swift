@@ -50,6 +50,8 @@ public struct HTTPResponse: Sendable {
     public var headers: HTTPHeaders
     /// The body; empty for `HEAD` and for responses without one.
     public var body: [UInt8]
+    /// Bytes of the request body sent on the connection (curl's `CURLINFO_SIZE_UPLOAD_T`).
+    public var bytesSent: Int64 = 0
 
     public init(status: Int, headers: HTTPHeaders, body: [UInt8]) {
         self.status = status

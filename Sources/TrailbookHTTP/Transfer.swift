@@ -177,6 +177,18 @@ final class Transfer {
     func fail(_ error: HTTPError) { complete(.failure(error)) }
 
     private func complete(_ outcome: Result<HTTPResponse, HTTPError>) {
+        // The body bytes curl sent on the connection, whatever the outcome: what a caller counts as handed over.
+        var uploaded: curl_off_t = 0
+        _ = tb_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        var outcome = outcome
+        switch outcome {
+        case .success(var response):
+            response.bytesSent = Int64(uploaded)
+            outcome = .success(response)
+        case .failure(var error):
+            error.bytesSent = Int64(uploaded)
+            outcome = .failure(error)
+        }
         cleanUp()
         continuation?.resume(returning: outcome)
         continuation = nil
