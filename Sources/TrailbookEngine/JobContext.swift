@@ -76,7 +76,12 @@ public final class JobContext {
     ///   - total: units in all; 0 while unknown.
     ///   - current: label of the part being worked on (a file name), or `nil`.
     ///   - items: per-part progress for jobs with several parts; `nil` keeps the previous list.
-    public func reportProgress(completed: Int64, total: Int64, current: String? = nil, items: [ProgressItem]? = nil) {
+    ///   - inFlight: units under way but not confirmed (see `JobProgress.inFlight`); they move the stall timeout's
+    ///     heartbeat and the rate too. `nil` for none.
+    public func reportProgress(
+        completed: Int64, total: Int64, current: String? = nil, items: [ProgressItem]? = nil, inFlight: Int64? = nil
+    ) {
+        progress.inFlight = inFlight
         progress.completed = completed
         progress.total = total
         progress.current = current

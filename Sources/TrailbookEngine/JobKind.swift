@@ -18,11 +18,18 @@ public struct JobKindTraits: Sendable {
     public var isLongRunning: Bool
     /// Where its code may run; the engine refuses the others (`execution_target_not_allowed`).
     public var executionTargets: Set<ExecutionTarget>
+    /// Whether a job that ends `failed` or `cancelled` leaves something behind that `JobKind.cleanUp` must remove
+    /// (a partial file, an unfinished upload on a server). Then the engine records a pending clean-up with the
+    /// job's end, in the same store transaction, and runs it until it is done, across daemon restarts.
+    public var cleansUpAfterEnd: Bool
 
-    public init(unit: ProgressUnit, isLongRunning: Bool, executionTargets: Set<ExecutionTarget>) {
+    public init(
+        unit: ProgressUnit, isLongRunning: Bool, executionTargets: Set<ExecutionTarget>, cleansUpAfterEnd: Bool = false
+    ) {
         self.unit = unit
         self.isLongRunning = isLongRunning
         self.executionTargets = executionTargets.union([.daemonLoop])
+        self.cleansUpAfterEnd = cleansUpAfterEnd
     }
 
     /// Default deadline of one attempt, in seconds.
@@ -76,6 +83,24 @@ public protocol JobKind: Sendable {
     /// store. Quick and best effort (errors are the kind's to log or ignore); not called if the daemon dies in
     /// between, which leaves that state behind.
     func jobEnded(id: String, state: JobState)
+
+    /// Removes what a job that ended `failed` or `cancelled` left behind (kinds with
+    /// `JobKindTraits.cleansUpAfterEnd`). Called once right after the end is recorded, and again with backoff
+    /// (1 s doubling, at most 10 min apart, also after a daemon restart) for as long as it returns `.retry`, until
+    /// `SchedulerOptions.cleanUpBudgetSeconds` after the end; then the engine logs that it gave up, with the
+    /// last message. `job` is a context of the ended job: its checkpoint is still there to read.
+    func cleanUp(after state: JobState, params: Params, in job: JobContext) async -> CleanUpOutcome
+}
+
+/// What one try of `JobKind.cleanUp` achieved.
+public enum CleanUpOutcome: Sendable, Equatable {
+    /// Nothing is left behind (or nothing was).
+    case done
+    /// Not yet (a server that did not answer): try again later. The message says what is left and where (a URL),
+    /// for the log.
+    case retry(String)
+    /// It can never be done (the server refuses termination): stop trying. The message says what stays behind.
+    case giveUp(String)
 }
 
 extension JobKind {
@@ -87,6 +112,8 @@ extension JobKind {
     public func duplicateKeys(_ params: Params) -> [String] { [] }
     /// Nothing to drop: a kind that keeps no state outside the job store.
     public func jobEnded(id: String, state: JobState) {}
+    /// Nothing left behind.
+    public func cleanUp(after state: JobState, params: Params, in job: JobContext) async -> CleanUpOutcome { .done }
 }
 
 /// Thrown by `JobContext.checkCancellation()` when the job is being stopped.
@@ -106,6 +133,7 @@ struct AnyJobKind {
     let jobEnded: (String, JobState) -> Void
     /// The kind's `duplicateKeys` of params as JSON; empty for params that do not decode.
     let duplicateKeys: (JSONValue) -> [String]
+    let cleanUp: (JobState, JSONValue, JobContext) async -> CleanUpOutcome
 
     init<K: JobKind>(_ kind: K) {
         name = K.name
@@ -120,6 +148,12 @@ struct AnyJobKind {
         }
         jobEnded = { id, state in kind.jobEnded(id: id, state: state) }
         duplicateKeys = { json in (try? Self.decode(json, as: K.Params.self)).map { kind.duplicateKeys($0) } ?? [] }
+        cleanUp = { state, json, context in
+            guard let params = try? Self.decode(json, as: K.Params.self) else {
+                return .giveUp("the job's params no longer decode")
+            }
+            return await kind.cleanUp(after: state, params: params, in: context)
+        }
     }
 
     static func decode<P: Decodable>(_ json: JSONValue, as type: P.Type) throws(JobError) -> P {

@@ -115,11 +115,17 @@ public struct JobProgress: Sendable, Equatable {
     public var current: String?
     /// Per-part progress, for jobs with several parts.
     public var items: [ProgressItem]
+    /// Units on their way but not yet confirmed (a tus `PATCH`'s bytes already sent, which the server has not
+    /// acknowledged), not counted in `completed`; `nil` for kinds that have no such thing. JSON `in_flight`.
+    public var inFlight: Int64?
+    /// Whether the job has succeeded: then `fraction` is 1 even when `total` is 0 (an empty upload).
+    public var isFinished = false
 
     public init(
         completed: Int64 = 0, total: Int64 = 0, unit: ProgressUnit, ratePerSecond: Double? = nil,
-        etaSeconds: Double? = nil, current: String? = nil, items: [ProgressItem] = []
+        etaSeconds: Double? = nil, current: String? = nil, items: [ProgressItem] = [], inFlight: Int64? = nil
     ) {
+        self.inFlight = inFlight
         self.completed = completed
         self.total = total
         self.unit = unit
@@ -129,9 +135,9 @@ public struct JobProgress: Sendable, Equatable {
         self.items = items
     }
 
-    /// `completed / total`, in 0…1; 0 while the total is unknown.
+    /// `completed / total`, in 0…1; 0 while the total is unknown, 1 once a job with nothing to do succeeded.
     public var fraction: Double {
-        total > 0 ? min(1, max(0, Double(completed) / Double(total))) : 0
+        total > 0 ? min(1, max(0, Double(completed) / Double(total))) : isFinished ? 1 : 0
     }
 
     /// The docs/design.md shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
@@ -145,6 +151,7 @@ public struct JobProgress: Sendable, Equatable {
             "current": .string(current),
         ]
         if !items.isEmpty { members["items"] = JSONCoding.value(of: items) }
+        if let inFlight { members["in_flight"] = .number(Double(inFlight)) }
         return .object(members)
     }
 
@@ -156,7 +163,9 @@ public struct JobProgress: Sendable, Equatable {
         self.init(
             completed: completed, total: total, unit: unit, ratePerSecond: json["rate_per_s"]?.doubleValue,
             etaSeconds: json["eta_s"]?.doubleValue, current: json["current"]?.stringValue,
-            items: json["items"].flatMap { try? JSONCoding.convert($0, to: [ProgressItem].self) } ?? [])
+            items: json["items"].flatMap { try? JSONCoding.convert($0, to: [ProgressItem].self) } ?? [],
+            inFlight: json["in_flight"]?.intValue)
+        isFinished = total == 0 && json["fraction"]?.doubleValue == 1
     }
 }
 
@@ -200,7 +209,8 @@ public struct JobRecord: Sendable, Equatable {
     public var attempt: Int
     /// The last progress reported (live for a running job).
     public var progress: JobProgress
-    /// The last stop, if the job was ever stopped.
+    /// The last stop, if the job was ever stopped. Shown as `last_stop` always, and as `cancellation` only while
+    /// the job is in the state that stop (or a timeout's last attempt) put it in (see `json`).
     public var cancellation: Cancellation?
     /// Why the job failed (or why its last attempt did).
     public var error: JobError?
@@ -230,7 +240,21 @@ public struct JobRecord: Sendable, Equatable {
         resumesAttempt = lifecycle.resumesAttempt
     }
 
-    /// The docs/design.md "Job as JSON" shape.
+    /// Whether the job is where it is because it was stopped: `queued`, `paused`, `needs_retry` or `cancelled`
+    /// after a stop, or `failed` because its last attempt timed out. Not for `running` and `succeeded` (a job
+    /// stopped once and then finished is not a stopped job), nor for a job failed or retrying by its own error.
+    public var isStopped: Bool {
+        guard cancellation != nil else { return false }
+        switch state {
+        case .queued, .paused, .cancelled: return true
+        case .needsRetry, .failed: return error == nil || error?.code == "timeout"
+        case .running, .succeeded: return false
+        }
+    }
+
+    /// The docs/design.md "Job as JSON" shape, plus `last_stop`: `cancellation` is the stop that put the job in its
+    /// current state (`null` for a running or succeeded job, so `cancellation != null` means "stopped"), and
+    /// `last_stop` the most recent stop whatever the state (`null` if it was never stopped).
     public var json: JSONValue {
         [
             "id": .string(id), "kind": .string(kind), "state": .string(state.rawValue),
@@ -238,7 +262,8 @@ public struct JobRecord: Sendable, Equatable {
             "max_attempts": .number(Double(options.maxAttempts)),
             "timeout_s": .number(options.timeoutSeconds), "stall_timeout_s": .number(options.stallTimeoutSeconds),
             "progress": progress.json,
-            "cancellation": cancellation.map { JSONCoding.value(of: $0) } ?? .null,
+            "cancellation": isStopped ? cancellation.map { JSONCoding.value(of: $0) } ?? .null : .null,
+            "last_stop": cancellation.map { JSONCoding.value(of: $0) } ?? .null,
             "error": error.map { JSONCoding.value(of: $0) } ?? .null,
             "created_at": .string(createdAt), "updated_at": .string(updatedAt),
             "retry_at": retryAt.map { .string(Timestamp.iso8601(unixSeconds: $0)) } ?? .null,

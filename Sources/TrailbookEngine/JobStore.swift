@@ -35,6 +35,16 @@ public final class JobStore {
         """,
         // 2: a reclaimed, paused or crashed run keeps its attempt number; the next start resumes it.
         "ALTER TABLE jobs ADD COLUMN resumes_attempt INTEGER NOT NULL DEFAULT 0;",
+        // 3: pending clean-ups of ended jobs (JobKind.cleanUp), retried with backoff until done.
+        """
+        CREATE TABLE cleanups (
+            job_id TEXT PRIMARY KEY,
+            tries INTEGER NOT NULL DEFAULT 0,
+            next_at REAL NOT NULL,
+            created_at REAL NOT NULL,
+            last_error TEXT
+        );
+        """,
     ]
 
     let database: Database
@@ -80,11 +90,25 @@ public final class JobStore {
     /// A job's end (`succeeded`, `failed`, `cancelled`) is committed durably (`synchronous=FULL` for that commit,
     /// which fsyncs the WAL): kinds drop state they keep elsewhere once the end is recorded (`JobKind.jobEnded`),
     /// so the end must survive a power loss before that happens. Other commits stay `NORMAL`.
+    ///
+    /// With `addingCleanUp`, records a pending clean-up of the job (due at once) in the same transaction, so an
+    /// end that needs one is never recorded without it.
     /// - Throws: `SQLiteError`.
-    public func update(_ job: JobRecord) throws {
+    public func update(_ job: JobRecord, addingCleanUp: Bool = false) throws {
         let durable = job.state.isTerminal
         if durable { try database.execute("PRAGMA synchronous = FULL") }
         defer { if durable { try? database.execute("PRAGMA synchronous = NORMAL") } }
+        guard addingCleanUp else { return try write(job) }
+        try database.transaction {
+            try write(job)
+            let now = Timestamp.now()
+            try database.query(
+                "INSERT OR IGNORE INTO cleanups (job_id, tries, next_at, created_at) VALUES (?, 0, ?, ?)",
+                [.text(job.id), .real(now), .real(now)])
+        }
+    }
+
+    private func write(_ job: JobRecord) throws {
         try database.query(
             """
             UPDATE jobs SET state = ?, attempt = ?, cancellation = ?, error = ?, result = ?, retry_at = ?,
@@ -209,7 +233,47 @@ public final class JobStore {
     }
 }
 
+/// A pending clean-up of an ended job (see `JobKind.cleanUp`).
+public struct PendingCleanUp: Sendable, Equatable {
+    /// The job's id.
+    public var jobID: String
+    /// Tries so far.
+    public var tries: Int
+    /// When it was recorded (the job's end), in Unix seconds.
+    public var createdAt: Double
+}
+
 extension JobStore {
+    /// The pending clean-ups due at `now` (Unix seconds), earliest first.
+    /// - Throws: `SQLiteError`.
+    public func dueCleanUps(now: Double) throws -> [PendingCleanUp] {
+        try database.query(
+            "SELECT job_id, tries, created_at FROM cleanups WHERE next_at <= ? ORDER BY next_at", [.real(now)]
+        ).compactMap { row in
+            row.text(0).map { PendingCleanUp(jobID: $0, tries: Int(row.int(1) ?? 0), createdAt: row.double(2) ?? 0) }
+        }
+    }
+
+    /// When the next pending clean-up is due, in Unix seconds, or `nil` if none is pending.
+    /// - Throws: `SQLiteError`.
+    public func nextCleanUpAt() throws -> Double? {
+        try database.query("SELECT MIN(next_at) FROM cleanups").first?.double(0)
+    }
+
+    /// Records a failed try of a job's clean-up: `tries` so far, the next due time and the last error.
+    /// - Throws: `SQLiteError`.
+    public func rescheduleCleanUp(jobID: String, tries: Int, nextAt: Double, error: String) throws {
+        try database.query(
+            "UPDATE cleanups SET tries = ?, next_at = ?, last_error = ? WHERE job_id = ?",
+            [.integer(Int64(tries)), .real(nextAt), .text(error), .text(jobID)])
+    }
+
+    /// Forgets a job's pending clean-up (done, or given up).
+    /// - Throws: `SQLiteError`.
+    public func removeCleanUp(jobID: String) throws {
+        try database.query("DELETE FROM cleanups WHERE job_id = ?", [.text(jobID)])
+    }
+
     /// The earliest `retry_at` of the `needs_retry` jobs, in Unix seconds, or `nil` if there are none.
     /// - Throws: `SQLiteError`.
     public func nextRetryAt() throws -> Double? {

@@ -98,7 +98,7 @@ public final class ProgressFeed {
             "from": .string(from.rawValue), "to": .string(job.state.rawValue),
             "attempt": .number(Double(job.attempt)),
         ]
-        if let cancellation = job.cancellation, job.state != .running {
+        if let cancellation = job.cancellation, job.isStopped {
             fields["cancellation"] = JSONCoding.value(of: cancellation)
         }
         if let error = job.error { fields["error"] = JSONCoding.value(of: error) }

@@ -28,6 +28,11 @@ public struct SchedulerOptions: Sendable {
     public static let longestTimeoutSeconds: Double = 365 * 24 * 3600
     /// How long shutdown waits for running jobs to checkpoint, in seconds (the daemon must exit within 2 s).
     public var shutdownGraceSeconds: Double = 1.5
+    /// How long after a job's end its clean-up (`JobKind.cleanUp`) is retried before the engine gives up and logs
+    /// what was left behind, in seconds: 7 days (a server down for a long weekend is still cleaned up).
+    public var cleanUpBudgetSeconds: Double = 7 * 24 * 3600
+    /// Longest wait between two tries of a clean-up, in seconds: 10 min (the wait starts at 1 s and doubles).
+    public var cleanUpMaxDelaySeconds: Double = 600
 
     /// The defaults described on each property.
     public init() {}
@@ -109,6 +114,9 @@ public final class Scheduler {
     private var kinds: [String: AnyJobKind] = [:]
     private var running: [String: RunningJob] = [:]
     private var retryTimer: LoopTimer?
+    private var cleanUpTimer: LoopTimer?
+    /// Jobs whose clean-up is being tried now (one try at a time per job).
+    private var cleaningUp: Set<String> = []
     private var isShuttingDown = false
 
     /// Makes a scheduler over `store`, publishing to `feed`.
@@ -142,6 +150,7 @@ public final class Scheduler {
             log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
         }
         armRetryTimer()
+        armCleanUpTimer()
         schedule()
     }
 
@@ -249,10 +258,12 @@ public final class Scheduler {
         job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
         // Recorded before the clean-up, which may suspend (an upload removes its .part on the pool): a job already
         // cancelled in the store cannot be started in that gap and then have its output removed under it.
-        try commit(job)
-        if let kind = kinds[job.kind] {
+        let kind = kinds[job.kind]
+        try commit(job, addingCleanUp: kind?.traits.cleansUpAfterEnd == true)
+        if let kind {
             let context = makeContext(for: job, kind: kind)
             await kind.onCancel(.userStop, job.params, context)
+            if kind.traits.cleansUpAfterEnd { await tryCleanUp(job.id) }
             kind.jobEnded(job.id, job.state)
         }
         return job
@@ -294,6 +305,8 @@ public final class Scheduler {
         isShuttingDown = true
         retryTimer?.close()
         retryTimer = nil
+        cleanUpTimer?.close()
+        cleanUpTimer = nil
         let active = Array(running.values)
         for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }
         let deadline = LoopTimer(loop: .main)
@@ -438,6 +451,8 @@ public final class Scheduler {
             effect = lifecycle.handle(.succeed)
             job.result = result
             job.progress.etaSeconds = 0
+            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
+            job.progress.isFinished = true
         case .failed(let error):
             effect = lifecycle.handle(.fail(retryable: error.retryable))
             job.error = error
@@ -461,17 +476,96 @@ public final class Scheduler {
         }
         active.watchdog.close()
         running[job.id] = nil
+        let cleansUp = active.kind.traits.cleansUpAfterEnd && (job.state == .failed || job.state == .cancelled)
+        var recorded = false
         do {
-            try commit(job, from: .running)
-            if job.state.isTerminal { active.kind.jobEnded(job.id, job.state) }
+            try commit(job, from: .running, addingCleanUp: cleansUp)
+            recorded = true
+            if job.state.isTerminal && !cleansUp { active.kind.jobEnded(job.id, job.state) }
         } catch {
             // The store still says `running`; the next start recovers the job as after a crash.
             log(job, .error, "cannot record the end of the job (\(job.state.rawValue)): \(error.message)")
         }
-        for waiter in active.waiters { waiter.resume() }
+        let waiters = active.waiters
         active.waiters.removeAll()
         armRetryTimer()
         schedule()
+        guard cleansUp && recorded else {
+            for waiter in waiters { waiter.resume() }
+            return
+        }
+        // The first clean-up try before `cancel` answers, so a cancelled upload is gone from the server by then.
+        let state = job.state
+        let id = job.id
+        Task { @LoopActor in
+            await self.tryCleanUp(id)
+            active.kind.jobEnded(id, state)
+            for waiter in waiters { waiter.resume() }
+        }
+    }
+
+    // MARK: - Clean-up of ended jobs
+
+    /// One try of the clean-up of ended job `id` (`JobKind.cleanUp`): forgets it when done or given up, else
+    /// schedules the next try (1 s doubling, at most `cleanUpMaxDelaySeconds`, times a random factor in [0.5, 1])
+    /// until `cleanUpBudgetSeconds` after the end, then logs that it gave up.
+    private func tryCleanUp(_ id: String) async {
+        guard !cleaningUp.contains(id) else { return }
+        cleaningUp.insert(id)
+        defer { cleaningUp.remove(id) }
+        guard let job = try? store.job(id: id), let kind = kinds[job.kind] else {
+            try? store.removeCleanUp(jobID: id)
+            return
+        }
+        let pending = (try? store.dueCleanUps(now: .infinity))?.first { $0.jobID == id }
+        let tries = (pending?.tries ?? 0) + 1
+        let outcome = await kind.cleanUp(job.state, job.params, makeContext(for: job, kind: kind))
+        switch outcome {
+        case .done:
+            try? store.removeCleanUp(jobID: id)
+        case .giveUp(let message):
+            log(job, .error, "clean-up abandoned: \(message)")
+            try? store.removeCleanUp(jobID: id)
+        case .retry(let message):
+            let now = Timestamp.now()
+            if now - (pending?.createdAt ?? now) >= options.cleanUpBudgetSeconds {
+                log(job, .error, "clean-up given up after \(tries) tries over \(Self.seconds(options.cleanUpBudgetSeconds)): \(message)")
+                try? store.removeCleanUp(jobID: id)
+            } else {
+                let full = min(options.cleanUpMaxDelaySeconds, pow(2, Double(min(tries - 1, 30))))
+                let delay = full * Double.random(in: 0.5...1)
+                log(job, .warning, "clean-up try \(tries) failed (\(message)); next try in \((delay * 10).rounded() / 10) s")
+                try? store.rescheduleCleanUp(jobID: id, tries: tries, nextAt: now + delay, error: message)
+            }
+        }
+        armCleanUpTimer()
+    }
+
+    /// Arms the clean-up timer for the next pending clean-up, if any.
+    private func armCleanUpTimer() {
+        arm(&cleanUpTimer, at: try? store.nextCleanUpAt()) { [weak self] in self?.cleanUpsDue() }
+    }
+
+    /// Starts `timer` (made on first use) to call `fire` at `at` (Unix seconds), or stops it when `at` is `nil`.
+    /// Nothing is armed once shutdown began.
+    private func arm(_ timer: inout LoopTimer?, at: Double?, _ fire: @escaping () -> Void) {
+        guard !isShuttingDown else { return }
+        guard let at else {
+            timer?.stop()
+            return
+        }
+        let made = timer ?? LoopTimer(loop: .main)
+        timer = made
+        made.start(seconds: max(0, at - Timestamp.now())) { fire() }
+    }
+
+    private func cleanUpsDue() {
+        let due = (try? store.dueCleanUps(now: Timestamp.now() + 0.01)) ?? []
+        // A timer that fired a little early: arm it again. Those being tried now re-arm it when their try ends.
+        if due.isEmpty { return armCleanUpTimer() }
+        for pending in due where !cleaningUp.contains(pending.jobID) {
+            Task { @LoopActor in await self.tryCleanUp(pending.jobID) }
+        }
     }
 
     private func stop(_ active: RunningJob, _ reason: CancellationReason, detail: String) {
@@ -509,15 +603,7 @@ public final class Scheduler {
     }
 
     private func armRetryTimer() {
-        guard !isShuttingDown else { return }
-        guard let next = try? store.nextRetryAt() else {
-            retryTimer?.stop()
-            return
-        }
-        let timer = retryTimer ?? LoopTimer(loop: .main)
-        retryTimer = timer
-        let delay = max(0, next - Timestamp.now())
-        timer.start(seconds: delay) { [weak self] in self?.retryDue() }
+        arm(&retryTimer, at: try? store.nextRetryAt()) { [weak self] in self?.retryDue() }
     }
 
     private func retryDue() {
@@ -557,10 +643,10 @@ public final class Scheduler {
     }
 
     /// Persists `job` and announces the transition from `from` (the state before, read from the store if `nil`).
-    private func commit(_ job: JobRecord, from: JobState? = nil) throws(JobError) {
+    private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) throws(JobError) {
         let previous = from ?? (try? store.job(id: job.id))?.state ?? job.state
         do {
-            try store.update(job)
+            try store.update(job, addingCleanUp: addingCleanUp)
         } catch {
             throw JobError(code: "store_error", message: "cannot record the job's state: \(error)")
         }
@@ -601,7 +687,8 @@ extension Scheduler: JobHost {
     func jobDidReportProgress(_ job: JobContext) {
         guard let active = running[job.id], active.context === job else { return }
         let now = Timestamp.monotonic()
-        let completed = job.progress.completed
+        // Bytes under way count as movement (a large tus PATCH confirms nothing until it ends).
+        let completed = job.progress.completed + (job.progress.inFlight ?? 0)
         if completed != active.lastCompleted {
             active.lastCompleted = completed
             active.lastMoveAt = now
