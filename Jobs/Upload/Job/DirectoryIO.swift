@@ -298,11 +298,17 @@ final class PartFile: @unchecked Sendable {
         buffer.deallocate()
     }
 
-    static func changed(_ path: String, expected: SourceIdentity, now: SourceIdentity) -> JobError {
-        JobError(
+    /// The `source_changed` error for `path`, naming each field that differs between `expected` and `now` with
+    /// both values (or, when `stat` sees no difference, `detail`: how the change showed, e.g. an early end).
+    static func changed(_ path: String, expected: SourceIdentity, now: SourceIdentity, detail: String? = nil)
+        -> JobError
+    {
+        let changes = expected.changes(to: now)
+        let what = changes.isEmpty ? detail ?? "its content changed" : changes
+        return JobError(
             code: "source_changed",
-            message: "source \(path) changed since the upload started (was \(expected); now \(now)); "
-                + "the partial copy was not used. Submit the upload again to send the new version")
+            message: "source \(path) changed since the upload started (\(what)); the upload stopped before its "
+                + "last byte and the partial copy is removed. Submit the upload again to send the new version")
     }
 
     /// Cuts the `.part` file to `length` bytes.
@@ -343,6 +349,14 @@ final class PartFile: @unchecked Sendable {
         }
         hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
         return read
+    }
+
+    /// The source's identity now, through the open descriptor.
+    /// - Throws: `source_unreadable` if `fstat` fails.
+    func sourceIdentity() throws(JobError) -> SourceIdentity {
+        var info = stat()
+        guard fstat(source, &info) == 0 else { throw DirectoryIO.sourceError(sourcePath, errno) }
+        return DirectoryIO.identity(info)
     }
 
     /// `fsync(2)` of the `.part` file: its bytes are durable once this returns.

@@ -149,8 +149,12 @@ struct DirectoryUpload: UploadTransfer {
                 let copied = try await job.runOnPool { try file.copy(at: at, count: count) }
                 if copied < count {
                     // The source ended early: it was truncated or replaced since it was examined.
+                    let at = offset + Int64(copied)
                     try await job.runOnPool { try file.checkSource(is: expected) }
-                    throw PartFile.changed(sourcePath, expected: expected, now: expected)
+                    let now = try await job.runOnPool { try file.sourceIdentity() }
+                    throw PartFile.changed(
+                        sourcePath, expected: expected, now: now,
+                        detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes")
                 }
                 offset += Int64(copied)
                 progress.set(index, offset)
@@ -161,8 +165,13 @@ struct DirectoryUpload: UploadTransfer {
             checkpoint.partFile = file.node
             // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the next
             // file's start; a chunk inside the file is synced before the checkpoint that claims it.
+            // The source is checked at every chunk end, so a change (even in place with the mtime put back,
+            // which the ctime shows) stops the job within one chunk, never after the whole file was copied.
             if offset < expected.size {
-                try await job.runOnPool { try file.sync() }
+                try await job.runOnPool {
+                    try file.checkSource(is: expected)
+                    try file.sync()
+                }
                 try job.saveCheckpoint(checkpoint)
             }
         }
@@ -233,12 +242,13 @@ struct DirectoryUpload: UploadTransfer {
         try job.saveCheckpoint(checkpoint)
     }
 
-    /// Deletes every `.part` file this job may have written (after `user_stop` or a failure).
+    /// Deletes every `.part` file this job may have written (after it ended `failed` or `cancelled`); `.retry`
+    /// when one could not be removed (an I/O error), so the engine tries again later.
     ///
     /// Not only the checkpoint's file: finished files are checkpointed in batches, so the job may have moved on
     /// to later files (and written their `.part`) since the last save. One `readdir` of the destination finds
     /// them: a name `NAME.<job>.part` with `NAME` one of the job's names and `<job>` this job's id prefix.
-    func discardPartial(after ending: UploadEnding, in job: JobContext) async {
+    func discardPartial(in job: JobContext) async -> CleanUpOutcome {
         let suffix = "." + String(job.id.prefix(8)) + UploadNames.partSuffix
         let partNames = Set(names.map { $0 + suffix })
         let directory = self.directory
@@ -265,9 +275,8 @@ struct DirectoryUpload: UploadTransfer {
             return (removed, failed)
         }
         for path in outcome?.removed ?? [] { job.log(.info, "removed the partial file \(path)") }
-        for (path, code) in outcome?.failed ?? [] {
-            job.log(.warning, "could not remove \(path): \(DirectoryIO.errorText(code))")
-        }
+        let failed = (outcome?.failed ?? []).map { path, code in "\(path): \(DirectoryIO.errorText(code))" }
+        return failed.isEmpty ? .done : .retry("could not remove the partial files " + failed.joined(separator: ", "))
     }
 }
 
@@ -288,6 +297,9 @@ struct UploadProgress {
         all = zip(names, sizes).map { ProgressItem(label: $0, completed: 0, total: $1) }
         total = sizes.reduce(0, +)
     }
+
+    /// File `index`'s done bytes.
+    func done(_ index: Int) -> Int64 { all[index].completed }
 
     /// Sets file `index`'s done bytes.
     mutating func set(_ index: Int, _ done: Int64) {

@@ -62,7 +62,10 @@ final class TusSource: @unchecked Sendable {
             initialized = done
         }
         if failure != 0 { throw DirectoryIO.sourceError(path, failure) }
-        guard bytes.count == count else { throw changedNow() }
+        guard bytes.count == count else {
+            throw changedNow(detail: "it ended at byte \(offset + Int64(bytes.count)), before its recorded size of "
+                + "\(expected.size) bytes")
+        }
         let fresh = offset + Int64(count) - hashedThrough
         if fresh > 0 {
             bytes.withUnsafeBytes { raw in
@@ -96,9 +99,9 @@ final class TusSource: @unchecked Sendable {
         }
     }
 
-    private func changedNow() -> JobError {
+    private func changedNow(detail: String) -> JobError {
         var info = stat()
         let now = fstat(fd, &info) == 0 ? DirectoryIO.identity(info) : expected
-        return PartFile.changed(path, expected: expected, now: now)
+        return PartFile.changed(path, expected: expected, now: now, detail: detail)
     }
 }

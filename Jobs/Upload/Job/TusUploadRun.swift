@@ -31,13 +31,18 @@ enum TusTransport {
 /// offset the server confirmed), so a resume after a crash, a timeout, a reclaim or a dropped connection starts
 /// from the server's offset and counts what had to be sent again in `bytes_resent`.
 ///
-/// The resume and error policy is `TusUpload`'s: 409 → `HEAD` and continue; 404/410 → a new upload, once, then
-/// `gone`; 460 → the chunk again (3 times); 413 or above `Tus-Max-Size` → `too_large` before sending anything;
+/// The resume and error policy is `TusUpload`'s: 409 → `HEAD` and continue (a persistent conflict waits, 4 PATCHes
+/// at most, then `offset_mismatch`); 404/410 → a new upload, once, then `gone`; 460 → wait, the chunk again (4
+/// PATCHes at most, then `checksum_mismatch`); 413 or above `Tus-Max-Size` → `too_large` before sending anything;
 /// 401/403 → `unauthorized`; 5xx, 423, 429, resets, DNS, TLS and stalls → backoff with jitter, 5 times, then the job
 /// stops itself with reason `timeout` (so it goes to `needs_retry`, keeps the upload and retries later). An upload
 /// whose `Upload-Expires` has passed is not resumed: a new one is created.
 ///
-/// Progress: confirmed bytes plus the bytes of the current `PATCH` already sent. The SHA-256 in the result is of
+/// The source's identity is checked after each chunk is read, before its `PATCH`: a changed source stops the job
+/// before its last byte is sent (`source_changed`), and the engine's clean-up then deletes the upload.
+///
+/// Progress: `completed` is the acknowledged bytes, `in_flight` those of the current `PATCH` already sent (see
+/// `TusProgress`); with the checksum extension, `TusUpload`'s probe decides `checksum_verified`. The SHA-256 in the result is of
 /// the source's bytes, hashed in order as they are read; on resume the prefix the server already has is re-hashed
 /// from the source.
 @LoopActor
@@ -95,7 +100,7 @@ struct TusUploadRun: UploadTransfer {
         }
 
         let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, file) in checkpoint.finished.enumerated() { progress.upload.set(index, file.bytes) }
+        for (index, file) in checkpoint.finished.enumerated() { progress.acknowledged(index, file.bytes) }
         let client = try Self.client(for: params, endpoint: endpoint)
         var info: TusServerInfo?
         while checkpoint.fileIndex < files.count {
@@ -123,10 +128,13 @@ struct TusUploadRun: UploadTransfer {
             job.log(.info, "\(name): the upload \(existing) expired at \(expires); creating a new one")
             url = nil
             checkpoint.uploadExpires = nil
+            checkpoint.offset = 0
         }
         var machine = TusUpload(
-            length: identity.size, chunkSize: Int(params.chunkSize), url: url, sentThrough: checkpoint.sentThrough ?? 0)
+            length: identity.size, chunkSize: Int(params.chunkSize), url: url, sentThrough: checkpoint.sentThrough ?? 0,
+            confirmedOffset: checkpoint.offset)
         let resentBefore = (all: checkpoint.bytesResent, file: checkpoint.fileBytesResent)
+        let verifiedBefore = checkpoint.checksumVerified
         func record(_ machine: TusUpload, into checkpoint: inout UploadCheckpoint) {
             checkpoint.uploadURL = machine.url
             checkpoint.offset = machine.confirmedOffset
@@ -134,9 +142,14 @@ struct TusUploadRun: UploadTransfer {
             checkpoint.uploadExpires = machine.expires ?? checkpoint.uploadExpires
             checkpoint.bytesResent = resentBefore.all + machine.bytesResent
             checkpoint.fileBytesResent = resentBefore.file + machine.bytesResent
+            // Verified only if every run that probed found a server that checks (a run that did not probe yet
+            // changes nothing).
+            if let verified = machine.checksumVerified {
+                checkpoint.checksumVerified = verified && (verifiedBefore ?? true)
+            }
         }
 
-        progress.upload.set(index, checkpoint.offset)
+        progress.acknowledged(index, checkpoint.offset)
         progress.report(current: name)
         var action = info.map { machine.discovered($0) } ?? machine.start()
         while true {
@@ -164,13 +177,32 @@ struct TusUploadRun: UploadTransfer {
                     checkpoint.uploadExpires = created.expires
                     try job.saveCheckpoint(checkpoint)
                     job.log(.info, "\(name): created upload \(created.url)")
+                    let had = progress.upload.done(index)
+                    if had > 0 {
+                        // A new upload after the server lost the old one (404/410): the one way back to 0.
+                        progress.lost(index, to: 0)
+                        progress.report(current: name)
+                        job.log(
+                            .warning,
+                            "server_offset_regressed: \(name): the server lost the upload that had \(had) bytes "
+                                + "acknowledged; sending again from 0")
+                    }
 
                 case .queryOffset(let url):
                     let status = try await client.status(of: url)
+                    let regressions = machine.regressions.count
                     action = machine.offsetReported(status)
                     record(machine, into: &checkpoint)
                     try job.saveCheckpoint(checkpoint)
-                    progress.upload.set(index, machine.confirmedOffset)
+                    if machine.regressions.count > regressions, let lost = machine.regressions.last {
+                        progress.lost(index, to: lost.reported)
+                        job.log(
+                            .warning,
+                            "server_offset_regressed: \(name): the server now reports \(lost.reported) bytes, less "
+                                + "than the \(lost.confirmed) it had acknowledged; sending again from \(lost.reported)")
+                    } else {
+                        progress.acknowledged(index, machine.confirmedOffset)
+                    }
                     progress.report(current: name)
                     job.log(
                         .info,
@@ -182,18 +214,45 @@ struct TusUploadRun: UploadTransfer {
                         try job.checkCancellation()
                         _ = try await job.runOnPool { try source.hash(through: offset) }
                     }
-                    let chunk = try await job.runOnPool { try source.read(at: offset, count: length) }
+                    // Read, then check the source's identity (size, mtime, ctime, inode), before every PATCH
+                    // including the last: a source changed before or during the read stops the job before a
+                    // byte of the new version reaches the server, so no complete mixed object is ever made.
+                    let chunk = try await job.runOnPool { () throws -> [UInt8] in
+                        let bytes = try source.read(at: offset, count: length)
+                        try source.checkUnchanged()
+                        return bytes
+                    }
                     record(machine, into: &checkpoint)
+                    // Before the PATCH, the bound of what it may send: after a crash those bytes count as resent.
+                    checkpoint.sentThrough = machine.sendingThrough
                     try job.saveCheckpoint(checkpoint)
                     let status = try await client.upload(
                         chunk, to: url, at: offset, checksum: info?.checksumAlgorithm,
-                        onSendProgress: { sent in progress.sending(index, from: offset, sent: sent, current: name) })
+                        onSendProgress: { sent in progress.sending(index, sent: sent, current: name) })
                     action = machine.chunkAccepted(status)
-                    // No checkpoint here: the machine has already issued the next `.send`, so its `sentThrough`
-                    // covers bytes not yet sent (a stop now would count them as resent on resume). The save
-                    // before that PATCH (or at `.succeed`) records this offset; a resume asks the server anyway.
-                    progress.upload.set(index, machine.confirmedOffset)
+                    // No checkpoint here: the save before the next PATCH (or at `.succeed`) records this offset;
+                    // a resume asks the server anyway.
+                    progress.acknowledged(index, machine.confirmedOffset)
                     progress.report(current: name)
+
+                case .probeChecksum(let url, let offset):
+                    guard let algorithm = info?.checksumAlgorithm else {
+                        action = machine.failed(TusError(code: .protocolError, message: "no checksum algorithm"))
+                        continue
+                    }
+                    switch await Self.probe(client, url, at: offset, algorithm: algorithm) {
+                    case .success(let status):
+                        action = machine.chunkAccepted(status)
+                        job.log(
+                            .warning,
+                            "\(name): the server offers the checksum extension but accepted a wrong Upload-Checksum; "
+                                + "what it stores is not verified (checksum_verified: false)")
+                    case .failure(let error) where error.code == .checksumMismatch:
+                        action = machine.failed(error)
+                        job.log(.info, "\(name): the server verifies checksums (it refused a wrong Upload-Checksum)")
+                    case .failure(let error):
+                        throw error
+                    }
 
                 case .wait(let milliseconds):
                     job.log(.info, "\(name): retrying in \(milliseconds) ms")
@@ -207,9 +266,11 @@ struct TusUploadRun: UploadTransfer {
                     }
                     try await job.runOnPool { try source.checkUnchanged() }
                     record(machine, into: &checkpoint)
-                    let file = UploadedFile(
+                    var file = UploadedFile(
                         name: name, path: url, bytes: bytes, sha256: source.hash.hexDigest,
                         bytesResent: checkpoint.fileBytesResent, url: url)
+                    file.checksumVerified = checkpoint.checksumVerified ?? false
+                    checkpoint.checksumVerified = nil
                     checkpoint.finished.append(file)
                     checkpoint.fileIndex = index + 1
                     checkpoint.offset = 0
@@ -217,7 +278,7 @@ struct TusUploadRun: UploadTransfer {
                     checkpoint.uploadURL = nil
                     checkpoint.uploadExpires = nil
                     checkpoint.sentThrough = nil
-                    progress.upload.set(index, bytes)
+                    progress.acknowledged(index, bytes)
                     try job.saveCheckpoint(checkpoint)
                     return
 
@@ -227,8 +288,10 @@ struct TusUploadRun: UploadTransfer {
                 case .giveUp(let error):
                     if error.code == .retryable {
                         let what =
-                            error.transport.map { "could not reach the tus server (\($0.message))" }
-                            ?? error.status.map { "the tus server answered HTTP \($0)" } ?? error.message
+                            error.resetWhileSending
+                            ? error.message
+                            : error.transport.map { "could not reach the tus server (\($0.message))" }
+                                ?? error.status.map { "the tus server answered HTTP \($0)" } ?? error.message
                         let kept = machine.url == nil ? "" : "; the upload is kept on the server for the next attempt"
                         throw job.stopSelf(
                             .timeout,
@@ -237,14 +300,29 @@ struct TusUploadRun: UploadTransfer {
                     throw Self.jobError(error, name: name, retryable: true)
                 }
             } catch let error as TusError {
-                progress.upload.set(index, machine.confirmedOffset)
-                if error.code == .cancelled {
+                progress.acknowledged(index, machine.confirmedOffset)
+                if error.code == .cancelled, job.stopReason != nil {
+                    // Stopped mid-PATCH: record exactly what went out, so the resume counts it as resent.
+                    machine.stopped(bytesSent: error.bytesSent ?? 0)
+                    record(machine, into: &checkpoint)
+                    try? job.saveCheckpoint(checkpoint)
                     try job.checkCancellation()
                 }
                 job.log(.warning, "\(name): \(error)")
                 action = machine.failed(
                     error.code == .cancelled ? TusError(code: .retryable, message: error.message) : error)
             }
+        }
+    }
+
+    /// `TusClient.probeChecksum` as a `Result`.
+    private static func probe(
+        _ client: TusClient, _ url: String, at offset: Int64, algorithm: TusChecksumAlgorithm
+    ) async -> Result<TusUploadStatus, TusError> {
+        do {
+            return .success(try await client.probeChecksum(url, at: offset, algorithm: algorithm))
+        } catch {
+            return .failure(error)
         }
     }
 
@@ -277,32 +355,35 @@ struct TusUploadRun: UploadTransfer {
         }
     }
 
-    /// After `user_stop`: deletes the current file's unfinished upload on the server (`DELETE`, termination),
-    /// from a task of its own so it is not cut short by the stop that led here. Files already complete stay.
-    /// After a failure the upload is left alone (the server expires it).
-    func discardPartial(after ending: UploadEnding, in job: JobContext) async {
-        guard ending == .userStop, let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
-            let url = checkpoint.uploadURL
-        else { return }
-        let params = self.params
-        let endpoint = self.endpoint
-        await Task { @LoopActor in
-            do {
-                let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
-                try await client.terminate(url)
-                job.log(.info, "deleted the unfinished upload \(url) on the server")
-            } catch {
-                job.log(.warning, "could not delete the unfinished upload \(url): \(error)")
-            }
-        }.value
+    /// After the job ended `failed` or `cancelled`: deletes the current file's unfinished upload on the server
+    /// (`DELETE`, termination). Files already complete stay.
+    /// - Returns: `.done` once the server answered 204, 404 or 410 (or there is no unfinished upload); `.retry`
+    ///   (with the URL) when it did not answer, answered 5xx, 423 or 429; `.giveUp` when it refuses termination
+    ///   for good (401/403, 405 or another status outside tus).
+    func discardPartial(in job: JobContext) async -> CleanUpOutcome {
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let url = checkpoint.uploadURL
+        else { return .done }
+        do {
+            let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
+            try await client.terminate(url)
+            job.log(.info, "deleted the unfinished upload \(url) on the server")
+            return .done
+        } catch let error as TusError where error.code == .retryable || error.code == .cancelled {
+            return .retry("the unfinished upload \(url) is still on the server: \(error)")
+        } catch {
+            return .giveUp("the unfinished upload \(url) stays on the server: DELETE failed: \(error)")
+        }
     }
 }
 
-/// Byte progress of a tus upload, reported from the loop: confirmed bytes plus those of the `PATCH` in flight.
+/// Byte progress of a tus upload, reported from the loop: `completed` is the bytes the server acknowledged and
+/// never decreases (except when the server itself reports less than it acknowledged: `lost(_:to:)`);
+/// `in_flight` is the bytes of the `PATCH` under way that went out but are not acknowledged yet.
 @LoopActor
 final class TusProgress {
     let job: JobContext
-    var upload: UploadProgress
+    private(set) var upload: UploadProgress
+    private var inFlight: Int64 = 0
     private var lastReport = 0.0
 
     init(job: JobContext, names: [String], sizes: [Int64]) {
@@ -310,18 +391,34 @@ final class TusProgress {
         upload = UploadProgress(names: names, sizes: sizes)
     }
 
+    /// File `index` has `bytes` acknowledged by the server (a lower number than before is ignored: see
+    /// `lost(_:to:)`); nothing is in flight any more.
+    func acknowledged(_ index: Int, _ bytes: Int64) {
+        inFlight = 0
+        upload.set(index, max(bytes, upload.done(index)))
+    }
+
+    /// The server reports only `bytes` of file `index`, less than it had acknowledged: the one way `completed`
+    /// goes down, logged by the caller.
+    func lost(_ index: Int, to bytes: Int64) {
+        inFlight = 0
+        upload.set(index, bytes)
+    }
+
     /// Reports the current numbers.
     func report(current: String?) {
         lastReport = Timestamp.monotonic()
-        job.reportProgress(completed: upload.completed, total: upload.total, current: current, items: upload.items)
+        job.reportProgress(
+            completed: upload.completed, total: upload.total, current: current, items: upload.items,
+            inFlight: inFlight)
     }
 
-    /// The `PATCH` of file `index` starting at `offset` has sent `sent` bytes: reports at most every
+    /// The `PATCH` of file `index` has sent `sent` bytes: reports them as in flight, at most every
     /// `TusUploadRun.progressInterval` seconds.
-    func sending(_ index: Int, from offset: Int64, sent: Int64, current: String) {
+    func sending(_ index: Int, sent: Int64, current: String) {
+        inFlight = sent
         let now = Timestamp.monotonic()
         guard now - lastReport >= TusUploadRun.progressInterval else { return }
-        upload.set(index, offset + sent)
         report(current: current)
     }
 }

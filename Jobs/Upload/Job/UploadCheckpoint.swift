@@ -74,6 +74,28 @@ public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConverti
     public var description: String {
         "\(size) bytes, mtime \(modifiedNanoseconds) ns, inode \(inode), device \(device)"
     }
+
+    /// The fields that differ from `now`, each with both values, for `source_changed` messages: for example
+    /// "ctime was 1764550350.123456789, now 1764550351.000000001". Times are seconds since the Unix epoch with all
+    /// nine digits of nanoseconds, so two values never print the same. Empty when nothing differs.
+    public func changes(to now: SourceIdentity) -> String {
+        func time(_ nanoseconds: Int64) -> String {
+            let seconds = nanoseconds / 1_000_000_000
+            let fraction = String(nanoseconds % 1_000_000_000)
+            return "\(seconds)." + String(repeating: "0", count: 9 - fraction.count) + fraction
+        }
+        var changed: [String] = []
+        if size != now.size { changed.append("size was \(size) bytes, now \(now.size)") }
+        if modifiedNanoseconds != now.modifiedNanoseconds {
+            changed.append("mtime was \(time(modifiedNanoseconds)), now \(time(now.modifiedNanoseconds))")
+        }
+        if let was = changedNanoseconds, let is_ = now.changedNanoseconds, was != is_ {
+            changed.append("ctime was \(time(was)), now \(time(is_))")
+        }
+        if inode != now.inode { changed.append("inode was \(inode), now \(now.inode)") }
+        if device != now.device { changed.append("device was \(device), now \(now.device)") }
+        return changed.joined(separator: "; ")
+    }
 }
 
 /// One uploaded file, as the job's result lists it and its checkpoint remembers it.
@@ -93,6 +115,9 @@ public struct UploadedFile: Codable, Sendable, Equatable {
     public var bytesResent: Int64
     /// The upload URL on a tus server; `nil` (absent from the JSON) for a directory upload.
     public var url: String?
+    /// tus: whether the server was shown to verify `Upload-Checksum` (it refused a deliberately wrong one), so
+    /// the stored bytes are the ones hashed here; `nil` (absent) for a directory upload.
+    public var checksumVerified: Bool?
 
     public init(name: String, path: String, bytes: Int64, sha256: String, bytesResent: Int64, url: String? = nil) {
         self.name = name
@@ -106,6 +131,7 @@ public struct UploadedFile: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case name, path, bytes, sha256, url
         case bytesResent = "bytes_resent"
+        case checksumVerified = "checksum_verified"
     }
 }
 
@@ -190,6 +216,9 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// After a crash between the rename that finishes the file and the next checkpoint, a file at `DIR/NAME` with
     /// this inode (a rename keeps it) and the source's size is that finished file, not something to copy again.
     public var partFile: FileNode?
+    /// tus: whether every run so far that probed the server found that it verifies checksums (see
+    /// `TusUpload.checksumVerified`); `nil` before any probe.
+    public var checksumVerified: Bool?
 
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
@@ -214,6 +243,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case uploadExpires = "upload_expires"
         case sentThrough = "sent_through"
         case partFile = "part_file"
+        case checksumVerified = "checksum_verified"
     }
 
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.

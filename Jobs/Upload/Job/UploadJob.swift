@@ -7,8 +7,9 @@ import TrailbookEngine
 /// endpoints (see `TusUploadRun`).
 ///
 /// Progress counts bytes of all files together; `current` is the file being uploaded and `items` has one row per
-/// file. Stopping with `user_stop` deletes the current file's partial output; `timeout` and `resource_reclaim`
-/// keep it, and the next attempt resumes from the last checkpoint (at most one chunk is written again).
+/// file. A job that ends `failed` or `cancelled` has its partial output removed by `cleanUp` (retried until done,
+/// across restarts); `timeout` and `resource_reclaim` keep it, and the next attempt resumes from the last
+/// checkpoint (at most one chunk is written again).
 ///
 /// Error codes: `invalid_params`, `bad_destination`, `bad_name`, `duplicate_name`,
 /// `source_missing`, `source_not_regular`, `source_unreadable`, `source_changed`, `destination_missing`,
@@ -139,7 +140,8 @@ public struct UploadJob: JobKind {
     /// `"upload"`.
     public static let name = "upload"
     /// Bytes; long-running (1 h default deadline); runs on the loop and its blocking I/O on the thread pool.
-    public static let traits = JobKindTraits(unit: .bytes, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
+    public static let traits = JobKindTraits(
+        unit: .bytes, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool], cleansUpAfterEnd: true)
 
     public init() {}
 
@@ -182,20 +184,22 @@ public struct UploadJob: JobKind {
         do {
             // Its own task, cancelled on any stop, so a stop aborts a request in flight at once.
             return try await job.runCancellingOnStop { try await transfer.run(in: job) }
-        } catch let error as JobError where !error.retryable && job.stopReason == nil {
-            // The job ends `failed` (a changed or vanished source, a refused request): its partial upload can
-            // never be resumed.
-            await transfer.discardPartial(after: .failed, in: job)
+        } catch var error as JobError where error.retryable && job.stopReason == nil && job.attempt >= job.maxAttempts {
+            // The last attempt: the job ends `failed` and `cleanUp` removes the partial file, so the message must
+            // not promise a resume.
+            error.message = error.message.replacing(
+                "the upload resumes where it stopped", with: "this was the last attempt; the partial file is removed")
             throw error
         }
     }
 
-    /// On `user_stop`, deletes the current file's partial output (files already complete stay): the `.part` file
-    /// of a directory upload, the unfinished upload on a tus server (`DELETE`, termination). On `timeout` and
-    /// `resource_reclaim` keeps it for the next attempt.
-    public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {
-        guard reason == .userStop, let transfer = try? Self.transfer(for: params) else { return }
-        await transfer.discardPartial(after: .userStop, in: job)
+    /// After the job ended `failed` or `cancelled` (any reason: `cancel`, a changed source, the last attempt),
+    /// deletes the partial output (files already complete stay): the `.part` files of a directory upload, the
+    /// unfinished upload on a tus server (`DELETE`, termination; `.retry` until the server answers 204, 404 or
+    /// 410). After `timeout` and `resource_reclaim` the engine does not call it: the next attempt resumes.
+    public func cleanUp(after state: JobState, params: Params, in job: JobContext) async -> CleanUpOutcome {
+        guard let transfer = try? Self.transfer(for: params) else { return .done }
+        return await transfer.discardPartial(in: job)
     }
 
     /// The transfer for `params.to`.
@@ -223,6 +227,7 @@ public struct UploadJob: JobKind {
         ]
         if case .object(var members) = result, files.contains(where: { $0.url != nil }) {
             members["url"] = files.count == 1 ? files[0].url.map { .string($0) } ?? .null : .null
+            members["checksum_verified"] = .bool(files.allSatisfy { $0.checksumVerified == true })
             result = .object(members)
         }
         return result

@@ -1,22 +1,14 @@
 import TrailbookEngine
 import TrailbookLoop
 
-/// How an upload job ended, for its transfer's clean-up.
-enum UploadEnding: Sendable, Equatable {
-    /// Stopped with `user_stop`: the user does not want the rest.
-    case userStop
-    /// Failed for good (a changed source, a refused request): the partial upload can never be resumed.
-    case failed
-}
-
 /// One destination's transfer: the seam under `UploadJob`, which keeps the promises every destination shares.
 ///
 /// `UploadJob` parses the destination, makes its transfer (`UploadJob.transfer(for:)`), and then:
 /// - runs it (`run`); each transfer starts through `UploadCheckpoint.startOrResume`, so sources are captured once
 ///   and checked on every resume the same way, and checks the source again before each piece it sends;
-/// - after `user_stop` and after every failed ending (not after `timeout` or `resource_reclaim`, which keep the
-///   partial upload for the next attempt), calls `discardPartial` once, so no ending leaves half a file behind
-///   that nothing will ever resume.
+/// - once the job ended `failed` or `cancelled` (whatever the reason; not after `timeout` or `resource_reclaim`,
+///   which keep the partial upload for the next attempt), calls `discardPartial` from `UploadJob.cleanUp`, which the
+///   engine retries until it is done, so no ending leaves half a file behind that nothing will ever resume.
 ///
 /// Conformers: `DirectoryUpload` (`file://`), `TusUploadRun` (tus).
 @LoopActor
@@ -25,9 +17,9 @@ protocol UploadTransfer {
     /// - Throws: `JobError` with the kind's codes, or `JobStopped` when stopped.
     func run(in job: JobContext) async throws -> JSONValue
 
-    /// Removes the current file's partial upload after the job ended this way (best effort: failures are logged,
-    /// never thrown). Files already complete stay.
-    func discardPartial(after ending: UploadEnding, in job: JobContext) async
+    /// Removes the partial upload after the job ended `failed` or `cancelled`. Files already complete stay.
+    /// - Returns: `.done`, or `.retry`/`.giveUp` with what is left behind and where.
+    func discardPartial(in job: JobContext) async -> CleanUpOutcome
 }
 
 extension UploadCheckpoint {

@@ -123,8 +123,18 @@ public final class TusClient {
             }
             headers.add(name: "Upload-Checksum", value: value)
         }
-        let response = try await send(
-            "PATCH", url, headers: headers, body: chunk, expecting: [200, 204], onSendProgress: onSendProgress)
+        let response: HTTPResponse
+        do {
+            response = try await send(
+                "PATCH", url, headers: headers, body: chunk, expecting: [200, 204], onSendProgress: onSendProgress)
+        } catch {
+            var error = error
+            if error.resetWhileSending, let sent = error.bytesSent {
+                error.message = "the connection was reset while sending the PATCH at offset \(offset) (\(sent) of "
+                    + "\(chunk.count) bytes sent; \(error.transport.map { "\($0)" } ?? ""))"
+            }
+            throw error
+        }
         let status = try Self.uploadStatus(response, operation: "PATCH")
         guard status.offset >= offset, status.offset <= offset + Int64(chunk.count) else {
             throw TusError(
@@ -132,6 +142,23 @@ public final class TusClient {
                 message: "PATCH at \(offset) of \(chunk.count) bytes answered Upload-Offset \(status.offset)")
         }
         return status
+    }
+
+    /// Asks whether the server verifies `Upload-Checksum`: a `PATCH` of no bytes at `offset` whose checksum
+    /// (the `algorithm` digest of one zero byte) cannot match the empty body. A server that verifies answers 460
+    /// (`checksum_mismatch`); one that ignores checksums answers 204 and stores nothing, since there is nothing.
+    /// - Returns: the server's offset when it accepted the probe (it does not verify).
+    /// - Throws: `TusError`; `checksum_mismatch` when the server verifies.
+    public func probeChecksum(
+        _ url: String, at offset: Int64, algorithm: TusChecksumAlgorithm,
+        isolation: isolated (any Actor)? = #isolation
+    ) async throws(TusError) -> TusUploadStatus {
+        let headers: HTTPHeaders = [
+            "Upload-Offset": String(offset), "Content-Type": "application/offset+octet-stream",
+            "Upload-Checksum": algorithm.headerValue(for: [0]),
+        ]
+        let response = try await send("PATCH", url, headers: headers, body: [], expecting: [200, 204])
+        return try Self.uploadStatus(response, operation: "PATCH")
     }
 
     /// Deletes the upload at `url` on the server (`DELETE`, termination extension). An upload already gone is
@@ -164,10 +191,14 @@ public final class TusClient {
         do {
             response = try await http.perform(request, onSendProgress: onSendProgress)
         } catch {
-            throw TusError(transport: error, operation: method)
+            var failure = TusError(transport: error, operation: method)
+            if isPatch { failure.bytesSent = error.bytesSent }
+            throw failure
         }
         guard expecting.contains(response.status) else {
-            throw TusError(status: response.status, operation: method)
+            var failure = TusError(status: response.status, operation: method)
+            if isPatch { failure.bytesSent = response.bytesSent }
+            throw failure
         }
         return response
     }

@@ -44,6 +44,12 @@ public struct TusError: Error, Sendable, Equatable, CustomStringConvertible {
     public var transport: HTTPError?
     /// A sentence for people.
     public var message: String
+    /// For a `PATCH`: bytes of its body handed to the transport before the answer or the failure; `nil` for
+    /// other requests.
+    public var bytesSent: Int64?
+    /// Whether the connection broke while the body of a `PATCH` was going out (some bytes sent, no answer): a
+    /// reset while sending, not a server that could not be reached.
+    public var resetWhileSending: Bool { transport != nil && code == .retryable && (bytesSent ?? 0) > 0 }
 
     public init(code: Code, status: Int? = nil, transport: HTTPError? = nil, message: String) {
         self.code = code
