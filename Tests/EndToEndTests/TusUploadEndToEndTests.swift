@@ -92,8 +92,9 @@ struct TusUploadEndToEndTests {
         let id = try daemon.submitUpload([
             work.file("a.bin"), "--to", servers.endpoint, "--max-rate", "4MiB", "--chunk-size", "32MiB",
         ])
-        // Mid-PATCH: in-flight bytes show in the progress long before the 32 MiB chunk ends.
-        try daemon.waitFor(id, "bytes in flight") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
+        // Mid-PATCH: in-flight bytes show in the progress (`in_flight`) long before the 32 MiB chunk ends.
+        try daemon.waitFor(id, "bytes in flight") { ($0["progress"]?["in_flight"]?.intValue ?? 0) > 2 << 20 }
+        #expect(try daemon.show(id)["progress"]?["completed"]?.intValue == 0, "nothing acknowledged yet")
         let url = try #require(try servers.requests().first { $0["method"]?.stringValue == "PATCH" }?["path"]?.stringValue)
         let fullURL = "http://127.0.0.1:\(servers.proxy.port)\(url)"
         let started = Date()
@@ -123,7 +124,8 @@ struct TusUploadEndToEndTests {
         #expect(seconds < 2)
         try daemon.start()
         let done = try daemon.waitForState(id, "succeeded", timeout: 30)
-        #expect(done["cancellation"]?["reason"]?.stringValue == "resource_reclaim")
+        #expect(done["cancellation"]?.isNull == true, "a succeeded job is not a stopped one")
+        #expect(done["last_stop"]?["reason"]?.stringValue == "resource_reclaim")
         #expect((done["result"]?["bytes_resent"]?.intValue ?? .max) <= 2 << 20)
         let url = try #require(done["result"]?["url"]?.stringValue)
         #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected)

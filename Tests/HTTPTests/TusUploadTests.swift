@@ -1,10 +1,20 @@
 import Testing
+import TrailbookHTTP
 import TusClient
 
 /// `TusUpload` without I/O: events in, actions out.
 struct TusUploadTests {
     let info = TusServerInfo(versions: ["1.0.0"], extensions: ["creation"], maxSize: nil, checksumAlgorithms: [])
     let url = "http://h/files/1"
+
+    /// A 30-byte upload in 10-byte chunks, created at `url` (the first `send` issued), on a server with `info`.
+    func created(_ info: TusServerInfo? = nil) -> TusUpload {
+        var upload = TusUpload(length: 30, chunkSize: 10)
+        _ = upload.start()
+        _ = upload.discovered(info ?? self.info)
+        _ = upload.created(url: url)
+        return upload
+    }
 
     @Test func happyPathCreatesThenSendsChunksThenSucceeds() {
         var upload = TusUpload(length: 25, chunkSize: 10)
@@ -30,6 +40,8 @@ struct TusUploadTests {
         _ = upload.start()
         #expect(upload.discovered(info) == .queryOffset(url: url))
         #expect(upload.offsetReported(TusUploadStatus(offset: 14, length: 30)) == .send(url: url, offset: 14, length: 10))
+        #expect(upload.bytesResent == 0, "counted when handed to the transport, not when planned")
+        _ = upload.chunkAccepted(TusUploadStatus(offset: 24))
         #expect(upload.bytesResent == 6)
     }
 
@@ -51,7 +63,10 @@ struct TusUploadTests {
         #expect(upload.failed(TusError(status: 410, operation: "PATCH")) == .create(length: 30))
         #expect(upload.url == nil)
         #expect(upload.created(url: url + "b") == .send(url: url + "b", offset: 0, length: 10))
-        #expect(upload.bytesResent == 10)
+        #expect(upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) == .wait(milliseconds: 250))
+        #expect(upload.bytesResent == 10, "the 503's body went out in full, and bytes 0..<10 a second time")
+        #expect(upload.backoffElapsed() == .queryOffset(url: url + "b"))
+        _ = upload.offsetReported(TusUploadStatus(offset: 0))
         guard case .fail(let error) = upload.failed(TusError(status: 404, operation: "PATCH")) else {
             Issue.record("expected fail")
             return
@@ -59,25 +74,121 @@ struct TusUploadTests {
         #expect(error.code == .gone)
     }
 
-    @Test func checksumMismatchResendsTheSameChunk() {
-        var upload = TusUpload(length: 30, chunkSize: 10)
-        _ = upload.start()
-        _ = upload.discovered(info)
-        let send = upload.created(url: url)
-        #expect(upload.failed(TusError(status: 460, operation: "PATCH")) == send)
-        #expect(upload.failed(TusError(status: 460, operation: "PATCH")) == send)
-        #expect(upload.failed(TusError(status: 460, operation: "PATCH")) == send)
-        guard case .giveUp = upload.failed(TusError(status: 460, operation: "PATCH")) else {
-            Issue.record("expected giveUp after 3 resends")
+    /// Issue 11 §5: a persistent 460 costs at most 4 PATCHes of the chunk, with a growing wait before each
+    /// resend, then the job fails with `checksum_mismatch` (it used to give up for now and start again).
+    @Test func checksumMismatchResendsTheSameChunkAfterAWaitFourPatchesAtMostThenFails() {
+        var upload = created()
+        let send = TusUpload.Action.send(url: url, offset: 0, length: 10)
+        var waits: [Int] = []
+        for _ in 0..<3 {
+            guard case .wait(let ms) = upload.failed(TusError(status: 460, operation: "PATCH"), random: 1) else {
+                Issue.record("expected a wait before the resend")
+                return
+            }
+            waits.append(ms)
+            #expect(upload.backoffElapsed() == send)
+        }
+        #expect(waits == [500, 1000, 2000])
+        guard case .fail(let error) = upload.failed(TusError(status: 460, operation: "PATCH")) else {
+            Issue.record("expected fail on the 4th refusal")
             return
         }
+        #expect(error.code == .checksumMismatch)
+        #expect(upload.bytesResent == 30, "three resends of the 10-byte chunk")
+    }
+
+    /// Issue 11 §5: a server that answers every PATCH with 409 and reports the refused offset on HEAD is a
+    /// persistent conflict: a wait before each PATCH, 4 PATCHes at most, then `fail` with `offset_mismatch`.
+    @Test func aPersistentConflictWaitsAndFailsAfterFourPatches() {
+        var upload = created()
+        let send = TusUpload.Action.send(url: url, offset: 0, length: 10)
+        var patches = 1
+        var waits: [Int] = []
+        while true {
+            let next = upload.failed(TusError(status: 409, operation: "PATCH"), random: 0)
+            if case .fail(let error) = next {
+                #expect(error.code == .offsetMismatch)
+                break
+            }
+            #expect(next == .queryOffset(url: url))
+            guard case .wait(let ms) = upload.offsetReported(TusUploadStatus(offset: 0, length: 30)) else {
+                Issue.record("expected a wait: the server refused the offset it reports")
+                return
+            }
+            waits.append(ms)
+            #expect(upload.backoffElapsed() == send)
+            patches += 1
+        }
+        #expect(patches == 4)
+        #expect(waits == [250, 500, 1000])
+    }
+
+    @Test func aConflictWithANewOffsetContinuesAtOnce() {
+        var upload = created()
+        #expect(upload.failed(TusError(status: 409, operation: "PATCH")) == .queryOffset(url: url))
+        #expect(upload.offsetReported(TusUploadStatus(offset: 10)) == .send(url: url, offset: 10, length: 10))
+    }
+
+    /// Issue 11 §7: with the checksum extension, the first request after the offset is known is the probe; a 460
+    /// to it means the server verifies, a 204 that it does not.
+    @Test func theChecksumProbeTellsWhetherTheServerVerifies() {
+        let checking = TusServerInfo(
+            versions: ["1.0.0"], extensions: ["creation", "checksum"], maxSize: nil, checksumAlgorithms: ["sha256"])
+        for (answer, verified) in [(460, true), (204, false)] {
+            var upload = TusUpload(length: 30, chunkSize: 10)
+            _ = upload.start()
+            _ = upload.discovered(checking)
+            #expect(upload.created(url: url) == .probeChecksum(url: url, offset: 0))
+            #expect(upload.checksumVerified == nil)
+            let next =
+                answer == 460
+                ? upload.failed(TusError(status: 460, operation: "PATCH"))
+                : upload.chunkAccepted(TusUploadStatus(offset: 0))
+            #expect(next == .send(url: url, offset: 0, length: 10))
+            #expect(upload.checksumVerified == verified)
+            #expect(upload.bytesResent == 0)
+            #expect(upload.chunkAccepted(TusUploadStatus(offset: 10)) == .send(url: url, offset: 10, length: 10))
+        }
+        var plain = TusUpload(length: 30, chunkSize: 10)
+        _ = plain.start()
+        _ = plain.discovered(info)
+        #expect(plain.created(url: url) == .send(url: url, offset: 0, length: 10), "no probe without the extension")
+    }
+
+    /// Issue 11 §6: resent bytes are those handed to the transport a second time, exactly.
+    @Test func resentBytesCountWhatWentOutNotWhatWasPlanned() {
+        var upload = created()
+        var reset = TusError(code: .retryable, transport: HTTPError(kind: .connectionFailed, message: "reset"), message: "x")
+        reset.bytesSent = 7
+        #expect(reset.resetWhileSending)
+        _ = upload.failed(reset, random: 0)
+        #expect(upload.sentThrough == 7)
+        _ = upload.backoffElapsed()
+        _ = upload.offsetReported(TusUploadStatus(offset: 3))
+        var refused = TusError(code: .retryable, transport: HTTPError(kind: .connectionFailed, message: "x"), message: "x")
+        refused.bytesSent = 0
+        #expect(!refused.resetWhileSending)
+        _ = upload.failed(refused, random: 0)
+        #expect(upload.bytesResent == 0, "a PATCH that sent nothing resends nothing")
+        _ = upload.backoffElapsed()
+        _ = upload.offsetReported(TusUploadStatus(offset: 3))
+        _ = upload.chunkAccepted(TusUploadStatus(offset: 13))
+        #expect(upload.bytesResent == 4, "bytes 3..<7 went out twice")
+        #expect(upload.sentThrough == 13)
+    }
+
+    @Test func aServerReportingLessThanItConfirmedIsRecorded() {
+        var upload = created()
+        _ = upload.chunkAccepted(TusUploadStatus(offset: 10))
+        _ = upload.chunkAccepted(TusUploadStatus(offset: 20))
+        _ = upload.failed(TusError(status: 503, operation: "PATCH"), random: 0)
+        _ = upload.backoffElapsed()
+        #expect(upload.offsetReported(TusUploadStatus(offset: 12)) == .send(url: url, offset: 12, length: 10))
+        #expect(upload.regressions == [TusUpload.OffsetRegression(confirmed: 20, reported: 12)])
     }
 
     @Test func serverErrorsBackOffExponentiallyThenGiveUp() {
-        var upload = TusUpload(length: 30, chunkSize: 10)
-        _ = upload.start()
-        _ = upload.discovered(info)
-        _ = upload.created(url: url)
+        var upload = created()
         var waits: [Int] = []
         for _ in 0..<5 {
             guard case .wait(let ms) = upload.failed(TusError(status: 503, operation: "PATCH"), random: 1) else {
@@ -97,10 +208,7 @@ struct TusUploadTests {
     }
 
     @Test func aWorkingHeadBetweenFailingPatchesDoesNotResetTheRetries() {
-        var upload = TusUpload(length: 30, chunkSize: 10)
-        _ = upload.start()
-        _ = upload.discovered(info)
-        _ = upload.created(url: url)
+        var upload = created()
         for _ in 0..<5 {
             guard case .wait = upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) else {
                 Issue.record("expected wait")

@@ -482,7 +482,8 @@ struct UploadJobRunTests {
         #expect(!scratch.exists(scratch.dst + "/a.raw"))
     }
 
-    @Test func userStopRemovesThePartButKeepsFinishedFiles() async throws {
+    /// A cancelled job's clean-up (which the engine runs once the end is recorded) removes the `.part`.
+    @Test func theCleanUpAfterUserStopRemovesThePartButKeepsFinishedFiles() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let a = try scratch.source("1.jpg", count: 50_000, seed: 1)
@@ -499,6 +500,7 @@ struct UploadJobRunTests {
                 } catch {
                     #expect(job.stopReason == .userStop)
                     await UploadJob().onCancel(.userStop, params: params, in: job)
+                    #expect(await UploadJob().cleanUp(after: .cancelled, params: params, in: job) == .done)
                     throw error
                 }
             }

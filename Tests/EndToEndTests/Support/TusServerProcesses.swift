@@ -63,6 +63,12 @@ final class TusServers {
             .filter { !($0["path"]?.stringValue ?? "").hasPrefix("/__") }
     }
 
+    /// The proxy's totals since it started: `patch_body_bytes` (PATCH body bytes it read from clients) and
+    /// `requests` (per method).
+    func stats() throws -> JSONValue {
+        try JSONCoding.decode(JSONValue.self, from: Array(Self.curl(["http://127.0.0.1:\(proxy.port)/__stats"]).utf8))
+    }
+
     /// The methods of the logged requests, in order.
     func methods() throws -> [String] { try requests().compactMap { $0["method"]?.stringValue } }
 

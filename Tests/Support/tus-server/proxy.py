@@ -8,15 +8,23 @@ each on a fresh upstream connection (Host is kept, so the server's Location poin
 Faults are armed with control requests to the proxy itself (answered by the proxy, never forwarded):
 
     POST /__fault/status?code=503&count=2[&method=PATCH]   answer the next COUNT matching requests with CODE
+         [&after=N]                                        ... after reading N body bytes (not the whole body),
+                                                           then read what the client still sends until it closes
+                                                           (an early answer mid-PATCH; every byte sent is counted)
     POST /__fault/drop?after=65536&count=1                 forward AFTER body bytes of the next COUNT PATCHes,
                                                            then abort both connections (a reset mid-PATCH)
     POST /__fault/checksum?on=1                            advertise the checksum extension in OPTIONS
                                                            (sha1, sha256, md5) and verify Upload-Checksum on PATCH:
                                                            460 on mismatch, without forwarding
+    POST /__fault/checksum?on=1&verify=0                   advertise it but never verify (a server that ignores
+                                                           checksums: the header is dropped, the body forwarded)
     POST /__fault/corrupt?count=1                          flip one body byte of the next COUNT PATCHes
     POST /__fault/delete?path=/files/ID                    DELETE that upload on the server
     POST /__fault/reset                                    disarm everything
     GET  /__log                                            the last 200 requests: JSON lines of method, path, headers
+    GET  /__stats                                          JSON totals since start: patch_body_bytes (PATCH body
+                                                           bytes read from clients, whatever became of them),
+                                                           requests (per method)
 
 Bounds: at most 64 client connections, request heads of 64 KiB, buffered (checksum-verified) bodies of 256 MiB,
 30 s idle timeout per read.
@@ -43,8 +51,10 @@ state = {
     "status": None,  # (code, count, method or None)
     "drop": None,  # [after, count]
     "checksum": False,
+    "verify": True,
     "corrupt": 0,
 }
+stats = {"patch_body_bytes": 0, "requests": {}}
 log: list = []
 upstream_port = 0
 
@@ -102,13 +112,18 @@ async def control(method, target, writer):
         body = "\n".join(json.dumps(e) for e in log).encode()
         await respond(writer, 200, "OK", body=body)
         return
+    if url.path == "/__stats":
+        await respond(writer, 200, "OK", body=json.dumps(stats).encode())
+        return
     kind = url.path[len("/__fault/"):]
     if kind == "status":
-        state["status"] = [int(q["code"]), int(q.get("count", "1")), q.get("method")]
+        state["status"] = [int(q["code"]), int(q.get("count", "1")), q.get("method"),
+                           int(q["after"]) if "after" in q else None]
     elif kind == "drop":
         state["drop"] = [int(q.get("after", "0")), int(q.get("count", "1"))]
     elif kind == "checksum":
         state["checksum"] = q.get("on", "1") == "1"
+        state["verify"] = q.get("verify", "1") == "1"
     elif kind == "corrupt":
         state["corrupt"] = int(q.get("count", "1"))
     elif kind == "delete":
@@ -116,7 +131,7 @@ async def control(method, target, writer):
         await respond(writer, 200, "OK", body=str(code).encode())
         return
     elif kind == "reset":
-        state.update(status=None, drop=None, checksum=False, corrupt=0)
+        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0)
     else:
         await respond(writer, 404, "Not Found")
         return
@@ -141,6 +156,11 @@ def verify_checksum(value, body):
     return base64.b64decode(digest) == hashlib.new(algorithm, body).digest()
 
 
+def count_body(method, n):
+    if method == "PATCH":
+        stats["patch_body_bytes"] += n
+
+
 async def forward(method, target, version, headers, reader, writer):
     """Forwards one request; returns False when the client connection must be dropped."""
     length = int(header(headers, "Content-Length") or "0")
@@ -152,8 +172,25 @@ async def forward(method, target, version, headers, reader, writer):
     st = state["status"]
     if st and st[1] > 0 and (st[2] is None or st[2] == method):
         st[1] -= 1
+        after = st[3] if len(st) > 3 else None
+        if after is not None and after < length:
+            # Answer mid-body, then read (and count) what the client still sends until it closes.
+            if after:
+                await read_body(reader, after)
+            count_body(method, after)
+            await respond(writer, st[0], "Injected", extra=[("Connection", "close")])
+            while True:
+                try:
+                    rest = await asyncio.wait_for(reader.read(PIECE), IDLE_TIMEOUT)
+                except (ConnectionError, asyncio.TimeoutError):
+                    break
+                if not rest:
+                    break
+                count_body(method, len(rest))
+            return False
         if length:
             await read_body(reader, length)
+            count_body(method, length)
         await respond(writer, st[0], "Injected")
         return True
 
@@ -163,11 +200,12 @@ async def forward(method, target, version, headers, reader, writer):
             await respond(writer, 413, "Too Large For Proxy")
             return False
         body = bytearray(await read_body(reader, length))
+        count_body(method, length)
         if state["corrupt"] > 0 and body:
             state["corrupt"] -= 1
             body[len(body) // 2] ^= 0xFF
         checksum = header(headers, "Upload-Checksum")
-        if state["checksum"] and checksum is not None and not verify_checksum(checksum, bytes(body)):
+        if state["checksum"] and state["verify"] and checksum is not None and not verify_checksum(checksum, bytes(body)):
             await respond(writer, 460, "Checksum Mismatch")
             return True
         headers = without(headers, "Upload-Checksum")
@@ -196,6 +234,7 @@ async def forward(method, target, version, headers, reader, writer):
                 piece = await asyncio.wait_for(reader.read(n), IDLE_TIMEOUT)
                 if not piece:
                     return False
+                count_body(method, len(piece))
                 uw.write(piece)
                 await uw.drain()
                 sent += len(piece)
@@ -236,6 +275,8 @@ async def handle(reader, writer, limit):
                 (method, target, version), headers = parsed
                 log.append({"method": method, "path": target, "headers": dict((k.lower(), v) for k, v in headers)})
                 del log[:-200]
+                if not target.startswith("/__"):
+                    stats["requests"][method] = stats["requests"].get(method, 0) + 1
                 if target.startswith("/__"):
                     length = int(header(headers, "Content-Length") or "0")
                     if length:
