@@ -37,6 +37,7 @@ enum Commands {
                 OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
                 OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),
                 OptionSpec("retry-base", .value(placeholder: "DUR"), help: "first retry backoff, doubling up to 5m (default 1s)"),
+                OptionSpec("cleanup-budget", .value(placeholder: "DUR"), help: "how long a failed or cancelled job's clean-up (a tus DELETE) is retried (default 168h)"),
                 OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
                 OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
                 OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse to decode photos over N megapixels, too_large (default 100)"),
@@ -119,6 +120,9 @@ enum Commands {
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
         if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = try positive(value, "retry-base") }
+        if let value = try arguments.duration("cleanup-budget") {
+            configuration.scheduler.cleanUpBudgetSeconds = try positive(value, "cleanup-budget")
+        }
         if let value = try arguments.integer("workers", range: 1...64) { configuration.workers.workers = value }
         if let value = try arguments.duration("worker-timeout") { configuration.workers.requestTimeoutSeconds = try positive(value, "worker-timeout") }
         if let value = try arguments.integer("max-megapixels", range: 1...100_000) {

@@ -29,7 +29,8 @@ public struct SchedulerOptions: Sendable {
     /// How long shutdown waits for running jobs to checkpoint, in seconds (the daemon must exit within 2 s).
     public var shutdownGraceSeconds: Double = 1.5
     /// How long after a job's end its clean-up (`JobKind.cleanUp`) is retried before the engine gives up and logs
-    /// what was left behind, in seconds: 7 days (a server down for a long weekend is still cleaned up).
+    /// what was left behind, in seconds (`daemon --cleanup-budget`): 7 days (a server down for a long weekend is
+    /// still cleaned up).
     public var cleanUpBudgetSeconds: Double = 7 * 24 * 3600
     /// Longest wait between two tries of a clean-up, in seconds: 10 min (the wait starts at 1 s and doubles).
     public var cleanUpMaxDelaySeconds: Double = 600

@@ -134,6 +134,30 @@ struct TusIntegrityEndToEndTests {
         #expect(try daemon.show(id)["state"]?.stringValue == "failed")
     }
 
+    /// With a short `--cleanup-budget`, a server that never accepts the DELETE is given up on, and the log says
+    /// so with the URL left behind; the pending clean-up is gone (no more DELETEs).
+    @Test func aTerminationThatNeverSucceedsIsGivenUpAfterTheBudgetAndLoggedWithTheURL() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness(arguments: ["--cleanup-budget", "2s"])
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("g.bin"), bytes: 4 << 20)
+        try servers.arm("status?code=503&count=1000&method=DELETE")
+        let id = try daemon.submitUpload([
+            work.file("g.bin"), "--to", servers.endpoint, "--chunk-size", "1MiB", "--max-rate", "2MiB",
+        ])
+        try daemon.waitFor(id, "1 MiB") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 1 << 20 }
+        #expect(try daemon.cli(["cancel", id]).status == 0)
+        let url = try Self.uploadURL(servers)
+        try daemon.waitFor(id, timeout: 20, "the give-up") { _ in daemon.log().contains("clean-up given up") }
+        let line = try #require(daemon.log().split(separator: "\n").first { $0.contains("clean-up given up") })
+        #expect(line.contains(url), "\(line)")
+        let deletes = try servers.methods().filter { $0 == "DELETE" }.count
+        #expect(deletes >= 2)
+        usleep(3_000_000)
+        #expect(try servers.methods().filter { $0 == "DELETE" }.count == deletes, "no more tries after giving up")
+        #expect(try servers.headStatus(url) == 200, "what was left behind")
+    }
+
     // MARK: §5 conflicts and rejected checksums
 
     /// Every PATCH answered 409 while HEAD reports the same offset: 4 PATCHes in all, with waits between them, then

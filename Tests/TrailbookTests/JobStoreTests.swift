@@ -38,6 +38,29 @@ struct JobStoreTests {
         #expect(try store.dueRetries(now: 1_000).map(\.id) == [job.id])
     }
 
+    /// A job's end that needs a clean-up is recorded with it (one transaction); the pending clean-up survives a
+    /// reopen of the store, is rescheduled with its tries and last error, and is forgotten once done.
+    @Test func aPendingCleanUpIsRecordedWithTheEndAndSurvivesAReopen() throws {
+        let path = temporaryPath()
+        var job = makeJob("0a000000-0000-4000-8000-0000000000c1")
+        do {
+            let store = try JobStore(path: path)
+            try store.insert(&job)
+            job.state = .failed
+            try store.update(job, addingCleanUp: true)
+            #expect(try store.dueCleanUps(now: Timestamp.now() + 1).map(\.jobID) == [job.id])
+            try store.rescheduleCleanUp(jobID: job.id, tries: 2, nextAt: 5_000_000_000, error: "DELETE answered 503")
+        }
+        let reopened = try JobStore(path: path)
+        #expect(try reopened.job(id: job.id)?.state == .failed)
+        #expect(try reopened.nextCleanUpAt() == 5_000_000_000)
+        #expect(try reopened.dueCleanUps(now: Timestamp.now()).isEmpty, "not due before next_at")
+        let pending = try #require(try reopened.dueCleanUps(now: 5_000_000_000).first)
+        #expect(pending.tries == 2)
+        try reopened.removeCleanUp(jobID: job.id)
+        #expect(try reopened.nextCleanUpAt() == nil)
+    }
+
     /// A job's end is committed with synchronous=FULL (it must outlive a power loss before kinds drop their own
     /// state); the connection goes back to NORMAL for everything else. (What the test can see is the way back: the
     /// fsync itself is not observed.)
