@@ -14,6 +14,7 @@ packages=(
   tmux                  # terminal tests of `watch`
   python3-venv          # the tus test server's virtualenv
   libimage-exiftool-perl # exiftool: the peer of the autotag benchmark, and fixture checks
+  systemd               # systemd-socket-activate: the socket-activation test
 )
 
 missing=()

@@ -59,6 +59,14 @@ public final class ControlServer {
         }
     }
 
+    /// Accepts on `descriptor`, a listening Unix stream socket passed by a service manager (socket activation).
+    /// - Throws: `UVError` if libuv cannot listen on it.
+    public func listen(descriptor: Int32) throws(UVError) {
+        server = try PipeServer(loop: .main, descriptor: descriptor) { [weak self] pipe in
+            LoopIsolation.assume { self?.accept(pipe) }
+        }
+    }
+
     /// Stops accepting and closes every connection but the watchers: those stay subscribed so they see the last
     /// state events of a shutdown, and `ProgressFeed.close()` closes them after their last write.
     public func close() {

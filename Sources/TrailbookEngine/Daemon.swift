@@ -37,13 +37,33 @@ public final class Daemon {
     let server: ControlServer
     private var signals: [SignalWatcher] = []
     private var stopping = false
+    /// The service manager's notification socket (systemd `Type=notify`); inactive when not run by one.
+    private let notifier: ServiceNotifier
+    /// Sends `WATCHDOG=1` at half the manager's interval while the loop turns; nil without `WatchdogSec=`.
+    private var watchdogTimer: LoopTimer?
+    /// Coalesces `STATUS=` updates after state changes to at most one a second; armed only after a change.
+    private var statusTimer: LoopTimer?
     /// The running daemon, kept alive until the loop stops.
     private static var current: Daemon?
 
-    private init(configuration: DaemonConfiguration, scheduler: Scheduler) {
+    private init(configuration: DaemonConfiguration, scheduler: Scheduler, notifier: ServiceNotifier) {
         self.configuration = configuration
         self.scheduler = scheduler
+        self.notifier = notifier
         server = ControlServer(scheduler: scheduler, version: configuration.version)
+    }
+
+    /// The service-manager variables (`NOTIFY_SOCKET`, `WATCHDOG_*`, `LISTEN_*`), read once and removed from the
+    /// environment, so worker processes and other children never notify or take the socket in the daemon's name.
+    private static func takeServiceEnvironment() -> [String: String] {
+        var taken: [String: String] = [:]
+        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+            if let value = getenv(name) {
+                taken[name] = String(cString: value)
+                unsetenv(name)
+            }
+        }
+        return taken
     }
 
     /// Runs the daemon until SIGTERM or SIGINT, on the calling thread (which becomes the loop thread).
@@ -83,10 +103,13 @@ public final class Daemon {
     private static func start(_ configuration: DaemonConfiguration, register: @LoopActor (Scheduler) -> Void) throws
         -> Daemon
     {
+        let service = takeServiceEnvironment()
+        let activationSocket = try ActivationSocket.fromEnvironment(service)
         try prepareHome(configuration.home)
         try lockHome(configuration.home)
         raiseOpenFileLimit()
-        if SocketProbe.isAnswering(configuration.socketPath) {
+        // A passed socket answers connects (the manager holds it): only a socket we bind ourselves is probed.
+        if activationSocket == nil, SocketProbe.isAnswering(configuration.socketPath) {
             throw JobError(
                 code: "already_running",
                 message: "a daemon is already listening on \(configuration.socketPath); stop it first or use --socket")
@@ -96,8 +119,12 @@ public final class Daemon {
         let scheduler = Scheduler(store: store, feed: feed, options: configuration.scheduler)
         scheduler.workerPool = WorkerPool(loop: .main, options: configuration.workers)
         register(scheduler)
-        let daemon = Daemon(configuration: configuration, scheduler: scheduler)
-        try daemon.server.listen(path: configuration.socketPath)
+        let daemon = Daemon(configuration: configuration, scheduler: scheduler, notifier: ServiceNotifier(environment: service))
+        if let activationSocket {
+            try daemon.server.listen(descriptor: activationSocket)
+        } else {
+            try daemon.server.listen(path: configuration.socketPath)
+        }
         for number in [SIGTERM, SIGINT] {
             daemon.signals.append(
                 SignalWatcher(loop: .main, signal: number) { [weak daemon] signal in
@@ -113,10 +140,52 @@ public final class Daemon {
             daemon.signals.removeAll()
             throw error
         }
+        let listening = activationSocket.map { "the socket passed by the service manager (descriptor \($0))" }
         DaemonLog.write(
-            "listening on \(configuration.socketPath); store \(configuration.storePath); "
+            "listening on \(listening ?? configuration.socketPath); store \(configuration.storePath); "
                 + "concurrency \(configuration.scheduler.concurrency); kinds \(scheduler.kindNames.joined(separator: ", "))")
+        daemon.startServiceNotifications()
         return daemon
+    }
+
+    /// Says `READY=1` with a first status, arms the watchdog keep-alive when the manager asked for one, and keeps
+    /// `STATUS=` in step with state changes. Nothing when no manager listens.
+    private func startServiceNotifications() {
+        guard notifier.isActive else { return }
+        notifier.send([("READY", "1"), ("STATUS", statusLine()), ("MAINPID", "\(getpid())")])
+        if let interval = notifier.watchdogIntervalSeconds {
+            // Half the interval, as sd_watchdog_enabled(3) recommends: a late tick still lands in time.
+            let milliseconds = max(UInt64(interval * 500), 1)
+            let timer = LoopTimer(loop: .main)
+            timer.start(milliseconds: milliseconds, repeatMilliseconds: milliseconds) { [weak self] in
+                LoopIsolation.assume { self?.notifier.send([("WATCHDOG", "1")]) }
+            }
+            watchdogTimer = timer
+        }
+        scheduler.feed.onStateChange = { [weak self] in
+            LoopIsolation.assume { self?.statusChanged() }
+        }
+    }
+
+    private func statusChanged() {
+        guard statusTimer == nil, !stopping else { return }
+        let timer = LoopTimer(loop: .main)
+        timer.start(seconds: 1) { [weak self] in
+            LoopIsolation.assume {
+                guard let self else { return }
+                self.statusTimer?.close()
+                self.statusTimer = nil
+                if !self.stopping { self.notifier.send([("STATUS", self.statusLine())]) }
+            }
+        }
+        statusTimer = timer
+    }
+
+    /// `systemctl status`'s line: how many jobs run and wait. Read from the store (an index-only count).
+    func statusLine() -> String {
+        let counts = (try? scheduler.store.countsByState()) ?? [:]
+        let waiting = (counts[.needsRetry] ?? 0) > 0 ? " · \(counts[.needsRetry] ?? 0) waiting to retry" : ""
+        return "\(scheduler.runningCount) running · \(counts[.queued] ?? 0) queued\(waiting)"
     }
 
     private static func prepareHome(_ home: String) throws {
@@ -177,6 +246,12 @@ public final class Daemon {
         }
         stopping = true
         DaemonLog.write("signal \(signal): stopping running jobs (resource_reclaim) and shutting down")
+        notifier.send([("STOPPING", "1"), ("STATUS", "stopping: checkpointing \(scheduler.runningCount) running job(s)")])
+        watchdogTimer?.close()
+        watchdogTimer = nil
+        statusTimer?.close()
+        statusTimer = nil
+        scheduler.feed.onStateChange = nil
         server.close()
         Task { @LoopActor in
             await scheduler.shutdown()

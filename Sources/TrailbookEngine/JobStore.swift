@@ -194,6 +194,16 @@ public final class JobStore {
         ).compactMap(Self.record)
     }
 
+    /// How many jobs are in each state (states with none are absent). An index-only scan of `jobs_by_state`.
+    /// - Throws: `SQLiteError`.
+    public func countsByState() throws -> [JobState: Int] {
+        var counts: [JobState: Int] = [:]
+        for row in try database.query("SELECT state, count(*) FROM jobs GROUP BY state", []) {
+            if let state = row.text(0).flatMap(JobState.init(rawValue:)) { counts[state] = Int(row.int(1) ?? 0) }
+        }
+        return counts
+    }
+
     /// Reserves a block of `count` feed sequence numbers above any handed out before, and returns its first.
     ///
     /// So `seq` keeps increasing across daemon restarts without a write per event.

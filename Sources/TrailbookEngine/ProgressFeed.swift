@@ -109,7 +109,11 @@ public final class ProgressFeed {
         if job.state.isTerminal { fields["result"] = job.result }
         publish(job: job.id, kind: job.kind, type: "state", fields: fields)
         lastProgressAt[job.id] = nil
+        onStateChange?()
     }
+
+    /// Called after every `state` event is published (the daemon's service status follows it).
+    public var onStateChange: (() -> Void)?
 
     /// Publishes a `log` event.
     public func log(job: String, kind: String, level: LogLevel, message: String) {

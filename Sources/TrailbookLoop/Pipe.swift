@@ -36,6 +36,35 @@ public final class PipeServer: LoopHandle {
             close()
             throw UVError(code: bound, operation: "bind \(path)")
         }
+        try startListening(backlog: backlog, onConnection: onConnection, what: path)
+    }
+
+    /// Listens on a Unix stream socket that is already bound and listening, such as the one a service manager
+    /// passes by socket activation (`LISTEN_FDS`). The server owns `descriptor` from now on and closes it.
+    /// - Parameters:
+    ///   - descriptor: a bound, listening `AF_UNIX` `SOCK_STREAM` socket.
+    ///   - backlog: the listen backlog (libuv calls `listen` again; the larger of the two applies).
+    ///   - onConnection: runs on the loop thread with each accepted connection, not yet reading.
+    /// - Throws: `UVError` if libuv cannot adopt the descriptor or listen on it.
+    public init(
+        loop: EventLoop, descriptor: Int32, backlog: Int32 = 128, onConnection: @escaping (PipeConnection) -> Void
+    ) throws(UVError) {
+        super.init(loop: loop, type: UV_NAMED_PIPE)
+        let pipe = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_pipe_t.self)
+        precondition(uv_pipe_init(loop.raw, pipe, 0) == 0)
+        adopt()
+        let opened = uv_pipe_open(pipe, descriptor)
+        if opened < 0 {
+            close()
+            throw UVError(code: opened, operation: "open listening descriptor \(descriptor)")
+        }
+        try startListening(backlog: backlog, onConnection: onConnection, what: "descriptor \(descriptor)")
+    }
+
+    private func startListening(backlog: Int32, onConnection: @escaping (PipeConnection) -> Void, what: String)
+        throws(UVError)
+    {
+        let pipe = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_pipe_t.self)
         self.onConnection = onConnection
         let listening = uv_listen(UVHandle.stream(pipe), backlog) { raw, status in
             let server = PipeServer.owner(of: raw)
@@ -49,7 +78,7 @@ public final class PipeServer: LoopHandle {
         }
         if listening < 0 {
             close()
-            throw UVError(code: listening, operation: "listen \(path)")
+            throw UVError(code: listening, operation: "listen \(what)")
         }
     }
 

@@ -46,10 +46,16 @@ final class DaemonHarness {
     var logPath: String { home.file("daemon.log") }
     var socketPath: String { home.path + "/daemon.sock" }
 
+    /// Variables added to the daemon's environment (e.g. a service manager's `NOTIFY_SOCKET`).
+    let extraEnvironment: [String: String]
+
     /// Starts the daemon with `arguments` (after `daemon`) and waits until it answers `ping`.
-    init(arguments: [String] = [], home: TemporaryDirectory = TemporaryDirectory()) throws {
+    init(arguments: [String] = [], home: TemporaryDirectory = TemporaryDirectory(), environment: [String: String] = [:])
+        throws
+    {
         self.home = home
         self.arguments = arguments
+        self.extraEnvironment = environment
         try start()
     }
 
@@ -68,6 +74,7 @@ final class DaemonHarness {
         environment["TRAILBOOK_JOBS_HOME"] = home.path
         environment["TRAILBOOK_JOBS_TEST_KINDS"] = testKinds ? "1" : nil
         environment["NO_COLOR"] = "1"
+        environment.merge(extraEnvironment) { $1 }
         return environment
     }
 
