@@ -22,7 +22,61 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL_PHOTOS = next((p for p in (os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared", "photos"), "/work/shared/photos") if os.path.isdir(p)), "/work/shared/photos")
+# Optional real camera JPEGs: $TRAILBOOK_EXTRA_PHOTOS, else shared/photos beside the checkout. Without them the
+# benchmarks use photos generated here (cjpeg for the pixels, exiftool for the EXIF; see generate_photos).
+EXTRA_PHOTOS = os.environ.get("TRAILBOOK_EXTRA_PHOTOS") or os.path.join(os.path.dirname(ROOT), "shared", "photos")
+
+# Generated camera photos: (file, width, height, exiftool arguments). Several makers, GPS in four hemispheres,
+# orientations 1, 5 and 6, sizes from 100 px to 2 megapixels, like a phone's and a camera's library.
+GENERATED = [
+    ("gen_canon.jpg", 100, 68, ["-Make=Canon", "-Model=Canon EOS 40D", "-DateTimeOriginal=2008:05:30 15:56:01"]),
+    ("gen_nikon_gps.jpg", 640, 480, ["-Make=NIKON", "-Model=COOLPIX P6000", "-DateTimeOriginal=2008:10:22 16:28:39",
+                                     "-GPSLatitude=43.4674483", "-GPSLatitudeRef=N", "-GPSLongitude=11.8851267",
+                                     "-GPSLongitudeRef=E"]),
+    ("gen_iphone.jpg", 1632, 1224, ["-Make=Apple", "-Model=iPhone 6", "-DateTimeOriginal=2015:04:10 20:12:23",
+                                    "-GPSLatitude=40.4469722", "-GPSLatitudeRef=N", "-GPSLongitude=3.7247528",
+                                    "-GPSLongitudeRef=W"]),
+    ("gen_sydney.jpg", 800, 600, ["-Make=SONY", "-Model=HDR-HC3", "-DateTimeOriginal=2007:06:15 04:42:32",
+                                  "-GPSLatitude=33.8688", "-GPSLatitudeRef=S", "-GPSLongitude=151.2093",
+                                  "-GPSLongitudeRef=E"]),
+    ("gen_orient6.jpg", 450, 600, ["-Orientation#=6"]),
+    ("gen_orient5.jpg", 600, 450, ["-Orientation#=5"]),
+    ("gen_big.jpg", 1920, 1080, ["-Make=FUJIFILM", "-Model=X-T3", "-DateTimeOriginal=2021:08:01 10:00:00"]),
+]
+
+
+def generate_photos(target):
+    """Writes the GENERATED photos into `target`: a smooth pattern as a PPM, encoded by cjpeg (libjpeg-turbo),
+    EXIF added by exiftool. Needs cjpeg and exiftool (scripts/install-deps.sh)."""
+    import math
+    for n, (name, w, h, tags) in enumerate(GENERATED):
+        rows = bytearray()
+        for y in range(h):
+            for x in range(w):
+                s = 128 + 100 * math.sin(x * 160 / w / 17 + n) * math.cos(y * 90 / h / 11)
+                rows += bytes((int(s), 255 - int(s), 90))
+        ppm = os.path.join(target, name + ".ppm")
+        with open(ppm, "wb") as f:
+            f.write(b"P6 %d %d 255\n" % (w, h) + bytes(rows))
+        path = os.path.join(target, name)
+        subprocess.run(["cjpeg", "-quality", "90", "-outfile", path, ppm], check=True)
+        os.unlink(ppm)
+        subprocess.run(["exiftool", "-q", "-overwrite_original"] + tags + [path], check=True)
+    return target
+
+
+def photo_source(home):
+    """The folder of source photos: the extra real ones when present, else photos generated into `home`."""
+    if os.path.isdir(EXTRA_PHOTOS) and any(n.lower().endswith(".jpg") for n in os.listdir(EXTRA_PHOTOS)):
+        return EXTRA_PHOTOS
+    target = os.path.join(home, "generated")
+    os.makedirs(target, exist_ok=True)
+    return generate_photos(target)
+
+
+def sample_photo(source):
+    """One camera JPEG with EXIF from `source` (the first in name order)."""
+    return os.path.join(source, sorted(n for n in os.listdir(source) if n.lower().endswith(".jpg"))[0])
 
 
 class Daemon:
@@ -259,7 +313,7 @@ def duplicates(binary, count, new=100, rounds=3):
         create_store(d)
         files = os.path.join(home, "files")
         os.mkdir(files)
-        source = os.path.join(REAL_PHOTOS, "es_Canon_40D.jpg")
+        source = sample_photo(photo_source(home))
         for i in range(new):
             os.link(source, os.path.join(files, f"new-{i}.jpg"))
         db = sqlite3.connect(os.path.join(home, "photos.sqlite3"))
@@ -294,13 +348,13 @@ def duplicates(binary, count, new=100, rounds=3):
         shutil.rmtree(home, ignore_errors=True)
 
 
-def make_folder(target, copies):
-    """`copies` variants of each real photo (a distinct trailer after the JPEG data, so each has its own stable
-    ID; EXIF and pixels unchanged), plus the bad photos."""
-    names = sorted(n for n in os.listdir(REAL_PHOTOS) if n.lower().endswith((".jpg", ".jpeg")))
+def make_folder(target, copies, source):
+    """`copies` variants of each photo of `source` (a distinct trailer after the JPEG data, so each has its own
+    stable ID; EXIF and pixels unchanged), plus the bad photos."""
+    names = sorted(n for n in os.listdir(source) if n.lower().endswith((".jpg", ".jpeg")))
     good = []
     for name in names:
-        data = open(os.path.join(REAL_PHOTOS, name), "rb").read()
+        data = open(os.path.join(source, name), "rb").read()
         for c in range(copies):
             path = os.path.join(target, f"{c:04d}-{name}")
             with open(path, "wb") as f:
@@ -308,7 +362,7 @@ def make_folder(target, copies):
             good.append(path)
     bad = os.path.join(target, "bad")
     os.mkdir(bad)
-    sample = open(os.path.join(REAL_PHOTOS, "es_Canon_40D.jpg"), "rb").read()
+    sample = open(sample_photo(source), "rb").read()
     open(os.path.join(bad, "zero-byte.jpg"), "wb").close()
     open(os.path.join(bad, "not-a-jpeg.jpg"), "wb").write(b"GIF89a not a jpeg at all\n" * 10)
     open(os.path.join(bad, "truncated.jpg"), "wb").write(sample[: len(sample) // 3])
@@ -321,12 +375,12 @@ def make_folder(target, copies):
 
 
 def autotag(binary, copies):
-    if not os.path.isdir(REAL_PHOTOS):
-        sys.exit(f"{REAL_PHOTOS} is missing: the autotag benchmark needs real camera JPEGs")
     home = new_home()
     folder = os.path.join(home, "photos")
     os.mkdir(folder)
-    good = make_folder(folder, copies)
+    source = photo_source(home)
+    print(f"source photos: {source}")
+    good = make_folder(folder, copies, source)
     files = len(good) + 4
     d = Daemon(binary, home)
     try:

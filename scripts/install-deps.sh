@@ -13,7 +13,8 @@ packages=(
   libjpeg62-turbo-dev   # photo pixels
   tmux                  # terminal tests of `watch`
   python3-venv          # the tus test server's virtualenv
-  libimage-exiftool-perl # exiftool: the peer of the autotag benchmark, and fixture checks
+  libimage-exiftool-perl # exiftool: the peer of the autotag benchmark; writes the EXIF of test and bench photos
+  libjpeg-turbo-progs   # cjpeg: encodes the benchmark's generated photos
   systemd               # systemd-socket-activate: the socket-activation test
 )
 

@@ -229,10 +229,10 @@ int tb_jpeg_decode_rgb(const uint8_t *data, size_t size, const tb_jpeg_limits *l
 }
 
 int tb_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int32_t components, int32_t quality,
-                   uint8_t **out, size_t *out_size, char *message, size_t message_size) {
+                   int32_t progressive, uint8_t **out, size_t *out_size, char *message, size_t message_size) {
     *out = NULL;
     *out_size = 0;
-    if (width == 0 || height == 0 || (components != 1 && components != 3)) {
+    if (width == 0 || height == 0 || (components != 1 && components != 3 && components != 4)) {
         if (message && message_size) snprintf(message, message_size, "bad image geometry");
         return TB_JPEG_UNSUPPORTED;
     }
@@ -252,9 +252,10 @@ int tb_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int32
     c.image_width = width;
     c.image_height = height;
     c.input_components = components;
-    c.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&c);
+    c.in_color_space = components == 1 ? JCS_GRAYSCALE : components == 4 ? JCS_CMYK : JCS_RGB;
+    jpeg_set_defaults(&c);  /* CMYK: stored as CMYK with an Adobe marker */
     jpeg_set_quality(&c, quality, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
     size_t stride = (size_t)width * (size_t)components;
     while (c.next_scanline < height) {

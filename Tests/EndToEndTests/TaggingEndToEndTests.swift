@@ -8,11 +8,12 @@ import TrailbookSQLite
 /// with its worker processes.
 @Suite(.serialized)
 struct TaggingEndToEndTests {
-    // MARK: import + autotag on real camera JPEGs
+    // MARK: import + autotag on camera JPEGs (made at test time: libjpeg pixels, EXIF by exiftool)
 
-    @Test(.enabled(if: PhotoTestSupport.sharedFolderExists, "skipped: ../shared (real camera JPEGs) is missing"))
-    func importAndAutotagOfRealCameraPhotos() throws {
-        let dir = try PhotoTestSupport.realPhotoDirectory()
+    @Test func importAndAutotagOfCameraPhotos() throws {
+        let folder = TemporaryDirectory("tbj-camera")
+        let dir = folder.path
+        try CameraFixtures.write(into: dir)
         let jpegs = try FileManager.default.contentsOfDirectory(atPath: dir).filter { PhotoScan.isJPEGName($0) }
         let daemon = try DaemonHarness()
         let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
@@ -37,21 +38,24 @@ struct TaggingEndToEndTests {
             return photo?["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []
         }
         // GPS → nearest bundled place; EXIF date and camera.
-        #expect(tags("es_gps_DSCN0010.jpg").contains("place:Arezzo"))
-        #expect(tags("es_gps_DSCN0010.jpg").contains("year:2008"))
-        #expect(tags("es_gps_DSCN0010.jpg").contains("camera:NIKON COOLPIX P6000"))
-        #expect(tags("es_Canon_40D.jpg").contains("camera:Canon EOS 40D"))
+        #expect(tags("nikon-gps.jpg").contains("place:Arezzo"))
+        #expect(tags("nikon-gps.jpg").contains("year:2008"))
+        #expect(tags("nikon-gps.jpg").contains("camera:NIKON COOLPIX P6000"))
+        #expect(tags("sony-sydney.jpg").contains("place:Sydney"))
+        #expect(tags("canon-40d.jpg").contains("camera:Canon EOS 40D"))
         // Orientation applied before the aspect class.
-        #expect(tags("es_orient_portrait_5.jpg").contains("aspect:portrait"))
-        // A photo without EXIF gets pixel tags only.
-        #expect(!tags("es_orient_portrait_5.jpg").contains { $0.hasPrefix("year:") })
-        // A truncated file is unreadable and listed with its reason.
-        #expect(tags("pil_truncated_jpeg.jpg") == ["unreadable"])
+        #expect(tags("orient-portrait-5.jpg").contains("aspect:portrait"))
+        // A photo without a date gets no year.
+        #expect(!tags("orient-portrait-5.jpg").contains { $0.hasPrefix("year:") })
+        #expect(tags(CameraFixtures.cmykFile).contains("color:red"))
+        // A truncated file is unreadable, keeps what its EXIF says, and is listed with its reason.
+        #expect(tags(CameraFixtures.truncatedFile) == ["make:Pentax", "unreadable"])
         let bad = autotag["result"]?["unreadable"]?.arrayValue ?? []
-        #expect(bad.contains { $0["path"]?.stringValue?.hasSuffix("pil_truncated_jpeg.jpg") == true })
+        #expect(bad.map { $0["path"]?.stringValue } == [dir + "/" + CameraFixtures.truncatedFile])
+        #expect(bad.first?["code"]?.stringValue == "truncated")
 
         // photos show: by unique prefix, DESIGN's shape, exit 4 when none.
-        let gps = try #require(photos.first { $0["path"]?.stringValue?.hasSuffix("es_gps_DSCN0010.jpg") == true })
+        let gps = try #require(photos.first { $0["path"]?.stringValue?.hasSuffix("nikon-gps.jpg") == true })
         let id = try #require(gps["id"]?.stringValue)
         let shown = try daemon.cliJSON(["photos", "show", String(id.prefix(8)), "--json"])
         #expect(shown == gps)

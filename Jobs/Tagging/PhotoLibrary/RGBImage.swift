@@ -131,19 +131,33 @@ public struct RGBImage: Hashable, Sendable {
         return RGBImage(width: ow, height: oh, pixels: out)
     }
 
-    /// Encodes this image as a baseline JPEG with libjpeg-turbo (for thumbnails and test fixtures).
+    /// Encodes this image as a JPEG with libjpeg-turbo (for thumbnails and test fixtures).
     ///
-    /// - Parameter quality: libjpeg quality, 1…100.
+    /// - Parameters:
+    ///   - quality: libjpeg quality, 1…100.
+    ///   - progressive: progressive (libjpeg's default scans) instead of baseline.
+    ///   - cmyk: store as CMYK with an Adobe marker, inverted as Photoshop writes it (C = R, M = G, Y = B,
+    ///     K = 255 in the file), as print workflows deliver photos.
     /// - Throws: `PhotoLibraryError` if libjpeg fails.
-    public func jpegData(quality: Int = 90) throws(PhotoLibraryError) -> [UInt8] {
+    public func jpegData(quality: Int = 90, progressive: Bool = false, cmyk: Bool = false) throws(PhotoLibraryError)
+        -> [UInt8]
+    {
         var out: UnsafeMutablePointer<UInt8>?
         var size = 0
         var message = [CChar](repeating: 0, count: 200)
-        let status = pixels.withUnsafeBufferPointer { buffer in
+        var samples = pixels
+        if cmyk {
+            samples = []
+            samples.reserveCapacity(width * height * 4)
+            for i in stride(from: 0, to: pixels.count, by: 3) {
+                samples += [pixels[i], pixels[i + 1], pixels[i + 2], 255]
+            }
+        }
+        let status = samples.withUnsafeBufferPointer { buffer in
             message.withUnsafeMutableBufferPointer {
                 tb_jpeg_encode(
-                    buffer.baseAddress, UInt32(width), UInt32(height), 3, Int32(quality), &out, &size,
-                    $0.baseAddress, $0.count)
+                    buffer.baseAddress, UInt32(width), UInt32(height), cmyk ? 4 : 3, Int32(quality),
+                    progressive ? 1 : 0, &out, &size, $0.baseAddress, $0.count)
             }
         }
         guard status == Int32(TB_JPEG_OK.rawValue), let out else { throw JPEGHeader.error(status, message) }

@@ -52,9 +52,10 @@ int tb_jpeg_read_info(const uint8_t *data, size_t size, tb_jpeg_info *info, char
 int tb_jpeg_decode_rgb(const uint8_t *data, size_t size, const tb_jpeg_limits *limits, tb_jpeg_image *image,
                        char *message, size_t message_size);
 
-/// Encodes 8-bit RGB (or grey when `components` is 1) as a baseline JPEG; `*out` is malloc'd, free with tb_jpeg_free.
+/// Encodes 8-bit RGB (grey when `components` is 1, CMYK with an Adobe marker when 4) as a JPEG, baseline or, when
+/// `progressive` is non-zero, progressive (libjpeg's default scan script); `*out` is malloc'd, free with tb_jpeg_free.
 int tb_jpeg_encode(const uint8_t *pixels, uint32_t width, uint32_t height, int32_t components, int32_t quality,
-                   uint8_t **out, size_t *out_size, char *message, size_t message_size);
+                   int32_t progressive, uint8_t **out, size_t *out_size, char *message, size_t message_size);
 
 /// Frees memory returned by tb_jpeg_decode_rgb or tb_jpeg_encode.
 void tb_jpeg_free(void *pointer);

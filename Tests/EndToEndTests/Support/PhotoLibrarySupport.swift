@@ -6,30 +6,6 @@ import TrailbookSQLite
 
 /// Photo-library helpers for the end-to-end tests: a synthetic library made with direct SQL, process lookups.
 enum PhotoTestSupport {
-    /// The shared folder beside this checkout (`../shared`, as laid out for developers and CI), else
-    /// `/work/shared`, else `$TRAILBOOK_SHARED`.
-    static let shared: String = {
-        if let path = ProcessInfo.processInfo.environment["TRAILBOOK_SHARED"] { return path }
-        var root = URL(fileURLWithPath: #filePath)
-        for _ in 0..<4 { root.deleteLastPathComponent() }  // Support, EndToEndTests, Tests, package root
-        let beside = root.deletingLastPathComponent().appendingPathComponent("shared").path
-        return FileManager.default.fileExists(atPath: beside) ? beside : "/work/shared"
-    }()
-
-    /// The real camera JPEGs (read-only, used in place, never copied).
-    static let realPhotos = shared + "/photos"
-
-    /// Whether the shared folder is there at all; tests of real photos are reported as skipped without it.
-    static let sharedFolderExists = FileManager.default.fileExists(atPath: shared)
-
-    /// The real photo folder; a failure when the shared folder is there but the photos are missing. Use it in a
-    /// test enabled by `sharedFolderExists`.
-    static func realPhotoDirectory() throws -> String {
-        if FileManager.default.fileExists(atPath: realPhotos + "/SOURCES.md") { return realPhotos }
-        throw HarnessError(
-            "\(shared) exists but \(realPhotos) (with SOURCES.md) is missing: the real camera JPEGs are needed here")
-    }
-
     /// Creates the photo store at `path` with `count` synthetic photos (no files behind them), by one SQL
     /// statement, and returns their stable IDs in local-ID order.
     @discardableResult

@@ -1,0 +1,1 @@
+../../PhotoLibraryTests/Utils/CameraFixtures.swift
