@@ -107,6 +107,36 @@ struct TaggingHonestyTests {
         #expect(nothing.status == 2 && nothing.stderr.contains("has no retryable photos"), "\(nothing.stderr)")
     }
 
+    /// The photos' disk is away (here: their folder renamed, as an unmounted card or share looks): `io`, which may
+    /// pass. Before, every photo lost its tags and got `unreadable`.
+    @Test func photosOnADiskThatIsAwayKeepTheirTags() throws {
+        let parent = TemporaryDirectory("tbj-away")
+        let folder = parent.file("card")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let path = folder + "/IMG_0001.jpg"
+        PhotoTestSupport.write(try Self.cameraPhoto(), path)
+        let daemon = try DaemonHarness()
+        _ = try daemon.cliJSON(["photos", "import", folder, "--wait", "--json"])
+        _ = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
+        let known = try Self.tags(daemon, path)
+        #expect(known.contains("year:2024") && known.contains("make:Canon"))
+
+        try FileManager.default.moveItem(atPath: folder, toPath: parent.file("away"))
+        let away = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
+        #expect(away["result"]?["tagged"]?.intValue == 0)
+        #expect(away["result"]?["unreadable_count"]?.intValue == 0)
+        #expect(away["result"]?["retryable_count"]?.intValue == 1)
+        let retryable = try #require(away["result"]?["retryable"]?.arrayValue?.first)
+        #expect(retryable["code"]?.stringValue == "io")
+        #expect(retryable["message"]?.stringValue == "cannot open \(path): No such file or directory")
+        #expect(try Self.tags(daemon, path) == known)
+
+        try FileManager.default.moveItem(atPath: parent.file("away"), toPath: folder)
+        let back = try daemon.cliJSON(["submit", "autotag", "--retry", away["id"]?.stringValue ?? "", "--wait", "--json"])
+        #expect(back["result"]?["tagged"]?.intValue == 1)
+        #expect(try Self.tags(daemon, path) == known)
+    }
+
     // MARK: flat pictures are not duplicates
 
     @Test func flatAndGradientPicturesAreNotDuplicatesButRotatedCopiesAre() throws {

@@ -118,7 +118,11 @@ struct WorkerPoolTests {
             return (caught, next)
         }
         #expect(error?.code == "worker_crashed")
-        #expect(error?.message.contains("signal 6") == true, "\(String(describing: error))")
+        // In words, with the signal, the time and the tries; the code is not repeated in the message.
+        let message = error?.message ?? ""
+        #expect(message.hasPrefix("the worker was killed by signal 6 after "), "\(message)")
+        #expect(message.hasSuffix(" s on test.crash (the second try, each in a fresh worker)"), "\(message)")
+        #expect(!message.contains("worker_crashed"))
         #expect(next == "still here")
     }
 
@@ -135,6 +139,7 @@ struct WorkerPoolTests {
             return (caught, seconds, next)
         }
         #expect(error?.code == "worker_timeout")
+        #expect(error?.message == "the worker ran past its time limit of 0.3 s on test.hang and was killed with signal 9")
         #expect(seconds >= 0.3 && seconds < 2, "took \(seconds) s")
         #expect(next == 7, "a fresh worker took over")
     }
