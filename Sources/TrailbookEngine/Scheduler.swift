@@ -146,6 +146,7 @@ public final class Scheduler {
             var lifecycle = job.lifecycle
             guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
             job.adopt(lifecycle)
+            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
             try store.update(job)
             announce(job, from: .running)
             log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
@@ -452,7 +453,6 @@ public final class Scheduler {
             effect = lifecycle.handle(.succeed)
             job.result = result
             job.progress.etaSeconds = 0
-            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
             job.progress.isFinished = true
         case .failed(let error):
             effect = lifecycle.handle(.fail(retryable: error.retryable))
@@ -472,6 +472,8 @@ public final class Scheduler {
             job.retryAt = Timestamp.now() + options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
         }
         if job.state != .running {
+            // Nothing is under way once the run ended: what was in flight is either acknowledged or not.
+            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
             job.progress.ratePerSecond = nil
             if job.state != .succeeded { job.progress.etaSeconds = nil }
         }
