@@ -163,6 +163,10 @@ enum PhotoCommands {
             else { throw UsageError("give exactly one of --ids, --ids-file, --all, --retry") }
             params = try retryParams(of: job, context)
         } else {
+            let arguments = context.arguments
+            guard arguments.value("ids") != nil || arguments.value("ids-file") != nil || arguments.flag("all") else {
+                throw UsageError("give exactly one of --ids, --ids-file, --all, --retry")
+            }
             params = try selectionParams(context)
         }
         if let places = context.arguments.value("places") {

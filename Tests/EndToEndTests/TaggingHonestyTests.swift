@@ -135,6 +135,16 @@ struct TaggingHonestyTests {
         let back = try daemon.cliJSON(["submit", "autotag", "--retry", away["id"]?.stringValue ?? "", "--wait", "--json"])
         #expect(back["result"]?["tagged"]?.intValue == 1)
         #expect(try Self.tags(daemon, path) == known)
+
+        // --retry is one of the selections, of an autotag job only.
+        let none = try daemon.cli(["submit", "autotag"])
+        #expect(none.status == 2 && none.stderr.contains("give exactly one of --ids, --ids-file, --all, --retry"))
+        let both = try daemon.cli(["submit", "autotag", "--all", "--retry", away["id"]?.stringValue ?? ""])
+        #expect(both.status == 2 && both.stderr.contains("give exactly one of"), "\(both.stderr)")
+        let imports = try daemon.cliJSON(["list", "--kind", "import", "--json"]).arrayValue ?? []
+        let notAutotag = try daemon.cli(["submit", "autotag", "--retry", imports.first?["id"]?.stringValue ?? ""])
+        #expect(notAutotag.status == 2 && notAutotag.stderr.contains("is not an autotag job"), "\(notAutotag.stderr)")
+        #expect(try daemon.cli(["submit", "autotag", "--retry", "ffffffff"]).status == 4, "no such job")
     }
 
     // MARK: flat pictures are not duplicates
