@@ -140,6 +140,14 @@ struct EXIFFormatTests {
         #expect(bad.warnings == ["GPSLongitudeRef \"X\" is not E or W; position not used"])
     }
 
+    @Test func aPositionInATypeNoFieldAllowsIsAWarning() throws {
+        var entries = Self.lisbon(EXIF_FORMAT_RATIONAL)
+        entries[1] = .text(EXIF_IFD_GPS, tb_exif_tag_gps_latitude(), "38.69")
+        let m = try Self.metadata(entries)
+        #expect(m.gps == nil)
+        #expect(m.warnings == ["GPSLatitude is stored as ASCII, not as numbers; position not used"])
+    }
+
     @Test func zeroDenominatorIsAWarning() throws {
         var entries = Self.lisbon(EXIF_FORMAT_SRATIONAL)
         entries[1] = .ratios(EXIF_IFD_GPS, tb_exif_tag_gps_latitude(), EXIF_FORMAT_SRATIONAL, [(38, 0), (0, 1), (0, 1)])

@@ -113,6 +113,15 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
     private mutating func readGPS(_ reader: EXIFReader) {
         let latValues = reader.numbers(EXIF_IFD_GPS, tb_exif_tag_gps_latitude())
         let lonValues = reader.numbers(EXIF_IFD_GPS, tb_exif_tag_gps_longitude())
+        for (name, tag, values) in [
+            ("GPSLatitude", tb_exif_tag_gps_latitude(), latValues), ("GPSLongitude", tb_exif_tag_gps_longitude(), lonValues),
+        ] where values == nil {
+            if let entry = reader.entry(EXIF_IFD_GPS, tag) {
+                let format = exif_format_get_name(entry.pointee.format).map { String(cString: $0) } ?? "an unknown type"
+                warnings.append("\(name) is stored as \(format), not as numbers; position not used")
+                return
+            }
+        }
         guard latValues != nil || lonValues != nil else { return }
         guard let latValues, let lonValues else {
             warnings.append("GPS position has only a \(latValues == nil ? "longitude" : "latitude"); position not used")
@@ -200,8 +209,8 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
 /// Typed reads of libexif entries. `exif_data_get_entry` is a C macro, so entries are looked up per IFD
 /// through the shim's `tb_exif_entry`.
 ///
-/// Numbers are read in whatever numeric type the file uses (BYTE, SBYTE, SHORT, SSHORT, LONG, SLONG, RATIONAL,
-/// SRATIONAL, FLOAT, DOUBLE: TIFF 6.0 §2 and CIPA DC-008 §4.6.2), not only the one the specification names for
+/// Numbers are read in whatever integer or rational type the file uses (BYTE, SBYTE, SHORT, SSHORT, LONG, SLONG,
+/// RATIONAL, SRATIONAL: TIFF 6.0 §2 and CIPA DC-008 §4.6.2), not only the one the specification names for
 /// the field: writers differ (some phones store GPS positions as SRATIONAL, some tools Orientation as LONG), and
 /// exiftool and Pillow read them all.
 struct EXIFReader {
@@ -238,12 +247,13 @@ struct EXIFReader {
     }
 
     /// Every value of a numeric entry, in order, bounded by the entry's real size. A rational with a zero
-    /// denominator is NaN. `nil` when absent or not of a numeric format.
+    /// denominator is NaN. `nil` when absent or of another format (text, FLOAT/DOUBLE, which no EXIF field that
+    /// autotag reads allows).
     func numbers(_ ifd: ExifIfd, _ tag: ExifTag) -> [Double]? {
         guard let entry = entry(ifd, tag) else { return nil }
         let format = entry.pointee.format
+        guard Self.numberFormats.contains(format.rawValue) else { return nil }
         let unit = Int(exif_format_get_size(format))
-        guard unit > 0, format != EXIF_FORMAT_ASCII, format != EXIF_FORMAT_UNDEFINED else { return nil }
         let count = min(Int(entry.pointee.components), Int(entry.pointee.size) / unit)
         guard count > 0 else { return nil }
         let base = entry.pointee.data!
@@ -262,18 +272,19 @@ struct EXIFReader {
             case EXIF_FORMAT_SRATIONAL:
                 let r = exif_get_srational(p, order)
                 return r.denominator == 0 ? .nan : Double(r.numerator) / Double(r.denominator)
-            case EXIF_FORMAT_FLOAT:
-                return Double(Float(bitPattern: UInt32(exif_get_long(p, order))))
-            case EXIF_FORMAT_DOUBLE:
-                let high = UInt64(exif_get_long(order == EXIF_BYTE_ORDER_MOTOROLA ? p : p + 4, order))
-                let low = UInt64(exif_get_long(order == EXIF_BYTE_ORDER_MOTOROLA ? p + 4 : p, order))
-                return Double(bitPattern: high << 32 | low)
             default: return .nan
             }
         }
     }
 
-    /// The first value of a numeric entry when it is a whole number (`3`, `3/1`, `6.0`); `nil` otherwise.
+    /// The formats `numbers` reads.
+    static let numberFormats: Set<UInt32> = Set(
+        [
+            EXIF_FORMAT_BYTE, EXIF_FORMAT_SBYTE, EXIF_FORMAT_SHORT, EXIF_FORMAT_SSHORT, EXIF_FORMAT_LONG,
+            EXIF_FORMAT_SLONG, EXIF_FORMAT_RATIONAL, EXIF_FORMAT_SRATIONAL,
+        ].map(\.rawValue))
+
+    /// The first value of a numeric entry when it is a whole number (`3`, `3/1`, `12/2`); `nil` otherwise.
     func integer(_ ifd: ExifIfd, _ tag: ExifTag) -> Int? {
         guard let first = numbers(ifd, tag)?.first, first.isFinite, first == first.rounded(),
             abs(first) < 1e15
