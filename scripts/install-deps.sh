@@ -16,6 +16,7 @@ packages=(
   libimage-exiftool-perl # exiftool: the peer of the autotag benchmark; writes the EXIF of test and bench photos
   libjpeg-turbo-progs   # cjpeg: encodes the benchmark's generated photos
   systemd               # systemd-socket-activate: the socket-activation test
+  faketime              # libfaketime: clock-step tests of the scheduler (retry waits, due-time clamping)
 )
 
 missing=()

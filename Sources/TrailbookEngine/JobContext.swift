@@ -117,12 +117,16 @@ public final class JobContext {
     ///
     /// Call it only once the work it describes is durable (written and fsynced, or confirmed by a server): a
     /// resume starts from here, so a checkpoint ahead of the work would skip data.
-    /// - Throws: `JobError` `store_error` if the store cannot be written (disk full); retryable.
+    /// While another process holds the store's lock the checkpoint is written later and this returns at once.
+    /// - Throws: `JobError` `store_write_failed` if the store cannot be written (disk full, I/O error); retryable.
+    ///   The scheduler stops the job then, so it ends `needs_retry` even if the kind carries on.
     public func saveCheckpoint<C: Encodable>(_ checkpoint: C) throws(JobError) {
         do {
             try host?.jobSaveCheckpoint(self, JSONCoding.value(of: checkpoint))
+        } catch let error as JobError {
+            throw error
         } catch {
-            throw JobError(code: "store_error", message: "cannot save the checkpoint: \(error)", retryable: true)
+            throw JobError(code: "store_write_failed", message: "cannot save the checkpoint: \(error)", retryable: true)
         }
     }
 

@@ -67,6 +67,13 @@ public final class JobStore {
         try database.migrate(Self.migrations)
     }
 
+    /// From now on a statement that meets another process's lock fails at once with `SQLITE_BUSY` instead of
+    /// waiting for it: the daemon's loop thread must never sit in SQLite's busy wait (the scheduler retries such
+    /// writes later, and reads in WAL mode are not blocked by a writer). Opening and migrating still wait up to 5 s.
+    public func failFastOnLocks() {
+        database.setBusyTimeout(milliseconds: 0)
+    }
+
     /// Adds a new job; fills in its `sequence` (submission order).
     /// - Throws: `SQLiteError` (for example, a duplicate id or a full disk).
     public func insert(_ job: inout JobRecord) throws {
@@ -282,20 +289,5 @@ extension JobStore {
     /// - Throws: `SQLiteError`.
     public func removeCleanUp(jobID: String) throws {
         try database.query("DELETE FROM cleanups WHERE job_id = ?", [.text(jobID)])
-    }
-
-    /// The earliest `retry_at` of the `needs_retry` jobs, in Unix seconds, or `nil` if there are none.
-    /// - Throws: `SQLiteError`.
-    public func nextRetryAt() throws -> Double? {
-        try database.query("SELECT MIN(retry_at) FROM jobs WHERE state = 'needs_retry'").first?.double(0)
-    }
-
-    /// The `needs_retry` jobs whose backoff has expired at `now` (Unix seconds).
-    /// - Throws: `SQLiteError`.
-    public func dueRetries(now: Double) throws -> [JobRecord] {
-        try database.query(
-            "SELECT \(Self.columnList) FROM jobs WHERE state = 'needs_retry' AND retry_at <= ? ORDER BY retry_at",
-            [.real(now)]
-        ).compactMap(Self.decodeRecord)
     }
 }

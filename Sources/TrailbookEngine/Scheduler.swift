@@ -1,4 +1,5 @@
 import TrailbookLoop
+import TrailbookSQLite
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -34,6 +35,13 @@ public struct SchedulerOptions: Sendable {
     public var cleanUpBudgetSeconds: Double = 7 * 24 * 3600
     /// Longest wait between two tries of a clean-up, in seconds: 10 min (the wait starts at 1 s and doubles).
     public var cleanUpMaxDelaySeconds: Double = 600
+    /// How long a submit waits for another process to release the store's write lock before it is refused with
+    /// `store_busy`, in seconds (the loop goes on serving meanwhile).
+    public var storeLockWaitSeconds: Double = 10
+
+    /// The furthest ahead a retry may be due, in seconds: the backoff's cap. A stored due time further ahead
+    /// than this (the wall clock stepped back while the daemon was down) is brought back to it on start.
+    public var longestRetryDelaySeconds: Double { backoff.capSeconds }
 
     /// The defaults described on each property.
     public init() {}
@@ -87,6 +95,9 @@ public final class Scheduler {
         var lastPersistAt = Timestamp.monotonic()
         var pausing = false
         var stopDetail = ""
+        /// Set when the store refused its checkpoint or progress (disk full): the job is stopped and ends with
+        /// this retryable error instead of its stop reason.
+        var storeFailure: JobError?
         var waiters: [CheckedContinuation<Void, Never>] = []
 
         init(record: JobRecord, context: JobContext, kind: AnyJobKind) {
@@ -118,7 +129,31 @@ public final class Scheduler {
     private var cleanUpTimer: LoopTimer?
     /// Jobs whose clean-up is being tried now (one try at a time per job).
     private var cleaningUp: Set<String> = []
+    /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
+    /// clock neither delays nor hastens a retry. The stored `retry_at` (wall clock) is for display and for the
+    /// next start, which turns it back into a monotonic due time (clamped, see `start()`).
+    private var retryDueAt: [String: Double] = [:]
     private var isShuttingDown = false
+
+    // Writes the store refused (another process holds its lock, or its disk is full). The new state is kept
+    // here, already announced, and written by the store retry timer; reads overlay it on the store's last
+    // committed state, so the daemon keeps answering with the truth.
+    /// Job records not yet written, by id.
+    private var unsavedRecords: [String: JobRecord] = [:]
+    /// Checkpoints deferred while the store was locked (the newest per job; each describes durable work).
+    private var unsavedCheckpoints: [String: (checkpoint: JSONValue, progress: JobProgress)] = [:]
+    /// Unwritten ends that record a pending clean-up (`JobStore.update(_:addingCleanUp:)`) when written.
+    private var unsavedCleanUps: Set<String> = []
+    /// Cancelled waiting jobs whose `onCancel(user_stop)` waits until the cancellation is written.
+    private var cancelledWhileWaiting: Set<String> = []
+    /// The current fault: its cause and since when (monotonic seconds), from the first refused write until
+    /// everything is written again.
+    private var storeFault: (cause: String, since: Double)?
+    private var storeRetryTimer: LoopTimer?
+    private var storeRetryArmed = false
+    private var storeRetryDelay = Scheduler.firstStoreRetryDelay
+    private static let firstStoreRetryDelay = 0.05
+    private static let longestStoreRetryDelay = 1.0
 
     /// Makes a scheduler over `store`, publishing to `feed`.
     public init(store: JobStore, feed: ProgressFeed, options: SchedulerOptions) {
@@ -151,6 +186,21 @@ public final class Scheduler {
             announce(job, from: .running)
             log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
         }
+        let now = Timestamp.now()
+        let longest = options.longestRetryDelaySeconds
+        for var job in try store.jobs(states: [.needsRetry], limit: Int.max) {
+            let remaining = (job.retryAt ?? now) - now
+            if remaining > longest {
+                job.retryAt = now + longest
+                try store.update(job)
+                log(
+                    job, .warning,
+                    "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
+                        + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
+            }
+            retryDueAt[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+        }
+        store.failFastOnLocks()
         armRetryTimer()
         armCleanUpTimer()
         schedule()
@@ -164,7 +214,8 @@ public final class Scheduler {
     ///   `JobKind.duplicateKeys`); the protocol's `options.allow_duplicate`. Not stored with the job.
     /// - Returns: the job as stored (state `queued`).
     /// - Throws: `JobError` `unknown_kind`, `invalid_params`, `invalid_options`, the kind's own validation codes,
-    ///   `duplicate_<kind>`, `shutting_down`, or `store_error`.
+    ///   `duplicate_<kind>`, `shutting_down`, `store_write_failed` (the store cannot be written: disk full, I/O
+    ///   error), or `store_busy` (another process held the store's lock for `storeLockWaitSeconds`).
     public func submit(
         kind name: String, params: JSONValue, options submitted: SubmitOptions, allowDuplicate: Bool = false
     ) async throws(JobError) -> JobRecord {
@@ -195,11 +246,7 @@ public final class Scheduler {
             id: UUID.random(), kind: name, state: .queued, options: jobOptions, attempt: 0,
             progress: JobProgress(unit: kind.traits.unit), cancellation: nil, error: nil, createdAt: now,
             updatedAt: now, params: params, result: .null, retryAt: nil, sequence: 0)
-        do {
-            try store.insert(&job)
-        } catch {
-            throw JobError(code: "store_error", message: "cannot store the job: \(error)")
-        }
+        try await insertWaitingForLock(&job)
         feed.submitted(job)
         DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
         schedule()
@@ -217,7 +264,8 @@ public final class Scheduler {
         } catch {
             throw JobError(code: "store_error", message: "cannot look for duplicate jobs: \(error)")
         }
-        for job in active {
+        // A job whose end the store has not taken yet is over all the same.
+        for job in active where !(unsavedRecords[job.id]?.state.isTerminal ?? false) {
             guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
             throw JobError(
                 code: "duplicate_\(kind.name)",
@@ -231,18 +279,30 @@ public final class Scheduler {
     public func job(_ idOrPrefix: String) throws(JobError) -> JobRecord {
         let id = try resolve(idOrPrefix)
         if let active = running[id] { return live(active) }
-        guard let job = try? store.job(id: id) else { throw JobError(code: "no_such_job", message: "no job \(id)") }
+        guard let job = current(id) else { throw JobError(code: "no_such_job", message: "no job \(id)") }
         return job
     }
 
     /// Jobs, optionally filtered by state and kind, oldest first; running ones with live progress.
-    /// - Throws: `JobError` `store_error`.
+    /// Jobs whose new state the store has not taken yet are listed in that state.
+    /// - Throws: `JobError` `store_busy` (another process locks even readers out), `store_error`.
     public func list(states: [JobState]?, kind: String?, limit: Int) throws(JobError) -> [JobRecord] {
+        var jobs: [JobRecord]
         do {
-            return try store.jobs(states: states, kind: kind, limit: limit).map { running[$0.id].map(live) ?? $0 }
+            jobs = try store.jobs(states: states, kind: kind, limit: limit)
         } catch {
-            throw JobError(code: "store_error", message: "\(error)")
+            let sqlite = error as? SQLiteError
+            throw JobError(
+                code: sqlite?.isLocked == true ? "store_busy" : "store_error",
+                message: "cannot read the job store: \(sqlite?.cause ?? "") (\(error)); try again")
         }
+        if !unsavedRecords.isEmpty {
+            jobs = jobs.map { unsavedRecords[$0.id] ?? $0 }
+            let listed = Set(jobs.map(\.id))
+            jobs += unsavedRecords.values.filter { !listed.contains($0.id) && (kind == nil || $0.kind == kind) }
+            jobs = Array(jobs.filter { states?.contains($0.state) ?? true }.sorted { $0.sequence < $1.sequence }.suffix(limit))
+        }
+        return jobs.map { running[$0.id].map(live) ?? $0 }
     }
 
     /// Cancels a job (reason `user_stop`): a running job is stopped and cleans up; a waiting one is cancelled and
@@ -258,17 +318,26 @@ public final class Scheduler {
         var job = try job(id)
         try transition(&job, .cancelWhileWaiting, verb: "cancel")
         job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
+        retryDueAt[id] = nil
         // Recorded before the clean-up, which may suspend (an upload removes its .part on the pool): a job already
-        // cancelled in the store cannot be started in that gap and then have its output removed under it.
-        let kind = kinds[job.kind]
-        try commit(job, addingCleanUp: kind?.traits.cleansUpAfterEnd == true)
-        if let kind {
-            let context = makeContext(for: job, kind: kind)
-            await kind.onCancel(.userStop, job.params, context)
-            if kind.traits.cleansUpAfterEnd { await tryCleanUp(job.id) }
-            kind.jobEnded(job.id, job.state)
+        // cancelled in the store cannot be started in that gap and then have its output removed under it. While
+        // the store refuses the write, the clean-up waits for it (a restart before then resumes the job).
+        let cleansUp = kinds[job.kind]?.traits.cleansUpAfterEnd == true
+        if commit(job, addingCleanUp: cleansUp) {
+            await endWritten(job, cancelledWhileWaiting: true, cleansUp: cleansUp)
+        } else {
+            cancelledWhileWaiting.insert(id)
         }
         return job
+    }
+
+    /// What follows a job's end once it is written: a job cancelled while waiting removes its partial output
+    /// (`onCancel(user_stop)`), the first clean-up try runs if the kind has one, and the kind drops its state.
+    private func endWritten(_ job: JobRecord, cancelledWhileWaiting: Bool, cleansUp: Bool) async {
+        guard let kind = kinds[job.kind] else { return }
+        if cancelledWhileWaiting { await kind.onCancel(.userStop, job.params, makeContext(for: job, kind: kind)) }
+        if cleansUp { await tryCleanUp(job.id) }
+        kind.jobEnded(job.id, job.state)
     }
 
     /// Pauses a job: a running one checkpoints and stops (`resource_reclaim`, "paused by user"); a queued or
@@ -285,7 +354,8 @@ public final class Scheduler {
         var job = try job(id)
         try transition(&job, .pauseWhileWaiting, verb: "pause")
         job.retryAt = nil
-        try commit(job)
+        retryDueAt[id] = nil
+        commit(job)
         armRetryTimer()
         return job
     }
@@ -295,7 +365,7 @@ public final class Scheduler {
     public func resume(_ idOrPrefix: String) throws(JobError) -> JobRecord {
         var job = try job(try resolve(idOrPrefix))
         try transition(&job, .resume, verb: "resume")
-        try commit(job)
+        commit(job)
         schedule()
         return (try? self.job(job.id)) ?? job
     }
@@ -328,6 +398,10 @@ public final class Scheduler {
         }
         deadline.close()
         for job in running.values { job.watchdog.close() }
+        // One last try at what the store refused; what is still unwritten resumes from the store's state next time.
+        storeRetryTimer?.close()
+        storeRetryTimer = nil
+        if !unsavedRecords.isEmpty || !unsavedCheckpoints.isEmpty { retryStoreWrites() }
     }
 
     // MARK: - Running
@@ -340,7 +414,7 @@ public final class Scheduler {
         while again {
             again = false
             let free = options.concurrency - running.count
-            guard free > 0, let queued = try? store.queuedJobs(limit: free) else { break }
+            guard free > 0, let queued = queuedJobs(limit: free) else { break }
             for job in queued where start(job) == .endedAtOnce { again = true }
         }
         preemptIfNeeded()
@@ -360,7 +434,7 @@ public final class Scheduler {
     /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
     private func preemptIfNeeded() {
         guard running.count >= options.concurrency,
-            let waiting = try? store.queuedJobs(limit: options.concurrency), !waiting.isEmpty
+            let waiting = queuedJobs(limit: options.concurrency), !waiting.isEmpty
         else { return }
         var freeing = running.values.filter { $0.context.stopReason != nil }.count
         var candidates = running.values.filter { $0.context.stopReason == nil }
@@ -390,7 +464,7 @@ public final class Scheduler {
             _ = lifecycle.handle(.fail(retryable: false))
             job.adopt(lifecycle)
             job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
-            do { try store.update(job) } catch { return .unchanged }
+            guard write("the state of job \(job.id.prefix(8))", { try store.update(job) }) == nil else { return .unchanged }
             announce(started, from: .queued)
             announce((try? store.job(id: job.id)) ?? job, from: .running)
             return .endedAtOnce
@@ -402,11 +476,8 @@ public final class Scheduler {
         job.progress.unit = kind.traits.unit
         job.progress.ratePerSecond = nil
         job.progress.etaSeconds = nil
-        do {
-            try store.update(job)
-        } catch {
-            return .unchanged
-        }
+        // A refused write leaves the job queued; the store retry runs `schedule()` again once writes succeed.
+        guard write("the state of job \(job.id.prefix(8))", { try store.update(job) }) == nil else { return .unchanged }
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
         running[job.id] = active
         announce(job, from: .queued)
@@ -448,6 +519,10 @@ public final class Scheduler {
         var job = live(active)
         var lifecycle = job.lifecycle
         let effect: JobLifecycle.Effect?
+        var outcome = outcome
+        if let failure = active.storeFailure {
+            if case .succeeded = outcome {} else { outcome = .failed(failure) }
+        }
         switch outcome {
         case .succeeded(let result):
             effect = lifecycle.handle(.succeed)
@@ -469,7 +544,9 @@ public final class Scheduler {
         job.adopt(lifecycle)
         job.retryAt = nil
         if case .scheduleRetry(let attempt)? = effect {
-            job.retryAt = Timestamp.now() + options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
+            let delay = options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
+            job.retryAt = Timestamp.now() + delay
+            retryDueAt[job.id] = Timestamp.monotonic() + delay
         }
         if job.state != .running {
             // Nothing is under way once the run ended: what was in flight is either acknowledged or not.
@@ -480,15 +557,11 @@ public final class Scheduler {
         active.watchdog.close()
         running[job.id] = nil
         let cleansUp = active.kind.traits.cleansUpAfterEnd && (job.state == .failed || job.state == .cancelled)
-        var recorded = false
-        do {
-            try commit(job, from: .running, addingCleanUp: cleansUp)
-            recorded = true
-            if job.state.isTerminal && !cleansUp { active.kind.jobEnded(job.id, job.state) }
-        } catch {
-            // The store still says `running`; the next start recovers the job as after a crash.
-            log(job, .error, "cannot record the end of the job (\(job.state.rawValue)): \(error.message)")
-        }
+        // A refused write keeps the end in memory (announced, shown, cancellable) until the store retry writes it;
+        // kinds drop their state, and clean up, only once it is written. A restart before then recovers the job
+        // as after a crash.
+        let recorded = commit(job, from: .running, addingCleanUp: cleansUp)
+        if recorded && job.state.isTerminal && !cleansUp { active.kind.jobEnded(job.id, job.state) }
         let waiters = active.waiters
         active.waiters.removeAll()
         armRetryTimer()
@@ -606,14 +679,23 @@ public final class Scheduler {
     }
 
     private func armRetryTimer() {
-        arm(&retryTimer, at: try? store.nextRetryAt()) { [weak self] in self?.retryDue() }
+        guard !isShuttingDown else { return }
+        guard let next = retryDueAt.values.min() else {
+            retryTimer?.stop()
+            return
+        }
+        let timer = retryTimer ?? LoopTimer(loop: .main)
+        retryTimer = timer
+        timer.start(seconds: max(0, next - Timestamp.monotonic())) { [weak self] in self?.retryDue() }
     }
 
     private func retryDue() {
-        for var job in (try? store.dueRetries(now: Timestamp.now() + 0.001)) ?? [] {
-            guard (try? transition(&job, .retryDue, verb: "retry")) != nil else { continue }
+        let now = Timestamp.monotonic() + 0.001
+        for (id, _) in retryDueAt.filter({ $0.value <= now }).sorted(by: { $0.value < $1.value }) {
+            retryDueAt[id] = nil
+            guard var job = current(id), (try? transition(&job, .retryDue, verb: "retry")) != nil else { continue }
             job.retryAt = nil
-            try? commit(job, from: .needsRetry)
+            commit(job, from: .needsRetry)
         }
         armRetryTimer()
         schedule()
@@ -645,15 +727,25 @@ public final class Scheduler {
         job.adopt(lifecycle)
     }
 
-    /// Persists `job` and announces the transition from `from` (the state before, read from the store if `nil`).
-    private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) throws(JobError) {
-        let previous = from ?? (try? store.job(id: job.id))?.state ?? job.state
-        do {
-            try store.update(job, addingCleanUp: addingCleanUp)
-        } catch {
-            throw JobError(code: "store_error", message: "cannot record the job's state: \(error)")
+    /// Persists `job` and announces the transition from `from` (the state before, read if `nil`); with
+    /// `addingCleanUp`, records its pending clean-up in the same transaction.
+    ///
+    /// When the store refuses the write (locked, disk full), the new state is kept in `unsavedRecords` and
+    /// announced all the same; the store retry writes it.
+    /// - Returns: whether it is written.
+    @discardableResult
+    private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> Bool {
+        let previous = from ?? current(job.id)?.state ?? job.state
+        guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) == nil
+        else {
+            unsavedRecords[job.id] = job
+            if addingCleanUp { unsavedCleanUps.insert(job.id) }
+            announce(job, from: previous)
+            return false
         }
+        unsavedRecords[job.id] = nil
         announce((try? store.job(id: job.id)) ?? job, from: previous)
+        return true
     }
 
     /// Publishes a state change on the feed and writes it to the daemon's log (one line, for debugging from the
@@ -675,6 +767,18 @@ public final class Scheduler {
         DaemonLog.write("job \(job.id.prefix(8)) \(job.kind): \(message)")
     }
 
+    /// A job as the daemon knows it: its unwritten record if the store refused it, else the stored one.
+    private func current(_ id: String) -> JobRecord? {
+        unsavedRecords[id] ?? (try? store.job(id: id)) ?? nil
+    }
+
+    /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
+    /// cannot be read.
+    private func queuedJobs(limit: Int) -> [JobRecord]? {
+        guard let queued = try? store.queuedJobs(limit: limit + unsavedRecords.count) else { return nil }
+        return Array(queued.filter { unsavedRecords[$0.id] == nil }.prefix(limit))
+    }
+
     private func live(_ active: RunningJob) -> JobRecord {
         var job = active.record
         job.progress = active.context.progress
@@ -683,6 +787,122 @@ public final class Scheduler {
 
     static func seconds(_ value: Double) -> String {
         value >= 1 && value < 1e15 && value.rounded() == value ? "\(Int(value)) s" : "\(value) s"
+    }
+}
+
+// MARK: - Store faults
+
+extension Scheduler {
+    /// Runs one store write. On failure the fault is noted (one warning naming its cause per episode) and the store
+    /// retry armed; the caller decides what the refusal means for its write.
+    /// - Returns: `nil` when written, else the error.
+    fileprivate func write(_ what: String, _ body: () throws -> Void) -> SQLiteError? {
+        do {
+            try body()
+        } catch {
+            let refusal = error as? SQLiteError ?? SQLiteError(code: 1, message: "\(error)")
+            storeRefused(refusal, writing: what)
+            return refusal
+        }
+        if storeFault != nil, unsavedRecords.isEmpty, unsavedCheckpoints.isEmpty { storeRecovered() }
+        return nil
+    }
+
+    private func storeRefused(_ error: SQLiteError, writing what: String) {
+        if storeFault == nil {
+            storeFault = (error.cause, Timestamp.monotonic())
+            DaemonLog.write(
+                "warning: the job store refused a write (\(what)): \(error.cause) (\(error)); it is retried every "
+                    + "\(Self.seconds(Self.longestStoreRetryDelay)) at most, and reads show the daemon's own state meanwhile")
+        }
+        armStoreRetry()
+    }
+
+    private func storeRecovered() {
+        guard let fault = storeFault else { return }
+        storeFault = nil
+        storeRetryDelay = Self.firstStoreRetryDelay
+        let seconds = ((Timestamp.monotonic() - fault.since) * 10).rounded() / 10
+        DaemonLog.write("the job store takes writes again (it refused them for \(seconds) s: \(fault.cause))")
+    }
+
+    private func armStoreRetry() {
+        guard !storeRetryArmed, !isShuttingDown else { return }
+        storeRetryArmed = true
+        let timer = storeRetryTimer ?? LoopTimer(loop: .main)
+        storeRetryTimer = timer
+        timer.start(seconds: storeRetryDelay) { [weak self] in self?.retryStoreWrites() }
+        storeRetryDelay = min(storeRetryDelay * 2, Self.longestStoreRetryDelay)
+    }
+
+    /// Writes what the store refused, oldest job first, then lets waiting work start.
+    fileprivate func retryStoreWrites() {
+        storeRetryArmed = false
+        for (id, unsaved) in unsavedCheckpoints {
+            guard write("the checkpoint of job \(id.prefix(8))", {
+                try store.saveCheckpoint(id: id, unsaved.checkpoint, progress: unsaved.progress)
+            }) == nil else { return }
+            unsavedCheckpoints[id] = nil
+        }
+        for job in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
+            let cleansUp = unsavedCleanUps.contains(job.id)
+            guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) == nil
+            else { return }
+            unsavedRecords[job.id] = nil
+            unsavedCleanUps.remove(job.id)
+            let cancelled = cancelledWhileWaiting.remove(job.id) != nil
+            guard job.state.isTerminal else { continue }
+            Task { @LoopActor in await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
+        }
+        storeRecovered()
+        armRetryTimer()
+        schedule()
+    }
+
+    /// Stops a running job whose progress or checkpoint the store refused for good (disk full, I/O error): it
+    /// ends with `failure` (retryable, so `needs_retry`) instead of running on with nothing recorded.
+    fileprivate func failForStore(_ active: RunningJob, _ failure: JobError) {
+        guard active.context.stopReason == nil else { return }
+        active.storeFailure = failure
+        stop(active, .resourceReclaim, detail: failure.message)
+    }
+
+    /// Inserts a new job; while another process holds the store's lock, tries again on a timer (the loop serves
+    /// everything else meanwhile) for up to `storeLockWaitSeconds`.
+    /// - Throws: `JobError` `store_busy` when the lock outlasts the wait, `store_write_failed` for any other refusal.
+    fileprivate func insertWaitingForLock(_ job: inout JobRecord) async throws(JobError) {
+        let started = Timestamp.monotonic()
+        var delay = Self.firstStoreRetryDelay
+        while true {
+            var inserted = job
+            guard let error = write("a new job", { try store.insert(&inserted) }) else {
+                job = inserted
+                return
+            }
+            guard error.isLocked else {
+                throw JobError(
+                    code: "store_write_failed",
+                    message: "cannot store the job: \(error.cause) (\(error)); nothing was submitted: free space where "
+                        + "the daemon keeps its state (TRAILBOOK_JOBS_HOME) and submit again")
+            }
+            guard Timestamp.monotonic() - started < options.storeLockWaitSeconds else {
+                throw JobError(
+                    code: "store_busy",
+                    message: "cannot store the job: another process has held the job store's write lock for "
+                        + "\(Self.seconds(options.storeLockWaitSeconds)) (\(error)); nothing was submitted: end that "
+                        + "process (an open sqlite3 shell, a backup) and submit again")
+            }
+            await Self.wait(seconds: delay)
+            delay = min(delay * 2, Self.longestStoreRetryDelay)
+        }
+    }
+
+    private static func wait(seconds: Double) async {
+        let timer = LoopTimer(loop: .main)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            timer.start(seconds: seconds) { continuation.resume() }
+        }
+        timer.close()
     }
 }
 
@@ -720,17 +940,40 @@ extension Scheduler: JobHost {
         feed.progress(job: job.id, kind: job.kind, job.progress)
         if now - active.lastPersistAt >= options.progressPersistInterval {
             active.lastPersistAt = now
-            try? store.saveProgress(id: job.id, job.progress)
+            // Locked: the next report writes it. Disk full: the job stops, retryable, rather than run on unrecorded.
+            if let error = write("the progress of job \(job.id.prefix(8))", { try store.saveProgress(id: job.id, job.progress) }),
+                !error.isLocked
+            {
+                failForStore(active, JobError(
+                    code: "store_write_failed", message: "cannot save the progress: \(error.cause) (\(error))",
+                    retryable: true))
+            }
         }
     }
 
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
-        try store.saveCheckpoint(id: job.id, checkpoint, progress: job.progress)
-        running[job.id]?.lastPersistAt = Timestamp.monotonic()
+        let id = job.id
+        guard let error = write("the checkpoint of job \(id.prefix(8))", {
+            try store.saveCheckpoint(id: id, checkpoint, progress: job.progress)
+        }) else {
+            unsavedCheckpoints[id] = nil
+            running[id]?.lastPersistAt = Timestamp.monotonic()
+            return
+        }
+        if error.isLocked {
+            // It describes work already durable, so writing it a little later is as good; the job runs on.
+            unsavedCheckpoints[id] = (checkpoint, job.progress)
+            return
+        }
+        let failure = JobError(
+            code: "store_write_failed", message: "cannot save the checkpoint: \(error.cause) (\(error))", retryable: true)
+        if let active = running[id], active.context === job { failForStore(active, failure) }
+        throw failure
     }
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
-        try store.checkpoint(id: job.id)
+        if let unsaved = unsavedCheckpoints[job.id] { return unsaved.checkpoint }
+        return try store.checkpoint(id: job.id)
     }
 
     func jobLog(_ job: JobContext, level: LogLevel, message: String) {

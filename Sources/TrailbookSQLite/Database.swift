@@ -15,6 +15,27 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     }
 
     public var description: String { "SQLite error \(code): \(message)" }
+
+    /// Whether another connection's lock refused the statement (`SQLITE_BUSY` or `SQLITE_LOCKED`, any extended
+    /// code): trying again later can succeed without anything else changing.
+    public var isLocked: Bool {
+        let primary = code & 0xff
+        return primary == SQLITE_BUSY || primary == SQLITE_LOCKED
+    }
+
+    /// The kind of failure in a few words, for messages that must name the real cause: a full file system, a lock
+    /// held by another process, a read-only file or directory, an I/O error.
+    public var cause: String {
+        switch code & 0xff {
+        case SQLITE_FULL: return "its file system is full"
+        case SQLITE_BUSY, SQLITE_LOCKED: return "another process holds a lock on it"
+        case SQLITE_READONLY: return "it is read-only"
+        case SQLITE_IOERR: return "an I/O error"
+        case SQLITE_CANTOPEN: return "it cannot be opened"
+        case SQLITE_CORRUPT, SQLITE_NOTADB: return "it is damaged or not a database"
+        default: return "SQLite error \(code)"
+        }
+    }
 }
 
 /// A value bound to or read from a statement column.
@@ -56,6 +77,12 @@ public final class Database {
         handle = db
         sqlite3_extended_result_codes(db, 1)
         sqlite3_busy_timeout(db, busyTimeout)
+    }
+
+    /// Sets how long a statement waits for another connection's lock before failing with `SQLITE_BUSY`, in
+    /// milliseconds; 0 fails at once (for a connection on an event loop, which must never wait).
+    public func setBusyTimeout(milliseconds: Int32) {
+        sqlite3_busy_timeout(handle, milliseconds)
     }
 
     deinit {

@@ -43,19 +43,24 @@ final class DaemonHarness {
     let arguments: [String]
     private(set) var process: Process?
     private var logPipe: FileHandle?
+    /// `$TRAILBOOK_JOBS_HOME`: `home` unless the test put the state elsewhere (on a small file system of its own).
+    let statePath: String
     var logPath: String { home.file("daemon.log") }
-    var socketPath: String { home.path + "/daemon.sock" }
+    var socketPath: String { statePath + "/daemon.sock" }
 
-    /// Variables added to the daemon's environment (e.g. a service manager's `NOTIFY_SOCKET`).
+    /// Variables added to the daemon's environment (e.g. a service manager's `NOTIFY_SOCKET`, `LD_PRELOAD`).
     let extraEnvironment: [String: String]
 
-    /// Starts the daemon with `arguments` (after `daemon`) and waits until it answers `ping`.
-    init(arguments: [String] = [], home: TemporaryDirectory = TemporaryDirectory(), environment: [String: String] = [:])
-        throws
-    {
+    /// Starts the daemon with `arguments` (after `daemon`) and waits until it answers `ping`. The log stays in
+    /// `home`; the state (store, socket) goes to `state` when given.
+    init(
+        arguments: [String] = [], home: TemporaryDirectory = TemporaryDirectory(), state: String? = nil,
+        environment: [String: String] = [:]
+    ) throws {
         self.home = home
         self.arguments = arguments
-        self.extraEnvironment = environment
+        statePath = state ?? home.path
+        extraEnvironment = environment
         try start()
     }
 
@@ -71,7 +76,7 @@ final class DaemonHarness {
 
     var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
-        environment["TRAILBOOK_JOBS_HOME"] = home.path
+        environment["TRAILBOOK_JOBS_HOME"] = statePath
         environment["TRAILBOOK_JOBS_TEST_KINDS"] = testKinds ? "1" : nil
         environment["NO_COLOR"] = "1"
         environment.merge(extraEnvironment) { $1 }
