@@ -1,5 +1,9 @@
 import CSQLite
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// An error reported by SQLite: its result code and message.
 ///
 /// `code` is SQLite's extended result code (https://www.sqlite.org/rescode.html).
@@ -64,10 +68,16 @@ public final class Database {
     ///   - readOnly: open for reading only, never creating the file.
     ///   - busyTimeout: how long a statement waits for another connection's lock, in milliseconds.
     /// - Throws: `SQLiteError` if the file cannot be opened (or, read-only, does not exist) or is not a database.
-    public init(path: String, readOnly: Bool = false, busyTimeout: Int32 = 5_000) throws(SQLiteError) {
+    public convenience init(path: String, readOnly: Bool = false, busyTimeout: Int32 = 5_000) throws(SQLiteError) {
+        try self.init(name: path, uri: false, readOnly: readOnly, busyTimeout: busyTimeout)
+    }
+
+    /// Opens `name`, a path or (with `uri`) a `file:` URI (https://www.sqlite.org/uri.html).
+    private init(name path: String, uri: Bool, readOnly: Bool, busyTimeout: Int32) throws(SQLiteError) {
         var db: OpaquePointer?
         let flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+            | (uri ? SQLITE_OPEN_URI : 0)
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
@@ -77,6 +87,61 @@ public final class Database {
         handle = db
         sqlite3_extended_result_codes(db, 1)
         sqlite3_busy_timeout(db, busyTimeout)
+    }
+
+    /// Opens an existing database for reading only, also where this process cannot create the WAL's `-shm` file
+    /// beside it (a read-only directory or file system, another user's directory).
+    ///
+    /// SQLite reads a WAL database through its `-shm` index, which a read-only connection still creates; when it
+    /// cannot, and the write-ahead log (`-wal`) is absent or empty, every committed change is in the database file
+    /// and it is opened `immutable=1` (no locks, no WAL). When the log holds changes SQLite can read it without a
+    /// writable directory as long as the `-wal` file exists (it builds the index in memory). This is for a
+    /// database no other process writes meanwhile: an immutable reader does not see a writer's changes.
+    /// - Throws: `SQLiteError` if the file does not exist, is not a database, or cannot be read; the message says
+    ///   why (for example the directory is read-only and the log must be folded in first).
+    public static func openForReading(path: String) throws(SQLiteError) -> Database {
+        let probe = "SELECT count(*) FROM sqlite_schema"
+        let refusal: SQLiteError
+        do {
+            let database = try Database(path: path, readOnly: true)
+            try database.query(probe)
+            return database
+        } catch {
+            refusal = error
+        }
+        let primary = refusal.code & 0xff
+        guard primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY else { throw refusal }
+        guard access(path, R_OK) == 0 else {
+            throw SQLiteError(code: refusal.code, message: "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        var log = stat()
+        let logHasChanges = stat(path + "-wal", &log) == 0 && log.st_size > 0
+        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        let directoryProblem =
+            access(directory.isEmpty ? "/" : directory, W_OK) == 0 ? nil : String(cString: strerror(errno))
+        guard !logHasChanges || directoryProblem == nil else {
+            throw SQLiteError(
+                code: refusal.code,
+                message: "cannot read \(path): its write-ahead log (\(path)-wal) holds changes not yet in the database "
+                    + "file, and reading them needs \(path)-shm, which cannot be created in \(directory) "
+                    + "(\(directoryProblem ?? "")); let the daemon start once to fold the log in, or read as a user who may write "
+                    + "\(directory) (\(refusal))")
+        }
+        guard !logHasChanges else { throw refusal }
+        let database = try Database(name: uriForReading(path), uri: true, readOnly: true, busyTimeout: 0)
+        try database.query(probe)
+        return database
+    }
+
+    /// `file:PATH?immutable=1`, the path percent-encoded where a URI needs it.
+    private static func uriForReading(_ path: String) -> String {
+        var encoded = ""
+        for byte in path.utf8 {
+            let keep = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || "/-._~".utf8.contains(byte)
+            encoded += keep ? String(UnicodeScalar(byte)) : "%" + String(byte, radix: 16, uppercase: true).leftPadded()
+        }
+        return "file:\(encoded)?immutable=1"
     }
 
     /// Sets how long a statement waits for another connection's lock before failing with `SQLITE_BUSY`, in
@@ -349,4 +414,9 @@ public struct Row: Sendable {
         if case .blob(let v) = values[index] { return v }
         return nil
     }
+}
+
+extension String {
+    /// Two hex digits: a leading zero for a one-digit value.
+    fileprivate func leftPadded() -> String { count == 1 ? "0" + self : self }
 }

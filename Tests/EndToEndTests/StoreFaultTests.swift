@@ -162,6 +162,83 @@ struct StoreFaultTests {
         #expect(daemon.log().contains("further ahead than the longest backoff (300 s)"), "\(daemon.log())")
     }
 
+    @Test func photosListAndShowReadAStoreOnAReadOnlyFileSystem() throws {
+        let work = TemporaryDirectory()
+        let state = work.file("state")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let disk = try SmallFileSystem(at: state, size: "16m")
+        defer { disk.unmount() }
+        let folder = TemporaryDirectory("tbj-photos")
+        for n in 0..<3 {
+            let picture = Fixtures.image(64, 48) { x, y in (UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(y), UInt8(n * 60)) }
+            PhotoTestSupport.write(try picture.jpegData(), folder.file("p\(n).jpg"))
+        }
+        let daemon = try DaemonHarness(state: state)
+        _ = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
+        let before = try daemon.cli(["photos", "list"])
+        #expect(before.status == 0)
+        let ids = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        try #require(ids.count == 3)
+        let shown = try daemon.cli(["photos", "show", String(ids[0].prefix(8))])
+        #expect(shown.status == 0)
+        _ = try daemon.stop()
+        // SIGTERM closes the store cleanly: its log is folded in and removed, so nothing but the database is left
+        // for a reader, who would have to create the -wal and -shm files beside it.
+        #expect(!FileManager.default.fileExists(atPath: state + "/photos.sqlite3-wal"))
+
+        try disk.remount(readOnly: true)
+        let listed = try daemon.cli(["photos", "list"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout == before.stdout)
+        let again = try daemon.cli(["photos", "show", String(ids[0].prefix(8))])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout == shown.stdout)
+    }
+
+    @Test func anotherUserReadsThePhotoStoreOrIsToldWhyNot() throws {
+        let home = TemporaryDirectory()
+        chmod(home.path, 0o755)
+        let folder = TemporaryDirectory("tbj-photos")
+        for n in 0..<4 {
+            let picture = Fixtures.image(64, 48) { x, y in (UInt8(truncatingIfNeeded: x * (n + 1)), UInt8(y), UInt8(n * 60)) }
+            PhotoTestSupport.write(try picture.jpegData(), folder.file("p\(n).jpg"))
+        }
+        let later = TemporaryDirectory("tbj-photos")
+        try FileManager.default.moveItem(atPath: folder.file("p3.jpg"), toPath: later.file("p3.jpg"))
+        let daemon = try DaemonHarness(home: home)
+        _ = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
+        let mine = try daemon.cli(["photos", "list"])
+        _ = try daemon.stop()
+        let storeFiles = { (try? FileManager.default.contentsOfDirectory(atPath: home.path)) ?? [] }
+        for name in storeFiles() where name.hasPrefix("photos.sqlite3") { chmod(home.file(name), 0o644) }
+        // `nobody` may read the files but not write the directory, so SQLite cannot make its -shm file there.
+        let asNobody = {
+            try DaemonHarness.run(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Binary.path, "photos", "list"],
+                environment: daemon.environment)
+        }
+        let theirs = try asNobody()
+        #expect(theirs.status == 0, "\(theirs.stderr)")
+        #expect(theirs.stdout == mine.stdout)
+        #expect(theirs.stdout.split(separator: "\n").count == 3)
+
+        // Changes still in the write-ahead log (the daemon was killed), and no -shm beside it (a copy of the state
+        // directory without SQLite's transient index): reading them needs to create one, which nobody may do here.
+        try daemon.start()
+        _ = try daemon.cliJSON(["photos", "import", later.path, "--wait", "--json"])
+        try daemon.crash()
+        try? FileManager.default.removeItem(atPath: home.file("photos.sqlite3-shm"))
+        for name in storeFiles() where name.hasPrefix("photos.sqlite3") { chmod(home.file(name), 0o644) }
+        let refused = try asNobody()
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("its write-ahead log (\(home.path)/photos.sqlite3-wal) holds changes"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("cannot be created in \(home.path) (Permission denied)"), "\(refused.stderr)")
+        // Its owner reads all four.
+        let owner = try daemon.cli(["photos", "list"])
+        #expect(owner.status == 0)
+        #expect(owner.stdout.split(separator: "\n").count == 4)
+    }
+
     static func unixSeconds(_ iso: String) -> Double? {
         let formatter = ISO8601DateFormatter()
         return formatter.date(from: iso)?.timeIntervalSince1970
@@ -193,6 +270,12 @@ final class SmallFileSystem {
         while block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
         guard errno == ENOSPC else { throw HarnessError("filling stopped with errno \(errno), not ENOSPC") }
         return filler
+    }
+
+    /// Remounts it read-only (`readOnly`) or read-write.
+    func remount(readOnly: Bool) throws {
+        let result = try DaemonHarness.run("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", path])
+        guard result.status == 0 else { throw HarnessError("remount of \(path) failed: \(result.stderr)") }
     }
 
     func unmount() {

@@ -177,7 +177,7 @@ public final class PhotoStore {
 
     /// Opens the store at `path` for reading only, as the CLI's `photos list` and `photos show` do: it never
     /// migrates (the daemon, the store's only writer, does that when it starts), so an older daemon still running
-    /// keeps a store it can write.
+    /// keeps a store it can write. It works in a read-only directory too (`Database.openForReading`).
     ///
     /// - Throws: `PhotoLibraryError.store` if SQLite cannot open the file, or its schema is older than this
     ///   program's (start this version's daemon to upgrade it) or newer (upgrade trailbook-jobs).
@@ -185,7 +185,7 @@ public final class PhotoStore {
         let database: Database
         let version: Int
         do {
-            database = try Database(path: path, readOnly: true)
+            database = try Database.openForReading(path: path)
             version = Int(try database.query("PRAGMA user_version").first?.int(0) ?? 0)
         } catch {
             throw PhotoLibraryError(.store, "\(error)")
