@@ -11,9 +11,8 @@ import TrailbookSQLite
 struct StoreFaultTests {
     @Test func aFullStoreDiskStopsUploadsRetryablyAndTheyRunAgainOnceItFrees() throws {
         let work = TemporaryDirectory()
-        let state = work.file("state")
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let disk = try SmallFileSystem(at: state, size: "8m")
+        let disk = try SmallFileSystem(in: work, size: "8m")
+        let state = disk.path
         defer { disk.unmount() }
         let daemon = try DaemonHarness(arguments: ["--retry-base", "3s"], state: state)
         defer { _ = try? daemon.stop() }
@@ -164,9 +163,8 @@ struct StoreFaultTests {
 
     @Test func photosListAndShowReadAStoreOnAReadOnlyFileSystem() throws {
         let work = TemporaryDirectory()
-        let state = work.file("state")
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let disk = try SmallFileSystem(at: state, size: "16m")
+        let disk = try SmallFileSystem(in: work, size: "16m")
+        let state = disk.path
         defer { disk.unmount() }
         let folder = TemporaryDirectory("tbj-photos")
         for n in 0..<3 {
@@ -250,9 +248,11 @@ final class SmallFileSystem {
     let path: String
     private var mounted = false
 
+    /// Mounts one of `size` (tmpfs syntax: `8m`) on a new directory `state` in `work`.
     /// - Throws: `HarnessError` naming why when `mount` is refused.
-    init(at path: String, size: String) throws {
-        self.path = path
+    init(in work: TemporaryDirectory, size: String) throws {
+        path = work.file("state")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let result = try DaemonHarness.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path])
         guard result.status == 0 else {
             throw HarnessError("this test mounts a small tmpfs and needs root: mount said \(result.stderr)")
