@@ -188,6 +188,8 @@ func formatRow(_ left: String, _ help: String, width: Int) -> String {
 public struct ParsedArguments: Sendable {
     /// The positional arguments, in order, including everything after `--`.
     public var positionals: [String]
+    /// For each positional, its index in the arguments parsed (to find its raw bytes: see `CLI.run`).
+    public var positionalIndices: [Int] = []
     /// Whether `--help` or `-h` was given; the other fields may then be incomplete.
     public var wantsHelp: Bool
     /// The flags given, by long name.
@@ -439,6 +441,7 @@ private struct ArgumentScan {
             index += 1
             if optionsEnded || !Self.looksLikeOption(token) {
                 result.positionals.append(token)
+                result.positionalIndices.append(index - 1)
             } else if token == "--" {
                 optionsEnded = true
             } else if token.hasPrefix("--") {

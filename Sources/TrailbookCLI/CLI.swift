@@ -32,7 +32,10 @@ public struct Endpoint {
 /// The `trailbook-jobs` command line: parses arguments, talks to the daemon, prints results.
 public enum CLI {
     /// Runs the command in `arguments` (without the program name) and returns the exit code.
-    public static func run(_ arguments: [String]) -> Int32 {
+    ///
+    /// `rawArguments`, when given, are the same arguments as the bytes the process received: Swift decodes
+    /// `argv` as UTF-8 and repairs what is not, so a file name such as Latin-1 `caf\xe9.jpg` is read from here.
+    public static func run(_ arguments: [String], rawArguments: [[UInt8]]? = nil) -> Int32 {
         setvbuf(stdout, nil, _IOLBF, 0)
         let environment = Self.environment()
         var resolved: CommandSpec?
@@ -52,7 +55,11 @@ public enum CLI {
                 print(spec.path.isEmpty ? Commands.overview : spec.helpText)
                 return ExitCode.success
             }
-            let context = CommandContext(arguments: parsed, environment: environment)
+            var context = CommandContext(arguments: parsed, environment: environment)
+            if let rawArguments, rawArguments.count == arguments.count {
+                let offset = arguments.count - rest.count
+                context.rawPositionals = parsed.positionalIndices.map { rawArguments[offset + $0] }
+            }
             return try Commands.handler(for: spec.path)(context)
         } catch let error as UsageError {
             printError(error.message)
@@ -125,6 +132,13 @@ struct DaemonReply: Error {
 struct CommandContext {
     var arguments: ParsedArguments
     var environment: [String: String]
+    /// The positionals' bytes as the process received them, when known.
+    var rawPositionals: [[UInt8]]?
+
+    /// The positionals as paths, with their exact bytes (a name need not be UTF-8).
+    var positionalPaths: [BytePath] {
+        rawPositionals.map { $0.map { BytePath(bytes: $0) } } ?? arguments.positionals.map { BytePath($0) }
+    }
 
     var home: String { Endpoint.home(environment: environment) }
     var socketPath: String {

@@ -162,7 +162,8 @@ enum Commands {
         let arguments = context.arguments
         let cwd = currentDirectory()
         var params: [String: JSONValue] = [
-            "files": .array(arguments.positionals.map { .string(absolute($0, cwd: cwd)) }),
+            // Paths as bytes: a name that is not UTF-8 travels as {"base64": …} (see BytePath).
+            "files": .array(context.positionalPaths.map { absolutePath($0).json }),
             "to": .string(try destinationURL(arguments.value("to")!, cwd: cwd)),
         ]
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
@@ -251,6 +252,14 @@ enum Commands {
 
     static func absolute(_ path: String, cwd: String) -> String {
         path.hasPrefix("/") ? path : (cwd == "/" ? "" : cwd) + "/" + path
+    }
+
+    /// `path` made absolute against the working directory, byte for byte (either may be a name that is not UTF-8).
+    static func absolutePath(_ path: BytePath) -> BytePath {
+        guard !path.isAbsolute else { return path }
+        guard let cwd = getcwd(nil, 0) else { return BytePath.join("/", path) }
+        defer { free(cwd) }
+        return BytePath.join(BytePath(bytes: UnsafeBufferPointer(start: cwd, count: strlen(cwd)).map { UInt8(bitPattern: $0) }), path)
     }
 
     /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.

@@ -442,7 +442,8 @@ struct WatchScreen {
 
     /// A short label from a job's params: the file name for uploads, the tag for tagging.
     static func label(kind: String, params: JSONValue) -> String {
-        if let files = params["files"]?.arrayValue, let first = files.first?.stringValue {
+        // A path that is not UTF-8 comes as {"base64", "text"}: its text is for display (BytePath).
+        if let files = params["files"]?.arrayValue, let first = files.first.flatMap({ $0.stringValue ?? $0["text"]?.stringValue }) {
             let name = first.split(separator: "/").last.map(String.init) ?? first
             return files.count > 1 ? "\(name) +\(files.count - 1)" : name
         }

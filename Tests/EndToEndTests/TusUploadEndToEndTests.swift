@@ -59,6 +59,31 @@ struct TusUploadEndToEndTests {
         #expect(try urls.map { try UploadEndToEndTests.sha256(ofFile: servers.storedPath($0)) } == [first, second])
     }
 
+    /// A source whose name is not UTF-8 (Latin-1 `caf\xe9.jpg`) uploads: its `filename` metadata is the base64 of
+    /// its exact bytes (tus metadata values are bytes), and the result names it as `{"base64", "text"}`.
+    @Test func aNameThatIsNotUTF8UploadsWithItsBytesAsTheFilename() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let name = BytePath(bytes: Array("caf".utf8) + [0xE9] + Array(".jpg".utf8))
+        let content = [UInt8](repeating: 0x5A, count: 100_000)
+        let fd = BytePath.join(BytePath(work.file("")), name).withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
+        #expect(fd >= 0)
+        _ = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        let result = try DaemonHarness.run(
+            "/bin/sh",
+            ["-c", "exec \"$0\" submit upload \"$1/$(printf 'caf\\351.jpg')\" --to \"$2\" --wait --json", Binary.path, work.file(""), servers.endpoint],
+            environment: daemon.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        let job = try JSONCoding.decode(JSONValue.self, from: Array(result.stdout.utf8))
+        #expect(job["state"]?.stringValue == "succeeded", "\(job)")
+        let file = job["result"]?["files"]?.arrayValue?.first
+        #expect(file?["name"] == ["base64": "Y2Fm6S5qcGc=", "text": "caf\\xe9.jpg"])
+        let url = try #require(file?["url"]?.stringValue)
+        #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == SHA256.hexDigest(of: Data(content)))
+    }
+
     @Test func kill9HalfWayThenRestartResumesFromTheServersOffset() throws {
         let servers = try TusServers()
         let daemon = try DaemonHarness()

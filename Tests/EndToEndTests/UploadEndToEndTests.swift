@@ -49,6 +49,43 @@ struct UploadEndToEndTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")) == ["big.bin"], "no .part left")
     }
 
+    /// A file name that is not UTF-8 (Latin-1 `caf\xe9.jpg`) was refused as `source_missing` (issue 10, item 4):
+    /// it uploads under its exact bytes, given relative on the command line; params and result carry it as
+    /// `{"base64", "text"}`; `show` displays it escaped.
+    @Test func aNameThatIsNotUTF8UploadsWithItsExactBytes() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let name = BytePath(bytes: Array("caf".utf8) + [0xE9] + Array(".jpg".utf8))
+        let content = Array("not utf-8 in the name, only in the bytes".utf8)
+        let fd = BytePath.join(BytePath(work.file("")), name).withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
+        #expect(fd >= 0)
+        _ = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        // The shell passes the byte 0xE9 as it is (printf '\351'); the path is relative to the working directory.
+        let result = try DaemonHarness.run(
+            "/bin/sh",
+            ["-c", "cd \"$1\" && exec \"$0\" submit upload \"$(printf 'caf\\351.jpg')\" --to out --wait --json", Binary.path, work.file("")],
+            environment: daemon.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        let job = try JSONCoding.decode(JSONValue.self, from: Array(result.stdout.utf8))
+        #expect(job["state"]?.stringValue == "succeeded")
+        let expected: JSONValue = ["base64": "Y2Fm6S5qcGc=", "text": "caf\\xe9.jpg"]
+        #expect(job["result"]?["files"]?.arrayValue?.first?["name"] == expected)
+        let source = job["params"]?["files"]?.arrayValue?.first?["base64"]?.stringValue.flatMap { Data(base64Encoded: $0) }
+        #expect(source.map { Array($0).reversed().starts(with: ([UInt8(ascii: "/")] + name.bytes).reversed()) } == true)
+        // The copy has the same name, byte for byte, and the same content.
+        let copy = BytePath.join(BytePath(work.file("out")), name)
+        var info = stat()
+        #expect(copy.withCString { stat($0, &info) } == 0)
+        #expect(Int(info.st_size) == content.count)
+        #expect(job["result"]?["sha256"]?.stringValue == SHA256.hexDigest(of: Data(content)))
+        // `show` prints the JSON: the text form, no U+FFFD.
+        let shown = try daemon.cli(["show", job["id"]?.stringValue ?? ""])
+        #expect(shown.stdout.contains(#""text":"caf\\xe9.jpg""#), "\(shown.stdout)")
+        #expect(!shown.stdout.contains("\u{FFFD}"))
+    }
+
     @Test func kill9HalfWayThenRestartResendsAtMostOneChunk() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()

@@ -129,6 +129,12 @@ struct TerminalTextTests {
         #expect(wide.contains { $0.contains("does not exist\\nfake line") })
     }
 
+    /// A path that is not UTF-8 (`{"base64", "text"}` in params) is labelled by its text form.
+    @Test func labelOfANameThatIsNotUTF8() {
+        let params: JSONValue = ["files": [["base64": "L3AvY2Fm6S5qcGc=", "text": "/p/caf\\xe9.jpg"]]]
+        #expect(WatchScreen.label(kind: "upload", params: params) == "caf\\xe9.jpg")
+    }
+
     /// At 20 columns the state word stays whole (README: "the percent and the state or reason stay").
     @Test func stateWordStaysAtTwentyColumns() {
         var screen = WatchScreen()

@@ -165,20 +165,32 @@ struct UploadDestinationTests {
     }
 }
 
+/// Tests spell source paths as text.
+extension UploadJob.Params {
+    init(
+        files: [String], to: String, chunkSize: Int64 = UploadJob.Params.defaultChunkSize, maxRate: Int64? = nil,
+        headers: [String] = [], caBundle: String? = nil
+    ) {
+        self.init(
+            files: files.map { BytePath($0) }, to: to, chunkSize: chunkSize, maxRate: maxRate, headers: headers,
+            caBundle: caBundle)
+    }
+}
+
 struct UploadNamesTests {
     @Test func namesAreTheLastComponent() throws {
         #expect(try UploadNames.name(ofSource: "/photos/lisbon/IMG_0001.jpg") == "IMG_0001.jpg")
         #expect(try UploadNames.name(ofSource: "/x") == "x")
         #expect(try UploadNames.name(ofSource: "/a/..b") == "..b")
         #expect(try UploadNames.names(ofSources: ["/a/1.jpg", "/b/2.jpg"]) == ["1.jpg", "2.jpg"])
-        #expect(UploadNames.join("/", "x") == "/x")
-        #expect(UploadNames.join("/d", "x") == "/d/x")
+        #expect(BytePath.join("/", "x") == "/x")
+        #expect(BytePath.join("/d", "x") == "/d/x")
     }
 
     @Test(arguments: ["/", "/a/", "/a/.", "/a/..", "/..", "/a/b\0c"])
     func refusesNamesThatEscape(source: String) {
         do {
-            _ = try UploadNames.name(ofSource: source)
+            _ = try UploadNames.name(ofSource: BytePath(source))
             Issue.record("expected bad_name")
         } catch {
             #expect(error.code == "bad_name")
@@ -201,7 +213,7 @@ struct UploadNamesTests {
 
     /// A name whose temporary file's name (`NAME.<8 hex>.part`) would pass 255 bytes is refused at submit.
     @Test func namesLeaveRoomForThePartSuffix() throws {
-        #expect(try UploadNames.names(ofSources: ["/a/" + String(repeating: "n", count: 241)]).first?.count == 241)
+        #expect(try UploadNames.names(ofSources: ["/a/" + String(repeating: "n", count: 241)]).first?.bytes.count == 241)
         do {
             _ = try UploadNames.names(ofSources: ["/a/" + String(repeating: "n", count: 242)])
             Issue.record("expected bad_name")
@@ -228,7 +240,7 @@ struct UploadParamsTests {
     }
 
     @Test(arguments: [
-        UploadJob.Params(files: [], to: "file:///d"),
+        UploadJob.Params(files: [String](), to: "file:///d"),
         UploadJob.Params(files: ["relative/a"], to: "file:///d"),
         UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: 4095),
         UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: (1 << 30) + 1),

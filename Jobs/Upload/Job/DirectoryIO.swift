@@ -28,7 +28,7 @@ enum DirectoryIO {
             retryable: transient)
     }
 
-    static func sourceError(_ path: String, _ code: Int32) -> JobError {
+    static func sourceError(_ path: BytePath, _ code: Int32) -> JobError {
         switch code {
         case ENOENT, ENOTDIR:
             return JobError(code: "source_missing", message: "source \(path) does not exist; check the path")
@@ -45,16 +45,16 @@ enum DirectoryIO {
     struct Errno: Error { var code: Int32 }
 
     /// `stat(2)` of `path`, following links: the identity and whether it is a regular file, or the errno.
-    static func status(_ path: String) -> Result<(SourceIdentity, mode: UInt32), Errno> {
+    static func status(_ path: BytePath) -> Result<(SourceIdentity, mode: UInt32), Errno> {
         var info = stat()
-        guard stat(path, &info) == 0 else { return .failure(Errno(code: errno)) }
+        guard path.withCString({ stat($0, &info) }) == 0 else { return .failure(Errno(code: errno)) }
         return .success((identity(info), UInt32(info.st_mode)))
     }
 
     /// `lstat(2)` of `path`: its mode, or `nil` if it does not exist (or cannot be examined).
-    static func linkMode(_ path: String) -> UInt32? {
+    static func linkMode(_ path: BytePath) -> UInt32? {
         var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
+        guard path.withCString({ lstat($0, &info) }) == 0 else { return nil }
         return UInt32(info.st_mode)
     }
 
@@ -71,10 +71,10 @@ enum DirectoryIO {
     static func isLink(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
 
     /// `realpath(3)`, or `nil`.
-    static func resolved(_ path: String) -> String? {
-        guard let pointer = realpath(path, nil) else { return nil }
+    static func resolved(_ path: BytePath) -> BytePath? {
+        guard let pointer = path.withCString({ realpath($0, nil) }) else { return nil }
         defer { free(pointer) }
-        return String(cString: pointer)
+        return BytePath(bytes: UnsafeBufferPointer(start: pointer, count: strlen(pointer)).map { UInt8(bitPattern: $0) })
     }
 
     /// The checks of a directory upload that need the file system, for the sources at `indices`.
@@ -85,7 +85,7 @@ enum DirectoryIO {
     /// link that resolves outside `DIR` or a directory (`bad_name`). (The job's `.part` file, named per job, is
     /// opened with `O_NOFOLLOW`, so a link put there fails the write instead of being followed.)
     /// - Returns: the identities of the checked sources, in `indices` order.
-    static func preflight(files: [String], names: [String], directory: String, indices: Range<Int>)
+    static func preflight(files: [BytePath], names: [BytePath], directory: String, indices: Range<Int>)
         throws(JobError) -> [SourceIdentity]
     {
         let identities = try sourceIdentities(files: files, indices: indices)
@@ -96,7 +96,7 @@ enum DirectoryIO {
     /// The source checks of `preflight` alone (for uploads that go to a server): each source at `indices` exists
     /// (`source_missing`), is a regular file (`source_not_regular`) and is readable (`source_unreadable`).
     /// - Returns: their identities, in `indices` order.
-    static func sourceIdentities(files: [String], indices: Range<Int>) throws(JobError) -> [SourceIdentity] {
+    static func sourceIdentities(files: [BytePath], indices: Range<Int>) throws(JobError) -> [SourceIdentity] {
         var identities: [SourceIdentity] = []
         for index in indices {
             let path = files[index]
@@ -109,17 +109,17 @@ enum DirectoryIO {
                         message: "source \(path) is not a regular file (a directory, device or pipe); "
                             + "upload the files themselves")
                 }
-                guard access(path, R_OK) == 0 else { throw sourceError(path, errno) }
+                guard path.withCString({ access($0, R_OK) }) == 0 else { throw sourceError(path, errno) }
                 identities.append(identity)
             }
         }
         return identities
     }
 
-    private static func checkDestination(names: [String], directory: String, indices: Range<Int>, files: [String])
+    private static func checkDestination(names: [BytePath], directory: String, indices: Range<Int>, files: [BytePath])
         throws(JobError)
     {
-        switch status(directory) {
+        switch status(BytePath(directory)) {
         case .failure(let error):
             let code = error.code
             if code == ENOENT || code == ENOTDIR {
@@ -143,16 +143,16 @@ enum DirectoryIO {
                 message: "cannot write into destination directory \(directory): \(errorText(errno)); "
                     + "fix its permissions or choose another directory")
         }
-        guard let root = resolved(directory) else {
+        guard let root = resolved(BytePath(directory)) else {
             throw JobError(
                 code: "destination_missing", message: "cannot resolve destination directory \(directory)")
         }
         for index in indices {
             let name = names[index]
-            let final = UploadNames.join(root, name)
+            let final = BytePath.join(root, name)
             if let mode = linkMode(final) {
                 if isLink(mode) {
-                    let inside = resolved(final).map { $0.hasPrefix(UploadNames.join(root, "")) } ?? false
+                    let inside = resolved(final).map { $0.bytes.starts(with: BytePath.join(root, "").bytes) } ?? false
                     guard inside else {
                         throw JobError(
                             code: "bad_name",
@@ -181,9 +181,9 @@ enum DirectoryIO {
     /// SHA-256 of bytes `[offset, offset + count)` of `path` fed into `hash`, reading with `buffer`.
     /// - Returns: the bytes hashed (less than `count` if the file is shorter).
     static func hashRange(
-        of path: String, from offset: Int64, count: Int64, into hash: SHA256, buffer: UnsafeMutableRawBufferPointer
+        of path: BytePath, from offset: Int64, count: Int64, into hash: SHA256, buffer: UnsafeMutableRawBufferPointer
     ) throws(JobError) -> Int64 {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = path.withCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { throw writeFailed("cannot reopen \(path) to check what was written", errno) }
         defer { close(fd) }
         var done: Int64 = 0
@@ -207,9 +207,11 @@ extension DirectoryIO {
     /// at `partPath` does not exist, and `finalPath` is a regular file (not a link) with that inode and device and
     /// `size` bytes. A rename keeps the inode, and the upload renames a `.part` only once it holds every byte, so
     /// this is the file the job finished before a crash lost the checkpoint that would have said so.
-    static func isFinished(finalPath: String, partPath: String, node: FileNode, size: Int64) -> Bool {
+    static func isFinished(finalPath: BytePath, partPath: BytePath, node: FileNode, size: Int64) -> Bool {
         var info = stat()
-        guard lstat(partPath, &info) != 0, errno == ENOENT, lstat(finalPath, &info) == 0 else { return false }
+        guard partPath.withCString({ lstat($0, &info) }) != 0, errno == ENOENT,
+            finalPath.withCString({ lstat($0, &info) }) == 0
+        else { return false }
         return isRegular(UInt32(info.st_mode)) && UInt64(info.st_ino) == node.inode
             && UInt64(info.st_dev) == node.device && Int64(info.st_size) == size
     }
@@ -221,8 +223,8 @@ extension DirectoryIO {
 /// Used from one pool call at a time, each awaited by the loop before the next: `@unchecked Sendable`.
 /// Closes its descriptors when released.
 final class PartFile: @unchecked Sendable {
-    let sourcePath: String
-    let partPath: String
+    let sourcePath: BytePath
+    let partPath: BytePath
     let hash = SHA256()
     let buffer: UnsafeMutableRawBufferPointer
     private let source: Int32
@@ -231,10 +233,10 @@ final class PartFile: @unchecked Sendable {
     /// Opens `sourcePath` for reading and `partPath` for writing (`O_CREAT | O_WRONLY`, mode 0644, never through
     /// a symbolic link), checks the source still is `expected` (`source_changed`) and returns the `.part` file's
     /// current length with it.
-    static func open(sourcePath: String, partPath: String, expected: SourceIdentity) throws(JobError)
+    static func open(sourcePath: BytePath, partPath: BytePath, expected: SourceIdentity) throws(JobError)
         -> (PartFile, partLength: Int64)
     {
-        let source = Glibc.open(sourcePath, O_RDONLY | O_CLOEXEC)
+        let source = sourcePath.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
         guard source >= 0 else { throw DirectoryIO.sourceError(sourcePath, errno) }
         var info = stat()
         guard fstat(source, &info) == 0 else {
@@ -247,7 +249,7 @@ final class PartFile: @unchecked Sendable {
             close(source)
             throw PartFile.changed(sourcePath, expected: expected, now: identity)
         }
-        let part = Glibc.open(partPath, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let part = partPath.withCString { Glibc.open($0, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o644) }
         guard part >= 0 else {
             let code = errno
             close(source)
@@ -283,7 +285,7 @@ final class PartFile: @unchecked Sendable {
     /// The `.part` file's inode and device (a rename into place keeps them).
     let node: FileNode
 
-    private init(sourcePath: String, partPath: String, source: Int32, part: Int32, node: FileNode) {
+    private init(sourcePath: BytePath, partPath: BytePath, source: Int32, part: Int32, node: FileNode) {
         self.sourcePath = sourcePath
         self.partPath = partPath
         self.source = source
@@ -300,7 +302,7 @@ final class PartFile: @unchecked Sendable {
 
     /// The `source_changed` error for `path`, naming each field that differs between `expected` and `now` with
     /// both values (or, when `stat` sees no difference, `detail`: how the change showed, e.g. an early end).
-    static func changed(_ path: String, expected: SourceIdentity, now: SourceIdentity, detail: String? = nil)
+    static func changed(_ path: BytePath, expected: SourceIdentity, now: SourceIdentity, detail: String? = nil)
         -> JobError
     {
         let changes = expected.changes(to: now)
@@ -381,9 +383,9 @@ final class PartFile: @unchecked Sendable {
 
     /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs `directory` so the rename
     /// is durable.
-    func commit(to finalPath: String, directory: String) throws(JobError) {
+    func commit(to finalPath: BytePath, directory: String) throws(JobError) {
         try sync()
-        guard rename(partPath, finalPath) == 0 else {
+        guard partPath.withCString({ part in finalPath.withCString { rename(part, $0) } }) == 0 else {
             throw DirectoryIO.writeFailed("cannot rename \(partPath) to \(finalPath)", errno)
         }
         try DirectoryIO.syncDirectory(directory)

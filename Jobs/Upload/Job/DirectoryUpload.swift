@@ -18,7 +18,7 @@ import TrailbookLoop
 @LoopActor
 struct DirectoryUpload: UploadTransfer {
     let params: UploadJob.Params
-    let names: [String]
+    let names: [BytePath]
     /// The destination directory, as parsed from the URL.
     let directory: String
 
@@ -28,14 +28,14 @@ struct DirectoryUpload: UploadTransfer {
     /// The job's own `.part` file for file `index`: `DIR/NAME.<first 8 hex digits of the job id>.part`. Per job,
     /// so two jobs uploading files of the same name to one directory (one paused, one running) can never write
     /// into, or resume from, each other's partial file.
-    func partPath(_ index: Int, job: JobContext) -> String {
-        UploadNames.join(directory, names[index] + "." + String(job.id.prefix(8)) + UploadNames.partSuffix)
+    func partPath(_ index: Int, job: JobContext) -> BytePath {
+        BytePath.join(BytePath(directory), names[index] + ("." + String(job.id.prefix(8)) + UploadNames.partSuffix))
     }
-    func finalPath(_ index: Int) -> String { UploadNames.join(directory, names[index]) }
+    func finalPath(_ index: Int) -> BytePath { BytePath.join(BytePath(directory), names[index]) }
 
     /// Submit-time checks that need the file system (see `DirectoryIO.preflight`), run off the loop thread so a
     /// slow disk cannot stall the daemon.
-    static func validate(files: [String], names: [String], directory: String) async throws(JobError) {
+    static func validate(files: [BytePath], names: [BytePath], directory: String) async throws(JobError) {
         let outcome = await Task.detached {
             Result { () throws(JobError) in
                 _ = try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: files.indices)
@@ -134,7 +134,8 @@ struct DirectoryUpload: UploadTransfer {
         }
 
         progress.set(index, offset)
-        job.reportProgress(completed: progress.completed, total: progress.total, current: name, items: progress.items)
+        job.reportProgress(
+            completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
         let piece = RatePacer.pieceSize(maxRate: params.maxRate)
         let chunk = params.chunkSize
         while offset < expected.size {
@@ -159,7 +160,7 @@ struct DirectoryUpload: UploadTransfer {
                 offset += Int64(copied)
                 progress.set(index, offset)
                 job.reportProgress(
-                    completed: progress.completed, total: progress.total, current: name, items: progress.items)
+                    completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
             }
             checkpoint.offset = offset
             checkpoint.partFile = file.node
@@ -252,21 +253,20 @@ struct DirectoryUpload: UploadTransfer {
         let suffix = "." + String(job.id.prefix(8)) + UploadNames.partSuffix
         let partNames = Set(names.map { $0 + suffix })
         let directory = self.directory
-        let outcome = try? await job.runOnPool { () -> (removed: [String], failed: [(String, Int32)]) in
-            var removed: [String] = []
-            var failed: [(String, Int32)] = []
-            guard let stream = opendir(directory) else { return ([], [(directory, errno)]) }
+        let outcome = try? await job.runOnPool { () -> (removed: [BytePath], failed: [(BytePath, Int32)]) in
+            var removed: [BytePath] = []
+            var failed: [(BytePath, Int32)] = []
+            guard let stream = opendir(directory) else { return ([], [(BytePath(directory), errno)]) }
             defer { closedir(stream) }
-            var found: [String] = []
+            var found: [BytePath] = []
             while let entry = readdir(stream) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-                }
-                if name.hasSuffix(suffix), partNames.contains(name) { found.append(name) }
+                // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in BytePath(bytes: raw.prefix(while: { $0 != 0 })) }
+                if partNames.contains(name) { found.append(name) }
             }
-            for name in found.sorted() {
-                let path = UploadNames.join(directory, name)
-                if unlink(path) == 0 {
+            for name in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
+                let path = BytePath.join(BytePath(directory), name)
+                if path.withCString(unlink) == 0 {
                     removed.append(path)
                 } else if errno != ENOENT {
                     failed.append((path, errno))
@@ -293,8 +293,8 @@ struct UploadProgress {
     /// 20 000 rows per report (that made it quadratic); the window follows the file in progress.
     static let reportedItemLimit = 64
 
-    init(names: [String], sizes: [Int64]) {
-        all = zip(names, sizes).map { ProgressItem(label: $0, completed: 0, total: $1) }
+    init(names: [BytePath], sizes: [Int64]) {
+        all = zip(names, sizes).map { ProgressItem(label: $0.description, completed: 0, total: $1) }
         total = sizes.reduce(0, +)
     }
 

@@ -14,7 +14,7 @@ import TrailbookEngine
 /// this run started are hashed from the source by `hash(through:)` before anything after them.
 final class TusSource: @unchecked Sendable {
     /// The source's path.
-    let path: String
+    let path: BytePath
     /// The identity it had when the job first ran.
     let expected: SourceIdentity
     /// SHA-256 of bytes `0 ..< hashedThrough`.
@@ -23,7 +23,7 @@ final class TusSource: @unchecked Sendable {
     private(set) var hashedThrough: Int64 = 0
     private let fd: Int32
 
-    private init(path: String, expected: SourceIdentity, fd: Int32) {
+    private init(path: BytePath, expected: SourceIdentity, fd: Int32) {
         self.path = path
         self.expected = expected
         self.fd = fd
@@ -33,8 +33,8 @@ final class TusSource: @unchecked Sendable {
 
     /// Opens `path` and checks it still is `expected`.
     /// - Throws: `source_missing`, `source_unreadable`, `source_changed`.
-    static func open(_ path: String, expected: SourceIdentity) throws(JobError) -> TusSource {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    static func open(_ path: BytePath, expected: SourceIdentity) throws(JobError) -> TusSource {
+        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { throw DirectoryIO.sourceError(path, errno) }
         let source = TusSource(path: path, expected: expected, fd: fd)
         try source.checkUnchanged()

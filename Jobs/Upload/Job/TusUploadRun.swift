@@ -48,7 +48,7 @@ enum TusTransport {
 @LoopActor
 struct TusUploadRun: UploadTransfer {
     let params: UploadJob.Params
-    let names: [String]
+    let names: [BytePath]
     let endpoint: String
 
     /// Most progress reports per second from the send callback (curl reports every few KiB).
@@ -67,7 +67,7 @@ struct TusUploadRun: UploadTransfer {
             Result { () throws(JobError) in
                 _ = try DirectoryIO.sourceIdentities(files: files, indices: files.indices)
                 if let caBundle {
-                    guard caBundle.hasPrefix("/"), case .success(let (_, mode)) = DirectoryIO.status(caBundle),
+                    guard caBundle.hasPrefix("/"), case .success(let (_, mode)) = DirectoryIO.status(BytePath(caBundle)),
                         DirectoryIO.isRegular(mode), access(caBundle, R_OK) == 0
                     else {
                         throw JobError(
@@ -171,7 +171,8 @@ struct TusUploadRun: UploadTransfer {
 
                 case .create(let length):
                     let created = try await client.create(
-                        length: length, metadata: [("filename", name), ("filetype", Self.mediaType(of: name))])
+                        length: length, metadata: [("filetype", Self.mediaType(of: name.description))],
+                        binaryMetadata: [("filename", name.bytes)])
                     action = machine.created(url: created.url)
                     record(machine, into: &checkpoint)
                     checkpoint.uploadExpires = created.expires
@@ -267,7 +268,7 @@ struct TusUploadRun: UploadTransfer {
                     try await job.runOnPool { try source.checkUnchanged() }
                     record(machine, into: &checkpoint)
                     var file = UploadedFile(
-                        name: name, path: url, bytes: bytes, sha256: source.hash.hexDigest,
+                        name: name, path: BytePath(url), bytes: bytes, sha256: source.hash.hexDigest,
                         bytesResent: checkpoint.fileBytesResent, url: url)
                     file.checksumVerified = checkpoint.checksumVerified ?? false
                     checkpoint.checksumVerified = nil
@@ -327,7 +328,7 @@ struct TusUploadRun: UploadTransfer {
     }
 
     /// The job error for a tus failure: the tus code as the job's stable code.
-    static func jobError(_ error: TusError, name: String, retryable: Bool) -> JobError {
+    static func jobError(_ error: TusError, name: BytePath, retryable: Bool) -> JobError {
         let advice: String
         switch error.code {
         case .tooLarge: advice = "the server refuses a file this large"
@@ -386,7 +387,7 @@ final class TusProgress {
     private var inFlight: Int64 = 0
     private var lastReport = 0.0
 
-    init(job: JobContext, names: [String], sizes: [Int64]) {
+    init(job: JobContext, names: [BytePath], sizes: [Int64]) {
         self.job = job
         upload = UploadProgress(names: names, sizes: sizes)
     }
@@ -406,16 +407,16 @@ final class TusProgress {
     }
 
     /// Reports the current numbers.
-    func report(current: String?) {
+    func report(current: BytePath?) {
         lastReport = Timestamp.monotonic()
         job.reportProgress(
-            completed: upload.completed, total: upload.total, current: current, items: upload.items,
+            completed: upload.completed, total: upload.total, current: current?.description, items: upload.items,
             inFlight: inFlight)
     }
 
     /// The `PATCH` of file `index` has sent `sent` bytes: reports them as in flight, at most every
     /// `TusUploadRun.progressInterval` seconds.
-    func sending(_ index: Int, sent: Int64, current: String) {
+    func sending(_ index: Int, sent: Int64, current: BytePath) {
         inFlight = sent
         let now = Timestamp.monotonic()
         guard now - lastReport >= TusUploadRun.progressInterval else { return }

@@ -103,9 +103,9 @@ public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConverti
 /// JSON: `{"name", "path", "bytes", "sha256", "bytes_resent"}`.
 public struct UploadedFile: Codable, Sendable, Equatable {
     /// The destination name (the source's last path component).
-    public var name: String
+    public var name: BytePath
     /// Where it was written: the destination path (`DIR/NAME`) for a directory upload.
-    public var path: String
+    public var path: BytePath
     /// Its size in bytes.
     public var bytes: Int64
     /// SHA-256 of the bytes written, 64 lower-case hex digits.
@@ -119,7 +119,7 @@ public struct UploadedFile: Codable, Sendable, Equatable {
     /// the stored bytes are the ones hashed here; `nil` (absent) for a directory upload.
     public var checksumVerified: Bool?
 
-    public init(name: String, path: String, bytes: Int64, sha256: String, bytesResent: Int64, url: String? = nil) {
+    public init(name: BytePath, path: BytePath, bytes: Int64, sha256: String, bytesResent: Int64, url: String? = nil) {
         self.name = name
         self.path = path
         self.bytes = bytes

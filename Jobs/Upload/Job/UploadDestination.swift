@@ -127,35 +127,31 @@ public enum UploadNames {
     /// Suffix of the temporary file a directory upload writes before renaming it into place.
     public static let partSuffix = ".part"
 
-    /// The destination name of `source`: the text after its last `/` (`/a/b/IMG_1.jpg` → `IMG_1.jpg`).
+    /// The destination name of `source`: the bytes after its last `/` (`/a/b/IMG_1.jpg` → `IMG_1.jpg`), UTF-8 or
+    /// not.
     ///
     /// - Throws: `JobError` `bad_name` when that name could escape the destination directory or is no name:
     ///   empty (a path ending in `/`), `.`, `..`, or containing a NUL byte.
-    public static func name(ofSource source: String) throws(JobError) -> String {
-        let name: Substring
-        if let slash = source.lastIndex(of: "/") {
-            name = source[source.index(after: slash)...]
-        } else {
-            name = Substring(source)
-        }
-        try check(String(name), source: source)
-        return String(name)
+    public static func name(ofSource source: BytePath) throws(JobError) -> BytePath {
+        let name = source.lastComponent
+        try check(name, source: source)
+        return name
     }
 
     /// Checks that `name` is one plain path component that stays inside a directory.
     ///
     /// - Throws: `JobError` `bad_name` for an empty name, `.`, `..`, a name with `/` or a NUL byte.
-    public static func check(_ name: String, source: String? = nil) throws(JobError) {
+    public static func check(_ name: BytePath, source: BytePath? = nil) throws(JobError) {
         let of = source.map { " (from source '\($0)')" } ?? ""
         func bad(_ why: String) -> JobError {
             JobError(
                 code: "bad_name",
                 message: "destination name '\(name)'\(of) \(why); upload files by their paths, not directories")
         }
-        if name.isEmpty { throw bad("is empty") }
+        if name.bytes.isEmpty { throw bad("is empty") }
         if name == "." || name == ".." { throw bad("would escape the destination directory") }
-        if name.contains("/") { throw bad("contains '/' and would escape the destination directory") }
-        if name.contains("\0") { throw bad("contains a NUL byte") }
+        if name.bytes.contains(UInt8(ascii: "/")) { throw bad("contains '/' and would escape the destination directory") }
+        if name.containsNUL { throw bad("contains a NUL byte") }
     }
 
     /// The destination names of `sources`, in order, for an upload into a directory.
@@ -163,19 +159,19 @@ public enum UploadNames {
     /// (Temporary files are named per job, `NAME.<job>.part` — see `DirectoryUpload.partPath` — so a source named
     /// `x.part` beside one named `x` is no clash.)
     /// - Throws: `JobError` `bad_name` (see `name(ofSource:)`, or a name so long that its temporary file's name
-    ///   would pass the file system's 255 bytes); `duplicate_name` when two sources have the same name: they would
-    ///   overwrite each other.
-    public static func names(ofSources sources: [String]) throws(JobError) -> [String] {
-        var names: [String] = []
-        var seen: [String: String] = [:]
+    ///   would pass the file system's 255 bytes); `duplicate_name` when two sources have the same name (the same
+    ///   bytes: `café` in NFC and in NFD are two names): they would overwrite each other.
+    public static func names(ofSources sources: [BytePath]) throws(JobError) -> [BytePath] {
+        var names: [BytePath] = []
+        var seen: [BytePath: BytePath] = [:]
         for source in sources {
             let name = try name(ofSource: source)
             // NAME.<8 hex digits>.part must fit NAME_MAX (255 bytes on Linux file systems).
             let longest = 255 - (1 + 8 + partSuffix.utf8.count)
-            guard name.utf8.count <= longest else {
+            guard name.bytes.count <= longest else {
                 throw JobError(
                     code: "bad_name",
-                    message: "destination name of '\(source)' is \(name.utf8.count) bytes; at most \(longest) fit "
+                    message: "destination name of '\(source)' is \(name.bytes.count) bytes; at most \(longest) fit "
                         + "beside its temporary .part name; rename the file")
             }
             if let other = seen[name] {
@@ -189,10 +185,5 @@ public enum UploadNames {
             names.append(name)
         }
         return names
-    }
-
-    /// `directory/name`, without a doubled `/` when `directory` is `/`.
-    public static func join(_ directory: String, _ name: String) -> String {
-        directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 }

@@ -24,7 +24,7 @@ public struct UploadJob: JobKind {
     /// Parameters as submitted (JSON, snake_case keys).
     public struct Params: Codable, Sendable, Equatable {
         /// Absolute paths of the files to upload, in order. Each is stored under its last path component.
-        public var files: [String]
+        public var files: [BytePath]
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
         /// Bytes between checkpoints (each ends with an fsync): 4 KiB…1 GiB, default 8 MiB. A resume writes at
@@ -49,7 +49,7 @@ public struct UploadJob: JobKind {
         public static let minimumRate: Int64 = 1 << 10
 
         public init(
-            files: [String], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil,
+            files: [BytePath], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil,
             headers: [String] = [], caBundle: String? = nil
         ) {
             self.files = files
@@ -80,7 +80,7 @@ public struct UploadJob: JobKind {
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            files = try container.decode([String].self, forKey: .files)
+            files = try container.decode([BytePath].self, forKey: .files)
             to = try container.decode(String.self, forKey: .to)
             chunkSize = try container.decodeIfPresent(Int64.self, forKey: .chunkSize) ?? Self.defaultChunkSize
             maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
@@ -120,7 +120,7 @@ public struct UploadJob: JobKind {
             guard !files.isEmpty else {
                 throw JobError(code: "invalid_params", message: "no files to upload; give at least one file")
             }
-            for file in files where !file.hasPrefix("/") || file.contains("\0") {
+            for file in files where !file.isAbsolute || file.containsNUL {
                 throw JobError(
                     code: "invalid_params", message: "source '\(file)' is not an absolute path; give absolute paths")
             }
@@ -172,7 +172,7 @@ public struct UploadJob: JobKind {
         case .directory(let path): place = "file://" + path
         case .tus(let endpoint): place = endpoint
         }
-        return params.files.map { "upload of \($0) to \(place)" }
+        return params.files.map { "upload of \($0.key) to \(place)" }
     }
 
     /// Uploads every file, resuming from the checkpoint if there is one.

@@ -34,7 +34,7 @@ extension UploadCheckpoint {
     /// - Throws: `bad_checkpoint`, `source_changed`, and what `identities` throws.
     @LoopActor
     static func startOrResume(
-        files: [String], in job: JobContext,
+        files: [BytePath], in job: JobContext,
         identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
     ) async throws -> (checkpoint: UploadCheckpoint, resumed: Bool) {
         if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {

@@ -66,12 +66,15 @@ public final class TusClient {
     /// - Parameters:
     ///   - length: the file's size in bytes (`Upload-Length`).
     ///   - metadata: `Upload-Metadata` pairs, for example `[("filename", "IMG_1.jpg"), ("filetype", "image/jpeg")]`;
-    ///     values are base64-encoded here. Keys must not contain spaces or commas.
+    ///     values are base64-encoded here (their UTF-8 bytes). Keys must not contain spaces or commas.
+    ///   - binaryMetadata: more pairs whose values are bytes, sent exactly (tus metadata values are base64 of
+    ///     bytes): a file name that is not UTF-8 keeps its bytes.
     /// - Returns: the upload's absolute URL.
     /// - Throws: `TusError`; `too_large` without sending anything when `length` exceeds a discovered
     ///   `Tus-Max-Size`.
     public func create(
-        length: Int64, metadata: [(String, String)] = [], isolation: isolated (any Actor)? = #isolation
+        length: Int64, metadata: [(String, String)] = [], binaryMetadata: [(String, [UInt8])] = [],
+        isolation: isolated (any Actor)? = #isolation
     )
         async throws(TusError) -> TusCreatedUpload
     {
@@ -79,8 +82,9 @@ public final class TusClient {
             throw TusError(code: .tooLarge, message: "\(length) bytes exceed the server's Tus-Max-Size of \(max)")
         }
         var headers: HTTPHeaders = ["Upload-Length": String(length)]
-        if !metadata.isEmpty {
-            let value = metadata.map { key, value in "\(key) \(Base64.encode(Array(value.utf8)))" }
+        let pairs = binaryMetadata + metadata.map { ($0.0, Array($0.1.utf8)) }
+        if !pairs.isEmpty {
+            let value = pairs.map { key, value in "\(key) \(Base64.encode(value))" }
             headers.add(name: "Upload-Metadata", value: value.joined(separator: ","))
         }
         let response = try await send("POST", endpoint, headers: headers, expecting: [201])
