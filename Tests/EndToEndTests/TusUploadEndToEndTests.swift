@@ -65,12 +65,9 @@ struct TusUploadEndToEndTests {
         let servers = try TusServers()
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
-        let name = BytePath(bytes: Array("caf".utf8) + [0xE9] + Array(".jpg".utf8))
+        let name = TemporaryDirectory.latin1Name
         let content = [UInt8](repeating: 0x5A, count: 100_000)
-        let fd = BytePath.join(BytePath(work.file("")), name).withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
-        #expect(fd >= 0)
-        _ = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
+        try work.create(name, contents: content)
         let result = try DaemonHarness.run(
             "/bin/sh",
             ["-c", "exec \"$0\" submit upload \"$1/$(printf 'caf\\351.jpg')\" --to \"$2\" --wait --json", Binary.path, work.file(""), servers.endpoint],

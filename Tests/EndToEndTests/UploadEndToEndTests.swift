@@ -56,12 +56,9 @@ struct UploadEndToEndTests {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
-        let name = BytePath(bytes: Array("caf".utf8) + [0xE9] + Array(".jpg".utf8))
+        let name = TemporaryDirectory.latin1Name
         let content = Array("not utf-8 in the name, only in the bytes".utf8)
-        let fd = BytePath.join(BytePath(work.file("")), name).withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
-        #expect(fd >= 0)
-        _ = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
+        try work.create(name, contents: content)
         // The shell passes the byte 0xE9 as it is (printf '\351'); the path is relative to the working directory.
         let result = try DaemonHarness.run(
             "/bin/sh",

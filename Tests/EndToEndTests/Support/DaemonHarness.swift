@@ -35,6 +35,19 @@ final class TemporaryDirectory {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 
     func file(_ name: String) -> String { path + "/" + name }
+
+    /// The Latin-1 name `caf\xe9.jpg`: not UTF-8.
+    static let latin1Name = BytePath(bytes: Array("caf".utf8) + [0xE9] + Array(".jpg".utf8))
+
+    /// Writes `contents` to the file `name` (bytes, UTF-8 or not) in this directory.
+    func create(_ name: BytePath, contents: [UInt8]) throws {
+        let fd = BytePath.join(BytePath(path), name).withCString { open($0, O_CREAT | O_WRONLY | O_TRUNC, 0o644) }
+        guard fd >= 0 else { throw HarnessError("cannot create \(name): errno \(errno)") }
+        defer { close(fd) }
+        guard contents.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == contents.count else {
+            throw HarnessError("cannot write \(name)")
+        }
+    }
 }
 
 /// A real daemon process in a temporary `$TRAILBOOK_JOBS_HOME`, driven as the CLI drives it.
