@@ -109,6 +109,11 @@ enum JobText {
             }
             parts.append("\(failed) not imported: \(first.joined(separator: ", "))\(failed > 3 ? ", …" : "")")
         }
+        // What an import passed over (not JPEG, hidden, a name that is not UTF-8, …), by reason.
+        if let skipped = result["skipped"]?.intValue, skipped > 0, case .object(let reasons)? = result["skipped_by_reason"] {
+            let counts = reasons.sorted { $0.key < $1.key }.map { "\($0.value.intValue ?? 0) \($0.key)" }
+            parts.append("\(skipped) passed over: \(counts.joined(separator: ", "))")
+        }
         if let unknown = result["unknown_count"]?.intValue, unknown > 0 {
             let first = (result["unknown_first"]?.arrayValue ?? []).compactMap(\.stringValue).prefix(3)
             parts.append("\(unknown) unknown ID\(unknown == 1 ? "" : "s"): \(first.joined(separator: ", "))\(unknown > 3 ? ", …" : "")")

@@ -10,6 +10,42 @@ import TrailbookSQLite
 struct TaggingEndToEndTests {
     // MARK: import + autotag on camera JPEGs (made at test time: libjpeg pixels, EXIF by exiftool)
 
+    /// An import passes over nothing in silence (issue 10, item 4): every entry it does not import is counted
+    /// by reason and listed — a name that is not UTF-8 (which the library, keeping paths as text, cannot store)
+    /// with its exact bytes.
+    @Test func importCountsAndListsEveryEntryItPassesOver() throws {
+        let folder = TemporaryDirectory("tbj-skips")
+        let dir = folder.path
+        try Data("not a photo".utf8).write(to: URL(fileURLWithPath: folder.file("notes.txt")))
+        try Data("hidden".utf8).write(to: URL(fileURLWithPath: folder.file(".hidden.jpg")))
+        try folder.create(TemporaryDirectory.latin1Name, contents: Array("latin-1".utf8))
+        try FileManager.default.createSymbolicLink(atPath: folder.file("dangling.jpg"), withDestinationPath: "/nonexistent/x.jpg")
+        try FileManager.default.createSymbolicLink(atPath: folder.file("loop"), withDestinationPath: ".")
+        #expect(mkfifo(folder.file("pipe.jpg"), 0o600) == 0)
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(imported["state"]?.stringValue == "succeeded", "\(imported)")
+        let result = imported["result"] ?? .null
+        #expect(result["files"]?.intValue == 0)
+        #expect(result["skipped"]?.intValue == 6, "\(result)")
+        #expect(
+            result["skipped_by_reason"]
+                == [
+                    "not_jpeg": 1, "hidden": 1, "name_not_utf8": 1, "unreadable": 1, "not_regular": 1,
+                    "already_visited": 1,
+                ])
+        let skips = result["skips"]?.arrayValue ?? []
+        let latin1 = skips.first { $0["reason"] == "name_not_utf8" }
+        let expectedPath = Data(Array((dir + "/").utf8) + TemporaryDirectory.latin1Name.bytes).base64EncodedString()
+        #expect(latin1?["path"]?["base64"]?.stringValue == expectedPath)
+        #expect(latin1?["path"]?["text"]?.stringValue == dir + "/caf\\xe9.jpg")
+        #expect(skips.first { $0["reason"] == "not_jpeg" }?["path"] == .string(dir + "/notes.txt"))
+        #expect(skips.first { $0["reason"] == "unreadable" }?["detail"] == "No such file or directory")
+        // The plain summary says so too.
+        let summary = try daemon.cli(["photos", "import", dir, "--wait"])
+        #expect(summary.stdout.contains("6 passed over: 1 already_visited, 1 hidden, 1 name_not_utf8, 1 not_jpeg, 1 not_regular, 1 unreadable"), "\(summary.stdout)")
+    }
+
     @Test func importAndAutotagOfCameraPhotos() throws {
         let folder = TemporaryDirectory("tbj-camera")
         let dir = folder.path

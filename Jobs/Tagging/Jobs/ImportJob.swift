@@ -15,7 +15,11 @@ import TrailbookEngine
 ///
 /// Params: `dir` (absolute path). Result: `files`, `inserted`, `updated`, `unchanged`, `same_content` (bytes
 /// already in the library at another path), `failed` and `failures` (the first 50: path, code, message).
-/// A file that cannot be read is a failure in the result, never the job's.
+/// A file that cannot be read is a failure in the result, never the job's. Nothing is passed over in silence:
+/// `skipped` counts every entry the walk did not import (`PhotoScan.Skip.Reason`: `not_jpeg`, `hidden`,
+/// `not_regular`, `unreadable`, `unreadable_directory`, `already_visited`, `name_not_utf8`), `skipped_by_reason`
+/// counts them per reason and `skips` lists the first 50 (`path` — a string, or `{"base64", "text"}` for a name
+/// that is not UTF-8, see `BytePath` —, `reason`, `detail`).
 public struct ImportJob: JobKind {
     /// Parameters, as submitted.
     public struct Params: Codable, Sendable {
@@ -83,7 +87,11 @@ public struct ImportJob: JobKind {
         try await validate(params)
         let store = try library.store()
         let root = params.dir
-        let files = try await job.runOnPool { Array(PhotoScan(root: root)) }
+        let (files, skips) = try await job.runOnPool { () -> ([PhotoScan.File], [PhotoScan.Skip]) in
+            var skips: [PhotoScan.Skip] = []
+            let files = Array(PhotoScan(root: root, passedOver: { skips.append($0) }))
+            return (files, skips)
+        }
         var checkpoint = try job.loadCheckpoint(as: Checkpoint.self) ?? Checkpoint()
         job.reportProgress(completed: Int64(checkpoint.done), total: Int64(files.count))
         while checkpoint.done < files.count {
@@ -129,6 +137,16 @@ public struct ImportJob: JobKind {
             "updated": .number(checkpoint.updated), "unchanged": .number(checkpoint.unchanged),
             "same_content": .number(checkpoint.sameContent), "failed": .number(checkpoint.failed),
             "failures": JSONCoding.value(of: checkpoint.failures),
+            "skipped": .number(skips.count),
+            "skipped_by_reason": .object(
+                Dictionary(grouping: skips, by: \.reason.rawValue).mapValues { .number($0.count) }),
+            "skips": .array(
+                skips.prefix(50).map { skip in
+                    [
+                        "path": BytePath(bytes: skip.path).json, "reason": .string(skip.reason.rawValue),
+                        "detail": .string(skip.detail),
+                    ]
+                }),
         ]
     }
 

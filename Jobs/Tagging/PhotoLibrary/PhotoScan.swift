@@ -9,6 +9,9 @@ import Glibc
 /// already visited (same device and inode) is skipped, so a link loop ends. Entries whose names start with `.`
 /// are skipped (hidden files, macOS `._` resource forks). Directories that cannot be read are reported through
 /// `unreadable` and skipped. Lazy: memory is the depth of the tree times the width of a directory.
+///
+/// Nothing is passed over in silence: every entry the walk does not yield is reported to `passedOver` with a
+/// reason (`Skip.Reason`), so an import can count and list it.
 public struct PhotoScan: Sequence {
     /// A JPEG found by the scan.
     public struct File: Hashable, Sendable {
@@ -22,10 +25,44 @@ public struct PhotoScan: Sequence {
     public let root: String
     /// Called with a directory's path and `errno` when it cannot be opened.
     public let unreadable: (String, Int32) -> Void
+    /// Called for each entry the walk passes over, with why.
+    public let passedOver: (Skip) -> Void
 
-    public init(root: String, unreadable: @escaping (String, Int32) -> Void = { _, _ in }) {
+    /// An entry the walk did not yield.
+    public struct Skip: Sendable, Equatable {
+        /// Why an entry was passed over.
+        public enum Reason: String, Sendable {
+            /// Not named `*.jpg`/`*.jpeg`.
+            case notJPEG = "not_jpeg"
+            /// Its name starts with `.` (hidden; for a directory, nothing under it is looked at).
+            case hidden
+            /// A FIFO, socket or device.
+            case notRegular = "not_regular"
+            /// `stat` failed: a dangling symbolic link, an entry removed during the walk, no permission.
+            case unreadable
+            /// A directory that cannot be listed.
+            case unreadableDirectory = "unreadable_directory"
+            /// A directory reached again through a symbolic link (a link loop, or a second way in).
+            case alreadyVisited = "already_visited"
+            /// A name that is not UTF-8: the photo library keeps paths as text (its `path` column, the photo
+            /// JSON), so it cannot be stored; rename the file to import it.
+            case nameNotUTF8 = "name_not_utf8"
+        }
+
+        /// The entry's path, as bytes (its name need not be UTF-8).
+        public var path: [UInt8]
+        public var reason: Reason
+        /// What happened, for people (an `strerror` text for `unreadable…`, else empty).
+        public var detail: String
+    }
+
+    public init(
+        root: String, unreadable: @escaping (String, Int32) -> Void = { _, _ in },
+        passedOver: @escaping (Skip) -> Void = { _ in }
+    ) {
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         self.unreadable = unreadable
+        self.passedOver = passedOver
     }
 
     /// Whether `name` ends in `.jpg` or `.jpeg`, ignoring case.
@@ -58,34 +95,55 @@ public struct PhotoScan: Sequence {
                 }
                 let path = stack[stack.count - 1].directory + "/" + name
                 var st = stat()
-                guard stat(path, &st) == 0 else { continue }  // dangling link, raced deletion
+                guard stat(path, &st) == 0 else {  // dangling link, raced deletion
+                    skip(path, .unreadable, String(cString: strerror(errno)))
+                    continue
+                }
                 if (st.st_mode & S_IFMT) == S_IFDIR {
                     enter(path)
-                } else if (st.st_mode & S_IFMT) == S_IFREG, PhotoScan.isJPEGName(name) {
-                    return File(path: path, stamp: FileStamp(st))
+                } else if (st.st_mode & S_IFMT) == S_IFREG {
+                    if PhotoScan.isJPEGName(name) { return File(path: path, stamp: FileStamp(st)) }
+                    skip(path, .notJPEG)
+                } else {
+                    skip(path, .notRegular)
                 }
             }
             return nil
+        }
+
+        private func skip(_ path: String, _ reason: Skip.Reason, _ detail: String = "") {
+            scan.passedOver(Skip(path: Array(path.utf8), reason: reason, detail: detail))
         }
 
         private mutating func enter(_ directory: String) {
             var st = stat()
             guard stat(directory, &st) == 0 else {
                 scan.unreadable(directory, errno)
+                skip(directory, .unreadableDirectory, String(cString: strerror(errno)))
                 return
             }
-            guard visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else { return }
+            guard visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else {
+                skip(directory, .alreadyVisited)
+                return
+            }
             guard let dir = opendir(directory) else {
                 scan.unreadable(directory, errno)
+                skip(directory, .unreadableDirectory, String(cString: strerror(errno)))
                 return
             }
             defer { closedir(dir) }
             var names: [String] = []
             while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+                if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }  // . and ..
+                guard let name = String(validating: bytes, as: UTF8.self) else {
+                    scan.passedOver(Skip(path: Array(directory.utf8) + [0x2F] + bytes, reason: .nameNotUTF8, detail: ""))
+                    continue
                 }
-                if name.hasPrefix(".") { continue }
+                if name.hasPrefix(".") {
+                    skip(directory + "/" + name, .hidden)
+                    continue
+                }
                 names.append(name)
             }
             // Reversed, so popLast() yields them in ascending byte order.
