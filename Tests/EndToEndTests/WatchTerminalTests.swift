@@ -181,6 +181,31 @@ struct WatchTerminalTests {
         try harness.waitForScreen("exit on q") { $0.contains("WATCH-EXIT=0") }
     }
 
+    /// Plain lines (not a terminal) are one event a line: a name with a newline and escapes, in the log line of a
+    /// cancelled upload ("removed the partial file …"), is escaped and fakes no line; `--json` stays exact.
+    @Test func plainLinesEscapeNamesAndJSONStaysExact() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let name = "\u{1B}]0;pwned\u{07}\nupload running -> failed.jpg"
+        let destination = harness.home + "/out"
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: harness.home + "/" + name, contents: Data(count: 1 << 20)))
+        let reply = try harness.request([
+            "op": "submit", "kind": "upload",
+            "params": ["files": [harness.home + "/" + name], "to": "file://" + destination, "max_rate": 64 << 10, "chunk_size": 4096],
+        ])
+        let id = try #require((reply["job"] as? [String: Any])?["id"] as? String, "\(reply)")
+        usleep(500_000)
+        _ = try harness.request(["op": "cancel", "job": id])
+        let plain = try harness.runPiped(["watch", "--since", "0"], seconds: 2)
+        #expect(plain.contains("removed the partial file"), "\(plain)")
+        #expect(plain.contains("\\x1b]0;pwned\\x07\\nupload running -> failed.jpg"), "\(plain)")
+        #expect(!plain.contains("\u{1B}") && !plain.contains("\u{07}"))
+        #expect(!plain.split(separator: "\n").contains { $0.hasPrefix("upload running -> failed") })
+        let json = try harness.runPiped(["watch", "--since", "0", "--json"], seconds: 2)
+        #expect(json.contains(#"\u001b]0;pwned\u0007\nupload running -> failed.jpg"#), "\(json)")
+    }
+
     @Test func plainLinesWhenNotATerminal() throws {
         let harness = try WatchHarness()
         defer { harness.stop() }
