@@ -236,7 +236,11 @@ public struct JSONParser {
             throw failure(.limit, "a number is longer than \(limits.maxNumberBytes) characters", at: start)
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
-        guard let value = Double(text), value.isFinite else {
+        // Out of range both ways: past Double's largest, or a non-zero literal that rounds to 0 (1e-400), which
+        // would silently become another number (and Foundation's decoder refuses it too).
+        let nonZeroLiteral = text.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+            .contains { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }
+        guard let value = Double(text), value.isFinite, value != 0 || !nonZeroLiteral else {
             throw failure(.limit, "the number \(text) is out of range", at: start)
         }
         return .number(value)
