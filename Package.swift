@@ -18,6 +18,8 @@ let package = Package(
         // libjpeg reports errors by longjmp, which must never cross a Swift frame: the decode/encode entry points
         // are C functions that catch it and return a status code.
         .target(name: "CJPEGShim", dependencies: ["CJPEG"], linkerSettings: [.linkedLibrary("jpeg")]),
+        // XMP sidecars and embedded XMP keywords (Adobe's XMP toolkit, through exempi's C API).
+        .systemLibrary(name: "CExempi", pkgConfig: "exempi-2.0", providers: [.apt(["libexempi-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
@@ -32,7 +34,7 @@ let package = Package(
         // dependency, so it runs the same in the daemon, on the thread pool or in a worker process.
         .target(
             name: "PhotoLibrary",
-            dependencies: ["TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CCrypto"],
+            dependencies: ["TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CCrypto", "CExempi"],
             path: "Jobs/Tagging/PhotoLibrary"
         ),
 

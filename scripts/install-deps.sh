@@ -11,6 +11,7 @@ packages=(
   libcurl4-openssl-dev  # HTTP for tus uploads (multi interface on the loop)
   libexif-dev           # photo metadata
   libjpeg62-turbo-dev   # photo pixels
+  libexempi-dev         # XMP sidecars and embedded XMP keywords
   tmux                  # terminal tests of `watch`
   python3-venv          # the tus test server's virtualenv
   libimage-exiftool-perl # exiftool: the peer of the autotag benchmark; writes the EXIF of test and bench photos

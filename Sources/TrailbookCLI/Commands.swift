@@ -41,6 +41,8 @@ enum Commands {
                 OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
                 OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
                 OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse to decode photos over N megapixels, too_large (default 100)"),
+                OptionSpec("xmp", help: "tag and autotag jobs write XMP sidecars unless a job says --no-xmp"),
+                OptionSpec("xmp-naming", .value(placeholder: "NAMING"), help: "default sidecar naming: darktable (IMG_0001.jpg.xmp; default) or lightroom (IMG_0001.xmp)"),
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
@@ -128,10 +130,12 @@ enum Commands {
         if let value = try arguments.integer("max-megapixels", range: 1...100_000) {
             configuration.workers.arguments += ["--max-pixels", String(UInt64(value) * 1_000_000)]
         }
+        let xmpDefaults = XMPSidecarDefaults(
+            enabled: arguments.flag("xmp"), naming: try PhotoCommands.xmpNaming(arguments) ?? .darktable)
         let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
         return Daemon.run(configuration) { scheduler in
             scheduler.register(UploadJob())
-            let library = PhotoLibraryService(path: configuration.home + "/photos.sqlite3")
+            let library = PhotoLibraryService(path: configuration.home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
             library.openIfPresent()
             scheduler.register(ImportJob(library: library))
             scheduler.register(TagJob(library: library))

@@ -15,6 +15,32 @@ enum PhotoCommands {
         OptionSpec("all", help: "every photo in the library"),
     ]
 
+    /// `--xmp`, `--no-xmp`, `--xmp-naming` of `submit tag` and `submit autotag`.
+    static let sidecar: [OptionSpec] = [
+        OptionSpec("xmp", help: "also write the keywords to each photo's XMP sidecar (merged; default: the daemon's --xmp)"),
+        OptionSpec("no-xmp", help: "write no XMP sidecars, whatever the daemon's default"),
+        OptionSpec("xmp-naming", .value(placeholder: "NAMING"), help: "darktable (IMG_0001.jpg.xmp, also digiKam; default) or lightroom (IMG_0001.xmp)"),
+    ]
+
+    /// The sidecar params from `--xmp`, `--no-xmp`, `--xmp-naming`.
+    /// - Throws: `UsageError` for both `--xmp` and `--no-xmp`, or an unknown naming.
+    static func sidecarParams(_ arguments: ParsedArguments, into params: inout [String: JSONValue]) throws {
+        if arguments.flag("xmp"), arguments.flag("no-xmp") { throw UsageError("give --xmp or --no-xmp, not both") }
+        if arguments.flag("xmp") { params["xmp"] = true }
+        if arguments.flag("no-xmp") { params["xmp"] = false }
+        if let naming = try xmpNaming(arguments) { params["xmp_naming"] = .string(naming.rawValue) }
+    }
+
+    /// `--xmp-naming`, checked.
+    /// - Throws: `UsageError` naming the values allowed.
+    static func xmpNaming(_ arguments: ParsedArguments) throws -> XMPSidecarNaming? {
+        guard let text = arguments.value("xmp-naming") else { return nil }
+        guard let naming = XMPSidecarNaming(rawValue: text) else {
+            throw UsageError("--xmp-naming must be darktable (IMG_0001.jpg.xmp) or lightroom (IMG_0001.xmp), not \(text)")
+        }
+        return naming
+    }
+
     static let specs: [CommandSpec] = [
         CommandSpec(
             path: ["photos", "import"],
@@ -42,7 +68,7 @@ enum PhotoCommands {
                 OptionSpec("remove", help: "take the keyword off instead"),
                 OptionSpec("max-rate", .value(placeholder: "N"), help: "at most N photos a second (paces the job)"),
                 OptionSpec("load-records", help: "(benchmark) load each photo's full record before tagging it"),
-            ] + selection + Commands.submitCommon,
+            ] + selection + sidecar + Commands.submitCommon,
             details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n"
                 + Commands.exitCodes),
         CommandSpec(
@@ -50,7 +76,7 @@ enum PhotoCommands {
             options: selection + [
                 OptionSpec("retry", .value(placeholder: "JOB"), help: "the photos an earlier autotag JOB could not read for a reason that may pass (its retryable list)"),
                 OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places"),
-            ] + Commands.submitCommon,
+            ] + sidecar + Commands.submitCommon,
             details: "Give one of --ids, --ids-file, --all, --retry. --retry uses JOB's --places unless given.\n"
                 + Commands.exitCodes),
         CommandSpec(
@@ -149,6 +175,7 @@ enum PhotoCommands {
         params["tag"] = .string(context.arguments.value("tag") ?? "")
         if context.arguments.flag("remove") { params["remove"] = true }
         if context.arguments.flag("load-records") { params["load_records"] = true }
+        try sidecarParams(context.arguments, into: &params)
         if let rate = try context.arguments.integer("max-rate", range: 1...Int(Int32.max)) {
             params["max_rate"] = .number(Double(rate))
         }
@@ -172,6 +199,7 @@ enum PhotoCommands {
         if let places = context.arguments.value("places") {
             params["places"] = .string(Commands.absolute(places, cwd: Commands.currentDirectory()))
         }
+        try sidecarParams(context.arguments, into: &params)
         return try Commands.submit(kind: "autotag", params: .object(params), context)
     }
 

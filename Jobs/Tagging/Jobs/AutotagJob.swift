@@ -27,12 +27,22 @@ public struct AutotagJob: JobKind {
         public var selection: PhotoSelection
         /// A user's places table (CSV `name,lat,lon`), absolute path.
         public var places: String?
+        /// Write each photo's tag changes to its XMP sidecar too; `nil`: the daemon's default (`daemon --xmp`).
+        public var xmp: Bool?
+        /// The sidecars' naming; `nil`: the daemon's default (darktable, `IMG_0001.jpg.xmp`).
+        public var xmpNaming: XMPSidecarNaming?
 
-        enum CodingKeys: String, CodingKey { case places }
+        enum CodingKeys: String, CodingKey {
+            case places, xmp
+            case xmpNaming = "xmp_naming"
+        }
 
-        /// Decodes the flat params object (`places` plus the selection keys).
+        /// Decodes the flat params object (`places`, `xmp`, `xmp_naming` plus the selection keys).
         public init(from decoder: any Decoder) throws {
-            places = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(String.self, forKey: .places)
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            places = try container.decodeIfPresent(String.self, forKey: .places)
+            xmp = try container.decodeIfPresent(Bool.self, forKey: .xmp)
+            xmpNaming = try container.decodeIfPresent(XMPSidecarNaming.self, forKey: .xmpNaming)
             selection = try PhotoSelection(from: decoder)
         }
 
@@ -40,6 +50,8 @@ public struct AutotagJob: JobKind {
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encodeIfPresent(places, forKey: .places)
+            try container.encodeIfPresent(xmp, forKey: .xmp)
+            try container.encodeIfPresent(xmpNaming, forKey: .xmpNaming)
             try selection.encode(to: encoder)
         }
     }
@@ -64,6 +76,8 @@ public struct AutotagJob: JobKind {
         var retryableCount = 0
         var retryable: [Bad] = []
         var finished = false
+        /// XMP sidecars written, and the last batch's still pending (only for a job that writes them).
+        var xmp: XMPSidecarTally?
 
         init() {}
 
@@ -82,6 +96,7 @@ public struct AutotagJob: JobKind {
             retryableCount = try c.decodeIfPresent(Int.self, forKey: .retryableCount) ?? 0
             retryable = try c.decodeIfPresent([Bad].self, forKey: .retryable) ?? []
             finished = try c.decode(Bool.self, forKey: .finished)
+            xmp = try c.decodeIfPresent(XMPSidecarTally.self, forKey: .xmp)
         }
     }
 
@@ -127,7 +142,14 @@ public struct AutotagJob: JobKind {
             throw JobError(code: "invalid_params", message: "bad places file: \(error.message)")
         }
         var checkpoint = try library.checkpoint(job: job.id, as: Checkpoint.self) ?? Checkpoint()
-        if checkpoint.finished { return Self.result(checkpoint) }
+        let sidecars = library.xmpDefaults.naming(xmp: params.xmp, naming: params.xmpNaming)
+        if checkpoint.finished { return Self.result(checkpoint, sidecars: sidecars) }
+        if let sidecars {
+            // A crash may have come between the last commit and its sidecar writes: those first.
+            var tally = checkpoint.xmp ?? XMPSidecarTally()
+            try await tally.writePending(naming: sidecars, in: job)
+            checkpoint.xmp = tally
+        }
         let ids = try await params.selection.stableIDs(in: job)
         if checkpoint.processed == 0 {
             do { checkpoint.total = try store.selectionTotal(ids) } catch { throw error.jobError }
@@ -150,6 +172,7 @@ public struct AutotagJob: JobKind {
                 task: InspectPhotoTask.name, records.map { ["path": .string($0.path), "pixels": true] })
             checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "an autotag batch") {
                 tx, next in
+                next.xmp?.pending = []
                 for (record, answer) in zip(records, answers) {
                     var tags: [String]
                     var warnings: [String]
@@ -186,18 +209,24 @@ public struct AutotagJob: JobKind {
                         Self.note(&next.unreadable, &next.unreadableCount, record, code: error.code, error.message)
                     }
                     try tx.replaceTags(of: record.localID, with: tags, where: AutoTags.isManaged)
+                    if sidecars != nil {
+                        // The sidecar gets what this run changed: its tags, and the managed tags it took off.
+                        let dropped = record.tags.filter { AutoTags.isManaged($0) && !tags.contains($0) }
+                        next.xmp?.pending.append(XMPSidecarChange(path: record.path, add: tags, remove: dropped))
+                    }
                     try store.setWarnings(warnings, for: record.localID)
                     next.tagged += 1
                 }
                 next.advance(past: batch, missing: batch.localIDs.count - records.count)
             }
+            if let sidecars { try await checkpoint.xmp?.writePending(naming: sidecars, in: job) }
             job.reportProgress(
                 completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed),
                 current: records.last?.path)
         }
         checkpoint.finished = true
         checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")
-        return Self.result(checkpoint)
+        return Self.result(checkpoint, sidecars: sidecars)
     }
 
     /// Counts a photo in `count` and lists it in `list` while that holds fewer than `listLimit`.
@@ -225,8 +254,8 @@ public struct AutotagJob: JobKind {
         library.forgetCheckpoint(job: id)
     }
 
-    static func result(_ checkpoint: Checkpoint) -> JSONValue {
-        [
+    static func result(_ checkpoint: Checkpoint, sidecars: XMPSidecarNaming?) -> JSONValue {
+        var result: [String: JSONValue] = [
             "photos": .number(checkpoint.processed), "tagged": .number(checkpoint.tagged),
             "duplicates": .number(checkpoint.duplicates), "unknown_count": .number(checkpoint.unknownCount),
             "unknown_first": .array(checkpoint.unknownFirst.map { .string($0) }),
@@ -235,5 +264,7 @@ public struct AutotagJob: JobKind {
             "retryable_count": .number(checkpoint.retryableCount),
             "retryable": JSONCoding.value(of: checkpoint.retryable),
         ]
+        if let sidecars { result["xmp"] = (checkpoint.xmp ?? XMPSidecarTally()).result(naming: sidecars) }
+        return .object(result)
     }
 }

@@ -35,6 +35,8 @@ public struct ImportJob: JobKind {
         var sameContent = 0
         var failed = 0
         var failures: [Failure] = []
+        /// Keywords found in the files' XMP (embedded, sidecars) that became tags, counted per photo and keyword.
+        var keywords: Int?
     }
 
     struct Failure: Codable {
@@ -110,7 +112,7 @@ public struct ImportJob: JobKind {
                 }
             }
             let answers = try await job.runInWorkers(
-                task: InspectPhotoTask.name, toRead.map { ["path": .string($0.path), "pixels": false] })
+                task: InspectPhotoTask.name, toRead.map { ["path": .string($0.path), "pixels": false, "keywords": true] })
             for (file, answer) in zip(toRead, answers) {
                 do {
                     let inspection = try JSONCoding.convert(try answer.get(), to: PhotoInspection.self)
@@ -119,6 +121,9 @@ public struct ImportJob: JobKind {
                     case .updated: checkpoint.updated += 1
                     case .unchanged: checkpoint.unchanged += 1
                     case .sameContent: checkpoint.sameContent += 1
+                    }
+                    if let keywords = inspection.keywords, !keywords.isEmpty {
+                        checkpoint.keywords = (checkpoint.keywords ?? 0) + (try Self.tag(inspection.stableID, with: keywords, in: store))
                     }
                 } catch let error as JobError {
                     Self.record(&checkpoint, Failure(path: file.path, code: error.code, message: error.message))
@@ -136,6 +141,7 @@ public struct ImportJob: JobKind {
             "dir": .string(root), "files": .number(files.count), "inserted": .number(checkpoint.inserted),
             "updated": .number(checkpoint.updated), "unchanged": .number(checkpoint.unchanged),
             "same_content": .number(checkpoint.sameContent), "failed": .number(checkpoint.failed),
+            "keywords": .number(checkpoint.keywords ?? 0),
             "failures": JSONCoding.value(of: checkpoint.failures),
             "skipped": .number(skips.count),
             "skipped_by_reason": .object(
@@ -148,6 +154,18 @@ public struct ImportJob: JobKind {
                     ]
                 }),
         ]
+    }
+
+    /// Tags the photo `stableID` with the XMP keywords it carries (each normalized like any tag; one that is no
+    /// valid tag, such as one over 200 bytes, is left out). Returns how many it did not have yet.
+    static func tag(_ stableID: StableID, with keywords: [String], in store: PhotoStore) throws(PhotoLibraryError) -> Int {
+        guard let photo = try store.photo(stableID: stableID) else { return 0 }
+        var added = 0
+        for keyword in keywords {
+            guard let tag = try? TagName.validated(keyword) else { continue }
+            added += try store.addTag(tag, to: [photo.localID]).added
+        }
+        return added
     }
 
     static func record(_ checkpoint: inout Checkpoint, _ failure: Failure) {

@@ -18,11 +18,14 @@ import TrailbookSQLite
 public final class PhotoLibraryService {
     /// Path of the store.
     public let path: String
+    /// Whether (and how) `tag` and `autotag` write XMP sidecars when a job does not say (`daemon --xmp`).
+    public nonisolated let xmpDefaults: XMPSidecarDefaults
     private var opened: PhotoStore?
 
     /// A service for the store at `path`; nothing is opened yet.
-    public nonisolated init(path: String) {
+    public nonisolated init(path: String, xmpDefaults: XMPSidecarDefaults = XMPSidecarDefaults()) {
         self.path = path
+        self.xmpDefaults = xmpDefaults
     }
 
     /// The store, opened (created and migrated if needed) on first use.

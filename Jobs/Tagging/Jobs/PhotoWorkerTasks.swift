@@ -4,7 +4,7 @@ import TrailbookEngine
 /// Worker task `photo.inspect`: reads one photo file and returns its `PhotoInspection` (stable ID, stamp, EXIF
 /// metadata and, when asked, the pixel analysis). Runs in a worker process because it parses untrusted bytes.
 ///
-/// Payload: `{"path": String, "pixels": Bool}`. Errors: the photo library's codes (`empty`, `not_jpeg`, `io`,
+/// Payload: `{"path": String, "pixels": Bool, "keywords": Bool}` (`keywords`: also read the XMP keywords). Errors: the photo library's codes (`empty`, `not_jpeg`, `io`,
 /// `too_large`, …) as `JobError`s. A JPEG whose pixels do not decode is a result with `pixelError` set.
 public struct InspectPhotoTask: WorkerTask {
     /// `photo.inspect`.
@@ -28,7 +28,8 @@ public struct InspectPhotoTask: WorkerTask {
         }
         do {
             let inspection = try PhotoInspection(
-                path: path, analysePixels: payload["pixels"]?.boolValue ?? false, limits: limits)
+                path: path, analysePixels: payload["pixels"]?.boolValue ?? false, limits: limits,
+                readKeywords: payload["keywords"]?.boolValue ?? false)
             return JSONCoding.value(of: inspection)
         } catch {
             throw error.jobError

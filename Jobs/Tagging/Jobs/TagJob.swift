@@ -33,11 +33,16 @@ public struct TagJob: JobKind {
         public var maxRate: Int64?
         /// Which photos.
         public var selection: PhotoSelection
+        /// Write the change to each photo's XMP sidecar too; `nil`: the daemon's default (`daemon --xmp`).
+        public var xmp: Bool?
+        /// The sidecars' naming; `nil`: the daemon's default (darktable, `IMG_0001.jpg.xmp`).
+        public var xmpNaming: XMPSidecarNaming?
 
         enum CodingKeys: String, CodingKey {
-            case tag, remove
+            case tag, remove, xmp
             case loadRecords = "load_records"
             case maxRate = "max_rate"
+            case xmpNaming = "xmp_naming"
         }
 
         /// Decodes the flat params object (`tag`, `remove`, `load_records`, `max_rate` plus the selection keys).
@@ -47,6 +52,8 @@ public struct TagJob: JobKind {
             remove = try container.decodeIfPresent(Bool.self, forKey: .remove)
             loadRecords = try container.decodeIfPresent(Bool.self, forKey: .loadRecords)
             maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
+            xmp = try container.decodeIfPresent(Bool.self, forKey: .xmp)
+            xmpNaming = try container.decodeIfPresent(XMPSidecarNaming.self, forKey: .xmpNaming)
             selection = try PhotoSelection(from: decoder)
         }
 
@@ -57,6 +64,8 @@ public struct TagJob: JobKind {
             try container.encodeIfPresent(remove, forKey: .remove)
             try container.encodeIfPresent(loadRecords, forKey: .loadRecords)
             try container.encodeIfPresent(maxRate, forKey: .maxRate)
+            try container.encodeIfPresent(xmp, forKey: .xmp)
+            try container.encodeIfPresent(xmpNaming, forKey: .xmpNaming)
             try selection.encode(to: encoder)
         }
     }
@@ -71,6 +80,8 @@ public struct TagJob: JobKind {
         var unknownCount = 0
         var unknownFirst: [String] = []
         var finished = false
+        /// XMP sidecars written, and the last batch's still pending (only for a job that writes them).
+        var xmp: XMPSidecarTally?
     }
 
     /// `tag`.
@@ -121,7 +132,9 @@ public struct TagJob: JobKind {
         let tag: String
         do { tag = try TagName.validated(params.tag) } catch { throw error.jobError }
         var checkpoint = try library.checkpoint(job: job.id, as: Checkpoint.self) ?? Checkpoint()
-        if checkpoint.finished { return Self.result(checkpoint, params) }
+        if checkpoint.finished {
+            return Self.result(checkpoint, params, sidecars: library.xmpDefaults.naming(xmp: params.xmp, naming: params.xmpNaming))
+        }
         let ids = try await params.selection.stableIDs(in: job)
         if checkpoint.processed == 0 {
             do { checkpoint.total = try store.selectionTotal(ids) } catch { throw error.jobError }
@@ -129,6 +142,13 @@ public struct TagJob: JobKind {
         job.reportProgress(completed: checkpoint.processed, total: checkpoint.total)
         let change: TagChange = params.remove == true ? .remove : .add
         let size = Self.batchSize(maxRate: params.maxRate)
+        let sidecars = library.xmpDefaults.naming(xmp: params.xmp, naming: params.xmpNaming)
+        if let sidecars {
+            // A crash may have come between the last commit and its sidecar writes: those first.
+            var tally = checkpoint.xmp ?? XMPSidecarTally()
+            try await tally.writePending(naming: sidecars, in: job)
+            checkpoint.xmp = tally
+        }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         while true {
             try job.checkCancellation()
@@ -138,20 +158,21 @@ public struct TagJob: JobKind {
             let next =
                 if let ids {
                     try listedBatch(of: ids, size: size, tag, change, after: checkpoint,
-                        loadRecords: params.loadRecords == true, job: job.id, in: store)
+                        loadRecords: params.loadRecords == true, sidecars: sidecars != nil, job: job.id, in: store)
                 } else {
                     try libraryBatch(size: size, tag, change, after: checkpoint,
-                        loadRecords: params.loadRecords == true, job: job.id, in: store)
+                        loadRecords: params.loadRecords == true, sidecars: sidecars != nil, job: job.id, in: store)
                 }
             guard let next else { break }
             checkpoint = next
+            if let sidecars { try await checkpoint.xmp?.writePending(naming: sidecars, in: job) }
             job.reportProgress(completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed))
             // Let the control socket and the feed run between batches.
             await Task.yield()
         }
         checkpoint.finished = true
         checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")
-        return Self.result(checkpoint, params)
+        return Self.result(checkpoint, params, sidecars: sidecars)
     }
 
     /// Tags the next `size` entries of a list of stable IDs (`ids`, `ids_file`) and commits them with the
@@ -159,7 +180,7 @@ public struct TagJob: JobKind {
     /// write per 64 local IDs, in the same transaction.
     private func listedBatch(
         of ids: StableIDList, size: Int, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool,
-        job: String, in store: PhotoStore
+        sidecars: Bool, job: String, in store: PhotoStore
     ) throws(JobError) -> Checkpoint? {
         let start = Int(checkpoint.cursor)
         guard start < ids.count else { return nil }
@@ -170,7 +191,15 @@ public struct TagJob: JobKind {
                 do { _ = try store.photo(stableID: id) } catch { throw error.jobError }
             }
         }
+        let pending: [XMPSidecarChange]
+        do {
+            pending = sidecars ? Self.sidecarChanges(try store.paths(of: try store.resolve(ids, in: range).localIDs), tag, change) : []
+        } catch {
+            throw error.jobError
+        }
         return try PhotoLibraryService.commit(checkpoint, job: job, in: store, what: "a tag batch") { tx, next in
+            if sidecars { next.xmp = next.xmp ?? XMPSidecarTally() }
+            next.xmp?.pending = pending
             let outcome = try tx.changeTag(tag, change, of: ids, in: range)
             next.changed += outcome.changed
             next.unchanged += outcome.unchanged
@@ -184,8 +213,8 @@ public struct TagJob: JobKind {
     /// Tags the next `size` photos of the whole library (`all`), by local ID, and commits them with the
     /// checkpoint; `nil` when every photo is done.
     private func libraryBatch(
-        size: Int, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool, job: String,
-        in store: PhotoStore
+        size: Int, _ tag: String, _ change: TagChange, after checkpoint: Checkpoint, loadRecords: Bool, sidecars: Bool,
+        job: String, in store: PhotoStore
     ) throws(JobError) -> Checkpoint? {
         let selected: SelectedBatch?
         do { selected = try store.batch(of: nil, from: checkpoint.cursor, size: size) } catch {
@@ -197,7 +226,13 @@ public struct TagJob: JobKind {
                 do { _ = try store.photo(localID: id) } catch { throw error.jobError }
             }
         }
+        let pending: [XMPSidecarChange]
+        do { pending = sidecars ? Self.sidecarChanges(try store.paths(of: batch.localIDs), tag, change) : [] } catch {
+            throw error.jobError
+        }
         return try PhotoLibraryService.commit(checkpoint, job: job, in: store, what: "a tag batch") { tx, next in
+            if sidecars { next.xmp = next.xmp ?? XMPSidecarTally() }
+            next.xmp?.pending = pending
             let counts = try tx.changeTag(tag, change, of: batch.localIDs)
             next.changed += counts.changed
             next.unchanged += counts.unchanged
@@ -210,14 +245,21 @@ public struct TagJob: JobKind {
         library.forgetCheckpoint(job: id)
     }
 
-    static func result(_ checkpoint: Checkpoint, _ params: Params) -> JSONValue {
+    /// The sidecar change of each photo at `paths`: hold `tag`, or drop it.
+    static func sidecarChanges(_ paths: [String], _ tag: String, _ change: TagChange) -> [XMPSidecarChange] {
+        paths.map { XMPSidecarChange(path: $0, add: change == .add ? [tag] : [], remove: change == .remove ? [tag] : []) }
+    }
+
+    static func result(_ checkpoint: Checkpoint, _ params: Params, sidecars: XMPSidecarNaming?) -> JSONValue {
         let removing = params.remove == true
-        return [
+        var result: [String: JSONValue] = [
             "tag": .string(params.tag), "remove": .bool(removing), "photos": .number(checkpoint.processed),
             (removing ? "removed" : "tagged"): .number(checkpoint.changed),
             (removing ? "did_not_have" : "already_had"): .number(checkpoint.unchanged),
             "unknown_count": .number(checkpoint.unknownCount),
             "unknown_first": .array(checkpoint.unknownFirst.map { .string($0) }),
         ]
+        if let sidecars { result["xmp"] = (checkpoint.xmp ?? XMPSidecarTally()).result(naming: sidecars) }
+        return .object(result)
     }
 }

@@ -69,15 +69,19 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
     public var pixelError: String?
     /// Why `pixels` is `nil`, as the photo library's stable code (`truncated`, `corrupt`, `too_large`, …).
     public var pixelErrorCode: String?
+    /// The keywords the photo already carries in XMP (its embedded packet's and its sidecars' `dc:subject`), when
+    /// asked for (import); `nil` otherwise.
+    public var keywords: [String]?
 
     /// Reads `path` once and inspects it.
     ///
     /// - Parameters:
     ///   - analysePixels: decode and analyse the pixels (autotag) or not (import).
     ///   - limits: decoder limits.
+    ///   - readKeywords: also read the XMP keywords (`keywords`).
     /// - Throws: `PhotoLibraryError` `.io`/`.tooLarge` if the file cannot be read, `.empty`/`.notJPEG` if it is no
     ///   JPEG at all. A JPEG whose pixels fail to decode is not an error: see `pixelError`.
-    public init(path: String, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits())
+    public init(path: String, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits(), readKeywords: Bool = false)
         throws(PhotoLibraryError)
     {
         let file = try PhotoFile.read(path: path)
@@ -86,6 +90,7 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
         stableID = StableID(contentsOf: file.bytes)
         let decoder = try PhotoFormat.decoder(for: file.bytes)
         metadata = try decoder.metadata(file.bytes)
+        if readKeywords { keywords = XMPKeywords.keywords(ofPhoto: path, bytes: file.bytes) }
         guard analysePixels else { return }
         do {
             pixels = PixelAnalysis(displayed: try decoder.displayedImage(file.bytes, metadata: metadata, limits: limits))

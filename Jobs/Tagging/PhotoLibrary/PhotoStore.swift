@@ -321,6 +321,17 @@ public final class PhotoStore {
         }
     }
 
+    /// The paths of the photos in `localIDs` that exist, in local-ID order (for their XMP sidecars). One query.
+    /// - Throws: `PhotoLibraryError.store` on a SQLite error.
+    public func paths(of localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> [String] {
+        try store {
+            try database.query(
+                "SELECT path FROM photos WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                [.text(PhotoStoreTransaction.jsonText(localIDs))]
+            ).compactMap { $0.text(0) }
+        }
+    }
+
     /// The photo with stable ID `stableID`, with its tags; `nil` if there is none. One indexed query for the row
     /// and one for its tags.
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
