@@ -1,4 +1,5 @@
 import CExempi
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -278,9 +279,13 @@ public struct XMPSidecarFailure: Error, Hashable, Sendable {
 }
 
 /// Writes a batch of sidecar changes, each atomically: the new packet goes to a hidden temporary file in the
-/// sidecar's directory (`.IMG_0001.jpg.xmp.<pid>.tmp`), the batch's temporary files are flushed to disk, each is
-/// renamed over its sidecar, and each directory touched is fsynced. So a sidecar is always either the old one or
-/// the new one, whole, and after a crash a sidecar that was renamed is on disk.
+/// sidecar's directory (`.IMG_0001.jpg.xmp.trailbook.tmp`), the batch's temporary files are flushed to disk, each
+/// is renamed over its sidecar, and each directory touched is fsynced. So a sidecar is always either the old one or
+/// the new one, whole, and after a crash a sidecar that was renamed is on disk. A temporary file left by a crash
+/// has the same name the redo of its batch writes and renames, so none stays behind.
+///
+/// Batches run one at a time in a process (a lock): two jobs changing the same sidecar at once would otherwise
+/// each read it before the other wrote, and one change would be lost.
 ///
 /// The flush is one `syncfs(2)` per file system for the whole batch rather than an `fsync(2)` per file: the
 /// same guarantee (every temporary file's data is durable before any rename), at the cost of one flush instead of
@@ -289,15 +294,20 @@ public struct XMPSidecarFailure: Error, Hashable, Sendable {
 public enum XMPSidecarWriter {
     /// Applies `changes` (sidecar naming `naming`) and returns one outcome per change, in order.
     public static func apply(_ changes: [XMPSidecarChange], naming: XMPSidecarNaming) -> [XMPSidecarOutcome] {
+        oneAtATime.withLock { _ in applyAlone(changes, naming: naming) }
+    }
+
+    private static let oneAtATime = Mutex(())
+
+    private static func applyAlone(_ changes: [XMPSidecarChange], naming: XMPSidecarNaming) -> [XMPSidecarOutcome] {
         var outcomes = [XMPSidecarOutcome](repeating: .unchanged, count: changes.count)
         var staged: [(index: Int, temporary: String, sidecar: String)] = []
-        let pid = getpid()
         for (index, change) in changes.enumerated() {
             let sidecar = naming.sidecarPath(for: change.path)
             do {
                 let existing = try XMPKeywords.readFile(sidecar).get()
                 guard let packet = try XMPKeywords.merged(existing, change, sidecarPath: sidecar) else { continue }
-                let temporary = temporaryPath(for: sidecar, pid: pid)
+                let temporary = temporaryPath(for: sidecar)
                 try writeTemporary(packet, to: temporary, sidecar: sidecar, mode: existing == nil ? 0o644 : nil)
                 staged.append((index, temporary, sidecar))
             } catch {
@@ -339,12 +349,12 @@ public enum XMPSidecarWriter {
         return outcomes
     }
 
-    /// `DIR/.NAME.<pid>.tmp`: hidden (no photo app and no import takes it for a sidecar) and in the same
+    /// `DIR/.NAME.trailbook.tmp`: hidden (no photo app and no import takes it for a sidecar) and in the same
     /// directory, so the rename is atomic.
-    static func temporaryPath(for sidecar: String, pid: pid_t) -> String {
+    static func temporaryPath(for sidecar: String) -> String {
         let directory = directoryOf(sidecar)
         let name = sidecar.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? sidecar
-        return (directory == "." && !sidecar.hasPrefix("./") ? "" : directory + "/") + "." + name + ".\(pid).tmp"
+        return (directory == "." && !sidecar.hasPrefix("./") ? "" : directory + "/") + "." + name + ".trailbook.tmp"
     }
 
     static func directoryOf(_ path: String) -> String {

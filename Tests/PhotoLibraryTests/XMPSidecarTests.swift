@@ -1,0 +1,140 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import PhotoLibrary
+
+/// XMP sidecars as another tool sees them: every check of what was written reads the file back with exiftool
+/// (`-XMP:Subject`, `-XMP:HierarchicalSubject`, ratings, labels, another app's namespace).
+@Suite(.serialized)
+struct XMPSidecarTests {
+    /// A darktable-style sidecar with a rating, a colour label, darktable's own namespace and a keyword.
+    static let foreign = """
+        <x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\
+        <rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:dc="http://purl.org/dc/elements/1.1/" \
+        xmlns:darktable="http://darktable.sf.net/" xmp:Rating="4" xmp:Label="Red" darktable:history_end="3">\
+        <dc:subject><rdf:Bag><rdf:li>beach</rdf:li></rdf:Bag></dc:subject></rdf:Description></rdf:RDF></x:xmpmeta>
+        """
+
+    /// Runs exiftool and returns its stdout, trimmed.
+    static func exiftool(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["exiftool"] + arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A list tag as exiftool prints it, items joined by `;`.
+    static func seen(_ tag: String, _ file: String) throws -> String {
+        try exiftool(["-s3", "-sep", ";", "-" + tag, file])
+    }
+
+    @Test func namingsAndHierarchies() {
+        #expect(XMPSidecarNaming.darktable.sidecarPath(for: "/p/IMG_0001.jpg") == "/p/IMG_0001.jpg.xmp")
+        #expect(XMPSidecarNaming.lightroom.sidecarPath(for: "/p/IMG_0001.jpg") == "/p/IMG_0001.xmp")
+        #expect(XMPSidecarNaming.lightroom.sidecarPath(for: "/p.d/IMG") == "/p.d/IMG.xmp")
+        #expect(XMPKeywords.hierarchy(of: "year:2015") == "year|2015")
+        #expect(XMPKeywords.hierarchy(of: "camera:Canon EOS 40D") == "camera|Canon EOS 40D")
+        #expect(XMPKeywords.hierarchy(of: "trip") == nil)
+        #expect(XMPKeywords.hierarchy(of: ":x") == nil)
+        #expect(XMPKeywords.hierarchy(of: "x:") == nil)
+    }
+
+    @Test func newSidecarIsReadByExiftool() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let photo = dir + "/IMG_0001.jpg"
+        let outcomes = XMPSidecarWriter.apply(
+            [XMPSidecarChange(path: photo, add: ["year:2015", "trip", "C\u{E3}o"], remove: [])], naming: .darktable)
+        #expect(outcomes == [.written])
+        #expect(try Self.seen("XMP:Subject", photo + ".xmp") == "year:2015;trip;C\u{E3}o")
+        #expect(try Self.seen("XMP:HierarchicalSubject", photo + ".xmp") == "year|2015")
+        #expect(access(dir + "/IMG_0001.xmp", F_OK) != 0, "darktable naming writes only IMG_0001.jpg.xmp")
+        // No temporary file is left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["IMG_0001.jpg.xmp"])
+    }
+
+    @Test func foreignContentStaysAndOnlyTheChangeMoves() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let photo = dir + "/IMG_0002.jpg"
+        let sidecar = dir + "/IMG_0002.xmp"
+        Fixtures.write(Array(Self.foreign.utf8), to: sidecar)
+        #expect(XMPSidecarWriter.apply([XMPSidecarChange(path: photo, add: ["year:2015"], remove: [])], naming: .lightroom) == [.written])
+        #expect(try Self.seen("XMP:Subject", sidecar) == "beach;year:2015")
+        #expect(try Self.seen("XMP:HierarchicalSubject", sidecar) == "year|2015")
+        #expect(try Self.seen("XMP:Rating", sidecar) == "4")
+        #expect(try Self.seen("XMP:Label", sidecar) == "Red")
+        #expect(try Self.seen("XMP-darktable:History_end", sidecar) == "3")
+
+        // Removing takes off only that keyword (and its hierarchy); the other app's keyword stays.
+        #expect(XMPSidecarWriter.apply([XMPSidecarChange(path: photo, add: [], remove: ["year:2015", "absent"])], naming: .lightroom) == [.written])
+        #expect(try Self.seen("XMP:Subject", sidecar) == "beach")
+        #expect(try Self.seen("XMP:HierarchicalSubject", sidecar) == "")
+        #expect(try Self.seen("XMP:Rating", sidecar) == "4")
+        #expect(try Self.seen("XMP-darktable:History_end", sidecar) == "3")
+    }
+
+    @Test func applyingTwiceHoldsEachKeywordOnce() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let photo = dir + "/a.jpg"
+        let change = XMPSidecarChange(path: photo, add: ["trip", "year:2015", "trip"], remove: [])
+        #expect(XMPSidecarWriter.apply([change], naming: .darktable) == [.written])
+        let first = try String(contentsOfFile: photo + ".xmp", encoding: .utf8)
+        #expect(XMPSidecarWriter.apply([change], naming: .darktable) == [.unchanged], "a redo after a crash changes nothing")
+        #expect(try String(contentsOfFile: photo + ".xmp", encoding: .utf8) == first)
+        #expect(try Self.seen("XMP:Subject", photo + ".xmp") == "trip;year:2015")
+        // A sidecar another tool left with the keyword twice ends with it once.
+        Fixtures.write(Array(Self.foreign.replacingOccurrences(of: "<rdf:li>beach</rdf:li>", with: "<rdf:li>trip</rdf:li><rdf:li>trip</rdf:li>").utf8), to: dir + "/b.jpg.xmp")
+        #expect(XMPSidecarWriter.apply([XMPSidecarChange(path: dir + "/b.jpg", add: ["trip"], remove: [])], naming: .darktable) == [.written])
+        #expect(try Self.seen("XMP:Subject", dir + "/b.jpg.xmp") == "trip")
+    }
+
+    @Test func badSidecarsAreReportedPerPhotoAndNeverClobbered() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let garbage = Array("<x:xmpmeta this is not XML".utf8)
+        Fixtures.write(garbage, to: dir + "/bad.jpg.xmp")
+        mkdir(dir + "/isdir.jpg.xmp", 0o755)
+        let outcomes = XMPSidecarWriter.apply(
+            [
+                XMPSidecarChange(path: dir + "/bad.jpg", add: ["trip"], remove: []),
+                XMPSidecarChange(path: dir + "/gone/c.jpg", add: ["trip"], remove: []),
+                XMPSidecarChange(path: dir + "/isdir.jpg", add: ["trip"], remove: []),
+                XMPSidecarChange(path: dir + "/good.jpg", add: ["trip"], remove: []),
+            ], naming: .darktable)
+        guard outcomes.count == 4 else { Issue.record("\(outcomes)"); return }
+        guard case .failed(let badCode, let badMessage) = outcomes[0] else { Issue.record("\(outcomes[0])"); return }
+        #expect(badCode == "xmp_unreadable")
+        #expect(badMessage.contains(dir + "/bad.jpg.xmp"))
+        #expect(Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/bad.jpg.xmp"))) == garbage, "left as it was")
+        guard case .failed(let goneCode, let goneMessage) = outcomes[1] else { Issue.record("\(outcomes[1])"); return }
+        #expect(goneCode == "xmp_write_failed")
+        #expect(goneMessage.contains("No such file or directory"))
+        guard case .failed(let dirCode, _) = outcomes[2] else { Issue.record("\(outcomes[2])"); return }
+        #expect(dirCode == "xmp_unreadable", "a directory where the sidecar should be is not XMP")
+        #expect(outcomes[3] == .written, "one bad sidecar does not stop the others")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["bad.jpg.xmp", "good.jpg.xmp", "isdir.jpg.xmp"])
+    }
+
+    @Test func importReadsEmbeddedAndSidecarKeywords() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let photo = dir + "/IMG_0003.jpg"
+        Fixtures.write(try Fixtures.scene(64, 48).jpegData(), to: photo)
+        _ = try Self.exiftool(["-q", "-overwrite_original", "-XMP-dc:Subject=embedded", "-XMP-dc:Subject=C\u{E3}o", photo])
+        #expect(try Self.seen("XMP:Subject", photo) == "embedded;C\u{E3}o", "exiftool embedded the keywords")
+        Fixtures.write(Array(Self.foreign.utf8), to: dir + "/IMG_0003.xmp")
+        Fixtures.write(Array(Self.foreign.replacingOccurrences(of: "beach", with: "embedded").utf8), to: dir + "/IMG_0003.jpg.xmp")
+        let inspection = try PhotoInspection(path: photo, analysePixels: false, readKeywords: true)
+        #expect(inspection.keywords == ["embedded", "C\u{E3}o", "beach"])
+        #expect(try PhotoInspection(path: photo, analysePixels: false).keywords == nil)
+    }
+}
