@@ -62,7 +62,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "PhotoLibraryTests",
-            dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim"]
+            dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim", "TestSupport"]
         ),
         .testTarget(
             name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto", "TestSupport"]),

@@ -2,25 +2,16 @@ import Foundation
 import Glibc
 import PhotoLibrary
 import Testing
+import TestSupport
 import TrailbookEngine
 import TrailbookSQLite
 
 /// XMP sidecars through the real CLI and daemon, checked as another tool sees them (exiftool).
 @Suite(.serialized)
 struct XMPSidecarEndToEndTests {
-    /// A darktable sidecar with a rating, a colour label, darktable's own namespace and a keyword of its own.
-    static let foreign = """
-        <x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\
-        <rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:dc="http://purl.org/dc/elements/1.1/" \
-        xmlns:darktable="http://darktable.sf.net/" xmp:Rating="4" xmp:Label="Red" darktable:history_end="3">\
-        <dc:subject><rdf:Bag><rdf:li>beach</rdf:li></rdf:Bag></dc:subject></rdf:Description></rdf:RDF></x:xmpmeta>
-        """
+    static let foreign = XMPFixtures.foreignSidecar
 
-    /// What exiftool prints for one tag of `file` (`-s3`, list items joined by `;`).
-    static func exiftool(_ tag: String, _ file: String) throws -> String {
-        let result = try DaemonHarness.run("/usr/bin/env", ["exiftool", "-s3", "-sep", ";", "-" + tag, file])
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
+    static func exiftool(_ tag: String, _ file: String) throws -> String { try XMPFixtures.seen(tag, file) }
 
     /// A synthetic library of `count` photos whose paths are `folder/N.jpg` (no image files: `tag` never reads them).
     static func library(_ home: TemporaryDirectory, count: Int, in folder: String) throws -> [String] {

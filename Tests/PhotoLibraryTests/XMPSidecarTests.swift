@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 @testable import PhotoLibrary
 
@@ -8,32 +9,11 @@ import Testing
 /// (`-XMP:Subject`, `-XMP:HierarchicalSubject`, ratings, labels, another app's namespace).
 @Suite(.serialized)
 struct XMPSidecarTests {
-    /// A darktable-style sidecar with a rating, a colour label, darktable's own namespace and a keyword.
-    static let foreign = """
-        <x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\
-        <rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:dc="http://purl.org/dc/elements/1.1/" \
-        xmlns:darktable="http://darktable.sf.net/" xmp:Rating="4" xmp:Label="Red" darktable:history_end="3">\
-        <dc:subject><rdf:Bag><rdf:li>beach</rdf:li></rdf:Bag></dc:subject></rdf:Description></rdf:RDF></x:xmpmeta>
-        """
+    static let foreign = XMPFixtures.foreignSidecar
 
-    /// Runs exiftool and returns its stdout, trimmed.
-    static func exiftool(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["exiftool"] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
+    static func exiftool(_ arguments: [String]) throws -> String { try XMPFixtures.exiftool(arguments) }
 
-    /// A list tag as exiftool prints it, items joined by `;`.
-    static func seen(_ tag: String, _ file: String) throws -> String {
-        try exiftool(["-s3", "-sep", ";", "-" + tag, file])
-    }
+    static func seen(_ tag: String, _ file: String) throws -> String { try XMPFixtures.seen(tag, file) }
 
     @Test func namingsAndHierarchies() {
         #expect(XMPSidecarNaming.darktable.sidecarPath(for: "/p/IMG_0001.jpg") == "/p/IMG_0001.jpg.xmp")
