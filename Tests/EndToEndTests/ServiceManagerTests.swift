@@ -49,22 +49,15 @@ struct ServiceManagerTests {
         let home = TemporaryDirectory()
         let socket = home.file("activated.sock")
         let log = home.file("daemon.log")
-        // posix_spawn rather than Foundation's Process: the launcher execs the daemon in its own process, which
-        // Process's child bookkeeping does not expect (a later CLI child was then never reaped).
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = [
-            activate, "--listen=\(socket)", "-E", "TRAILBOOK_JOBS_HOME=\(home.path)", "-E", "TRAILBOOK_JOBS_TEST_KINDS=1",
-            Binary.path, "daemon", "--socket", socket,
-        ]
-        var cArguments = argv.map { strdup($0) } + [nil]
-        defer { for pointer in cArguments { free(pointer) } }
-        var pid: pid_t = 0
-        try #require(posix_spawn(&pid, activate, &actions, nil, &cArguments, environ) == 0)
+        // posix_spawn rather than Foundation's Process, which passes on the test runner's blocked signals and does
+        // not expect the launcher to exec the daemon in its own process.
+        let pid = try ChildProcess.spawn(
+            activate,
+            [
+                "--listen=\(socket)", "-E", "TRAILBOOK_JOBS_HOME=\(home.path)", "-E", "TRAILBOOK_JOBS_TEST_KINDS=1",
+                Binary.path, "daemon", "--socket", socket,
+            ],
+            environment: ProcessInfo.processInfo.environment, output: log)
         defer {
             kill(pid, SIGKILL)
             var status: Int32 = 0

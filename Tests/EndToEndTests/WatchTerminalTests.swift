@@ -265,7 +265,7 @@ final class WatchHarness {
     }
 
     func startDaemon() throws {
-        daemon = try Self.spawn(
+        daemon = try ChildProcess.spawn(
             binary, ["daemon", "--stall-timeout", "1s", "--retry-base", "30s"], environment: environment,
             output: home + "/daemon.log")
         let deadline = Date().addingTimeInterval(10)
@@ -332,41 +332,10 @@ final class WatchHarness {
         // Output to a file, not a pipe: the tmux server this may start keeps inherited descriptors open for good.
         let outputPath = home + "/tmux-\(UInt32.random(in: 0...UInt32.max)).out"
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let pid = try Self.spawn("/usr/bin/tmux", ["-L", tmuxSocket] + arguments, environment: environment, output: outputPath)
+        let pid = try ChildProcess.spawn("/usr/bin/tmux", ["-L", tmuxSocket] + arguments, environment: environment, output: outputPath)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-    }
-
-    /// Starts `path` with stdin from /dev/null and stdout and stderr to `output`, with every signal unblocked
-    /// and at its default (Foundation's `Process` passes on the test runner's blocked signals, so a child would
-    /// ignore SIGTERM, SIGINT and SIGWINCH).
-    static func spawn(_ path: String, _ arguments: [String], environment: [String: String], output: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var all = sigset_t()
-        sigfillset(&all)
-        sigdelset(&all, SIGKILL)
-        sigdelset(&all, SIGSTOP)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw Failure(description: "cannot start \(path): \(String(cString: strerror(rc)))") }
-        return pid
     }
 
     /// SIGTERM, then SIGKILL after 5 s; reaps the process.
@@ -438,7 +407,7 @@ final class WatchHarness {
     /// Runs the CLI with stdout to a file (not a terminal) for `seconds`, then SIGTERM; returns what it printed.
     func runPiped(_ arguments: [String], seconds: Double) throws -> String {
         let outputPath = home + "/piped.out"
-        let pid = try Self.spawn(
+        let pid = try ChildProcess.spawn(
             binary, arguments, environment: environment.merging(["TERM": "xterm-256color"]) { $1 }, output: outputPath)
         usleep(UInt32(seconds * 1_000_000))
         Self.terminate(pid)
