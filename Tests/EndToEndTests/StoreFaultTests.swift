@@ -4,8 +4,8 @@ import TrailbookCLI
 import TrailbookEngine
 import TrailbookSQLite
 
-/// The daemon when its own machine misbehaves: the store's file system fills up, another process locks the
-/// store, the wall clock steps. Real faults: a small tmpfs the test fills, a python3 `sqlite3` process holding
+/// The daemon when its own machine misbehaves: the store's (or an upload destination's) file system fills up,
+/// another process locks the store, the wall clock steps. Real faults: a small tmpfs the test fills, a python3 `sqlite3` process holding
 /// the write lock, libfaketime stepping the daemon's wall clock.
 @Suite(.serialized)
 struct StoreFaultTests {
@@ -161,6 +161,48 @@ struct StoreFaultTests {
         #expect(daemon.log().contains("further ahead than the longest backoff (300 s)"), "\(daemon.log())")
     }
 
+    /// Issue 11 §2: an upload to a destination disk that stays full retries while it has attempts left, keeping its
+    /// `.part` and saying it resumes; once out of attempts it ends `failed` (`write_failed`), its message no longer
+    /// promises a resume, and its `.part` is removed, so the disk has all its space back.
+    @Test func anUploadOutOfAttemptsOnAFullDiskRemovesItsPartAndDoesNotPromiseAResume() throws {
+        let work = TemporaryDirectory()
+        let disk = try SmallFileSystem(in: work, size: "4m", named: "out")
+        defer { disk.unmount() }
+        let daemon = try DaemonHarness(arguments: ["--retry-base", "2s"])
+        defer { _ = try? daemon.stop() }
+        let events = try FeedRecorder(daemon)
+        let source = work.file("big.bin")
+        _ = try UploadEndToEndTests.randomFile(source, bytes: 8 << 20)
+        let id = try daemon.submitUpload([
+            source, "--to", "file://" + disk.path, "--chunk-size", "1MiB", "--max-attempts", "2",
+        ])
+        let part = disk.path + "/big.bin.\(id.prefix(8)).part"
+
+        // Attempt 1 of 2 hits ENOSPC: retryable, and the .part (the whole disk) is kept for the resume.
+        let retry = try events.waitFor(id, "needs_retry", timeout: 20)
+        #expect(retry["error"]?["code"]?.stringValue == "write_failed")
+        let retryMessage = retry["error"]?["message"]?.stringValue ?? ""
+        #expect(retryMessage.contains("cannot write \(part): No space left on device"), "\(retryMessage)")
+        #expect(retryMessage.contains("the upload resumes where it stopped"), "\(retryMessage)")
+        #expect(FileManager.default.fileExists(atPath: part), "kept for the next attempt")
+        #expect(try disk.space().free < 64 << 10, "the .part fills the disk")
+
+        // Attempt 2 of 2 hits it again: the last one.
+        let failed = try daemon.waitForState(id, "failed", timeout: 30)
+        #expect(failed["attempt"]?.intValue == 2)
+        #expect(failed["error"]?["code"]?.stringValue == "write_failed")
+        let message = failed["error"]?["message"]?.stringValue ?? ""
+        #expect(message.contains("cannot write \(part): No space left on device"), "\(message)")
+        #expect(message.contains("this was the last attempt; the partial file is removed"), "\(message)")
+        #expect(!message.contains("resume"), "a failed job does not resume: \(message)")
+        // The clean-up runs right after the end is recorded.
+        let deadline = Date().addingTimeInterval(5)
+        while FileManager.default.fileExists(atPath: part), Date() < deadline { usleep(10_000) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk.path).isEmpty, "no .part left")
+        let space = try disk.space()
+        #expect(space.free == space.total, "all \(space.total) bytes free again, \(space.free) are")
+    }
+
     @Test func photosListAndShowReadAStoreOnAReadOnlyFileSystem() throws {
         let work = TemporaryDirectory()
         let disk = try SmallFileSystem(in: work, size: "16m")
@@ -248,10 +290,11 @@ final class SmallFileSystem {
     let path: String
     private var mounted = false
 
-    /// Mounts one of `size` (tmpfs syntax: `8m`) on a new directory `state` in `work`.
+    /// Mounts one of `size` (tmpfs syntax: `8m`) on a new directory `name` (the daemon's state, or an upload's
+    /// destination) in `work`.
     /// - Throws: `HarnessError` naming why when `mount` is refused.
-    init(in work: TemporaryDirectory, size: String) throws {
-        path = work.file("state")
+    init(in work: TemporaryDirectory, size: String, named name: String = "state") throws {
+        path = work.file(name)
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let result = try DaemonHarness.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path])
         guard result.status == 0 else {
@@ -276,6 +319,13 @@ final class SmallFileSystem {
     func remount(readOnly: Bool) throws {
         let result = try DaemonHarness.run("/bin/mount", ["-o", readOnly ? "remount,ro" : "remount,rw", path])
         guard result.status == 0 else { throw HarnessError("remount of \(path) failed: \(result.stderr)") }
+    }
+
+    /// Free and total bytes, from `statvfs(2)`.
+    func space() throws -> (free: Int, total: Int) {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { throw HarnessError("statvfs \(path): errno \(errno)") }
+        return (Int(info.f_bfree) * Int(info.f_frsize), Int(info.f_blocks) * Int(info.f_frsize))
     }
 
     func unmount() {
