@@ -28,7 +28,12 @@ let package = Package(
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
         .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
-        .target(name: "UploadJob", dependencies: ["TrailbookEngine", "TrailbookLoop", "TrailbookHTTP", "TusClient"], path: "Jobs/Upload/Job"),
+        .target(
+            name: "S3Client", dependencies: ["TrailbookEngine", "TrailbookHTTP", "TrailbookLoop", "TusClient", "CCrypto"],
+            path: "Jobs/Upload/S3"),
+        .target(
+            name: "UploadJob", dependencies: ["TrailbookEngine", "TrailbookLoop", "TrailbookHTTP", "TusClient", "S3Client"],
+            path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
         // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
         // dependency, so it runs the same in the daemon, on the thread pool or in a worker process.
@@ -65,6 +70,7 @@ let package = Package(
             dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim", "TestSupport"]
         ),
         .testTarget(
-            name: "HTTPTests", dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "CCrypto", "TestSupport"]),
+            name: "HTTPTests",
+            dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "S3Client", "CCrypto", "TestSupport"]),
     ]
 )

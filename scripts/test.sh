@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 if [ -x Tests/Support/tus-server/setup.sh ]; then Tests/Support/tus-server/setup.sh; fi
+if [ -x Tests/Support/s3-server/setup.sh ]; then Tests/Support/s3-server/setup.sh; fi
 
 swift build --build-tests
 # kill -9 at random moments during tus and file:// uploads (with proxy faults), then check nothing was lost,

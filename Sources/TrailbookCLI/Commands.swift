@@ -49,14 +49,24 @@ enum Commands {
             path: ["submit", "upload"], summary: "upload files in resumable chunks",
             positionals: [PositionalSpec(name: "FILE", min: 1, max: nil, help: "files to upload")],
             options: [
-                OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), or an http(s):// tus endpoint"),
+                OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
                 OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
                 OptionSpec("ca-bundle", .value(placeholder: "FILE"), help: "tus over https: PEM file of CA certificates to trust"),
+                OptionSpec("endpoint", .value(placeholder: "URL"), help: "s3: endpoint of an S3-compatible server (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile, AWS)"),
+                OptionSpec("region", .value(placeholder: "REGION"), help: "s3: signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, us-east-1)"),
+                OptionSpec("profile", .value(placeholder: "NAME"), help: "s3: profile in ~/.aws/credentials and ~/.aws/config of the daemon's user (default: AWS_PROFILE, default)"),
+                OptionSpec("path-style", help: "s3: bucket in the path (ENDPOINT/BUCKET/KEY); the default with a custom endpoint"),
+                OptionSpec("virtual-hosted", help: "s3: bucket in the host name (BUCKET.ENDPOINT); the default for AWS"),
+                OptionSpec("max-parts", .value(placeholder: "N"), help: "s3: most parts the provider allows per upload (default 10000)"),
+                OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
+                OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
             ] + submitCommon,
             details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
                 + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header 'Authorization: Bearer $TOKEN'\n"
+                + "         trailbook-jobs submit upload big.mov --to s3://my-bucket/photos/ --chunk-size 16MiB\n"
+                + "S3 credentials are read by the daemon (its environment, ~/.aws), never passed on the command line.\n"
                 + exitCodes),
         CommandSpec(
             path: ["list"], summary: "list jobs, oldest first",
@@ -185,7 +195,30 @@ enum Commands {
             guard isTus else { throw UsageError("--ca-bundle applies only to http(s):// (tus) destinations") }
             params["ca_bundle"] = .string(absolute(bundle, cwd: cwd))
         }
+        if let s3 = try s3Options(arguments) {
+            guard params["to"]?.stringValue?.lowercased().hasPrefix("s3://") == true else {
+                throw UsageError("--endpoint, --region, --profile, --path-style, --virtual-hosted, --max-parts, --min-part-size and --parts-in-flight apply only to s3:// destinations")
+            }
+            params["s3"] = s3
+        }
         return try submit(kind: "upload", params: .object(params), context)
+    }
+
+    /// The `s3` params member from the s3 options, or `nil` when none is given.
+    static func s3Options(_ arguments: ParsedArguments) throws -> JSONValue? {
+        var s3: [String: JSONValue] = [:]
+        for (option, key) in [("endpoint", "endpoint"), ("region", "region"), ("profile", "profile")] {
+            if let value = arguments.value(option) { s3[key] = .string(value) }
+        }
+        if arguments.flag("path-style") && arguments.flag("virtual-hosted") {
+            throw UsageError("give --path-style or --virtual-hosted, not both")
+        }
+        if arguments.flag("path-style") { s3["path_style"] = .bool(true) }
+        if arguments.flag("virtual-hosted") { s3["path_style"] = .bool(false) }
+        if let value = try arguments.integer("max-parts", range: 1...10_000) { s3["max_parts"] = .number(Double(value)) }
+        if let value = try arguments.size("min-part-size") { s3["min_part_size"] = .number(Double(value)) }
+        if let value = try arguments.integer("parts-in-flight", range: 1...32) { s3["parts_in_flight"] = .number(Double(value)) }
+        return s3.isEmpty ? nil : .object(s3)
     }
 
     /// Submits a job; with `--wait`/`--watch` follows it to the end and exits with its outcome.
@@ -269,7 +302,8 @@ enum Commands {
     /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.
     static func destinationURL(_ text: String, cwd: String) throws(UsageError) -> String {
         guard !text.isEmpty else { throw UsageError("option --to needs a destination (file:///dir or a tus URL)") }
-        if text.contains("://") { return text }
+        // `s3:` is never a directory name here: a malformed s3 URL goes to the daemon, which says what is wrong.
+        if text.contains("://") || text.lowercased().hasPrefix("s3:") { return text }
         return "file://" + absolute(text, cwd: cwd)
     }
 }

@@ -191,6 +191,10 @@ public struct FileNode: Codable, Sendable, Equatable {
 ///
 /// A directory upload adds `"part_file"` (`{"inode", "device"}` of the current file's `.part`), so a resume after a
 /// crash right after the file was renamed into place recognises it as finished.
+///
+/// An s3 upload adds, for the file in progress, `"s3_plan": {"size", "part_size"}` (saved before the first
+/// request) and `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created); which parts the
+/// server has is asked with `ListParts` on resume, never assumed.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -219,6 +223,10 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// tus: whether every run so far that probed the server found that it verifies checksums (see
     /// `TusUpload.checksumVerified`); `nil` before any probe.
     public var checksumVerified: Bool?
+    /// s3: the current file's part plan, fixed before its first request and never changed on resume.
+    public var s3Plan: S3PartPlan?
+    /// s3: the current file's multipart UploadId, once created.
+    public var s3UploadID: String?
 
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
@@ -244,6 +252,8 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case sentThrough = "sent_through"
         case partFile = "part_file"
         case checksumVerified = "checksum_verified"
+        case s3Plan = "s3_plan"
+        case s3UploadID = "s3_upload_id"
     }
 
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.

@@ -4,25 +4,29 @@ import TrailbookEngine
 ///
 /// This is the seam between the parts of the upload job that do not care where bytes go (params, source
 /// identity, checkpoint, progress, rate limiting, hashing) and the transfer itself. Each case has its own
-/// transfer: `.directory` is `DirectoryUpload`, `.tus` is `TusUploadRun`.
+/// transfer: `.directory` is `DirectoryUpload`, `.tus` is `TusUploadRun`, `.s3` is `S3UploadRun`.
 public enum UploadDestination: Sendable, Equatable {
     /// A local directory (`file:///abs/dir`): an absolute path, percent-decoded, without trailing slashes
     /// (except `/` itself).
     case directory(path: String)
     /// A tus 1.0 creation endpoint (`http://…` or `https://…`), as given.
     case tus(endpoint: String)
+    /// An S3 bucket and key prefix (`s3://BUCKET/PREFIX/`): each file is stored as the object PREFIX + its name.
+    /// The prefix is empty or ends with `/`.
+    case s3(bucket: String, prefix: String)
 
     /// Parses a destination URL.
     ///
     /// Accepts `file:///abs/dir` (also `file://localhost/abs/dir`; `%XX` escapes are decoded) and
-    /// `http(s)://host/…` (a tus endpoint).
+    /// `http(s)://host/…` (a tus endpoint) and `s3://BUCKET/PREFIX/` (S3 or an S3-compatible server).
     /// - Throws: `JobError` `bad_destination` when `url` is not one of those forms (a relative path, a
-    ///   `file://host/` URL, a query or fragment, another scheme, a NUL byte).
+    ///   `file://host/` URL, a query or fragment, another scheme, a NUL byte, a bucket name S3 does not allow, a
+    ///   prefix that does not end with `/`).
     public init(parsing url: String) throws(JobError) {
         func bad(_ why: String) -> JobError {
             JobError(
                 code: "bad_destination",
-                message: "destination '\(url)' \(why); give file:///absolute/dir or an http(s):// tus endpoint")
+                message: "destination '\(url)' \(why); give file:///absolute/dir, an http(s):// tus endpoint or s3://BUCKET/PREFIX/")
         }
         guard let colon = url.firstIndex(of: ":") else { throw bad("is not a URL") }
         let scheme = url[..<colon].lowercased()
@@ -50,6 +54,22 @@ public enum UploadDestination: Sendable, Equatable {
             guard let decoded = Self.percentDecode(encoded) else { throw bad("has a bad %-escape") }
             guard !decoded.contains("\0") else { throw bad("contains a NUL byte") }
             self = .directory(path: Self.trimmingTrailingSlashes(decoded))
+        case "s3":
+            guard rest.hasPrefix("//") else { throw bad("needs two slashes after 's3:'") }
+            let afterSlashes = rest.dropFirst(2)
+            let bucket = String(afterSlashes.prefix { $0 != "/" })
+            let prefix = String(afterSlashes.dropFirst(bucket.count + 1))
+            try Self.checkBucket(bucket, url: url)
+            guard prefix.isEmpty || prefix.hasSuffix("/") else {
+                throw bad("has a key prefix '\(prefix)' that does not end with '/'; objects are named PREFIX + file name")
+            }
+            guard !prefix.hasPrefix("/"), !prefix.contains("//") else { throw bad("has an empty path segment in the prefix") }
+            guard !prefix.unicodeScalars.contains(where: { $0.value < 32 || $0.value == 127 }) else {
+                throw bad("contains control characters")
+            }
+            guard !prefix.contains("?"), !prefix.contains("#") else { throw bad("has a query or fragment") }
+            guard prefix.utf8.count <= 900 else { throw bad("has a prefix longer than 900 bytes (keys hold 1024)") }
+            self = .s3(bucket: bucket, prefix: prefix)
         default:
             throw bad("has unsupported scheme '\(scheme)'")
         }
@@ -87,6 +107,24 @@ public enum UploadDestination: Sendable, Equatable {
             (1...65_535).contains(number)
         else { return "has port '\(port)'; a port is a number from 1 to 65535" }
         return nil
+    }
+
+    /// Checks an S3 bucket name: 3 to 63 characters, lower-case letters, digits, `.` and `-`, beginning and
+    /// ending with a letter or digit, no `..`
+    /// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+    /// - Throws: `JobError` `bad_destination`.
+    static func checkBucket(_ bucket: String, url: String) throws(JobError) {
+        let allowed = bucket.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+        }
+        let edges = bucket.first.map { $0.isLetter || $0.isNumber } == true && bucket.last.map { $0.isLetter || $0.isNumber } == true
+        guard (3...63).contains(bucket.utf8.count), allowed, edges, !bucket.contains("..") else {
+            throw JobError(
+                code: "bad_destination",
+                message: "destination '\(url)' names bucket '\(bucket)', which is not a valid S3 bucket name; "
+                    + "give 3-63 lower-case letters, digits, '.' or '-', starting and ending with a letter or digit")
+        }
     }
 
     /// `%XX` escapes decoded as UTF-8, or `nil` for a malformed escape or invalid UTF-8.

@@ -3,8 +3,8 @@ import TrailbookEngine
 /// The `upload` job kind: copies files to a destination in chunks, resumably, and records the SHA-256 of what
 /// was written.
 ///
-/// Destinations: `file:///abs/dir` (a local directory; see `DirectoryUpload`) and `http(s)://` tus 1.0 creation
-/// endpoints (see `TusUploadRun`).
+/// Destinations: `file:///abs/dir` (a local directory; see `DirectoryUpload`), `http(s)://` tus 1.0 creation
+/// endpoints (see `TusUploadRun`) and `s3://BUCKET/PREFIX/` (S3 and compatible servers; see `S3UploadRun`).
 ///
 /// Progress counts bytes of all files together; `current` is the file being uploaded and `items` has one row per
 /// file. A job that ends `failed` or `cancelled` has its partial output removed by `cleanUp` (retried until done,
@@ -15,7 +15,8 @@ import TrailbookEngine
 /// `source_missing`, `source_not_regular`, `source_unreadable`, `source_changed`, `destination_missing`,
 /// `destination_not_directory`, `destination_not_writable`, `write_failed` (retryable for a full disk or an I/O
 /// error), `bad_checkpoint`; for tus also `too_large`, `unauthorized`, `gone`, `checksum_mismatch`,
-/// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); `duplicate_upload` at submit (see `duplicateKeys`).
+/// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); for s3 the `S3Error.Code`s, `too_large` and
+/// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
@@ -38,6 +39,9 @@ public struct UploadJob: JobKind {
         public var headers: [String]
         /// tus only: a PEM file of CA certificates to verify an `https` server with; `nil` for the system's.
         public var caBundle: String?
+        /// s3 only: overrides of the endpoint, region, addressing and profile, and the multipart limits; `nil`
+        /// for the defaults (see `S3Options`). Never holds a secret: credentials are read by the daemon.
+        public var s3: S3Options?
 
         /// Default `chunkSize`: 8 MiB.
         public static let defaultChunkSize: Int64 = 8 << 20
@@ -50,7 +54,7 @@ public struct UploadJob: JobKind {
 
         public init(
             files: [BytePath], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil,
-            headers: [String] = [], caBundle: String? = nil
+            headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil
         ) {
             self.files = files
             self.to = to
@@ -58,10 +62,11 @@ public struct UploadJob: JobKind {
             self.maxRate = maxRate
             self.headers = headers
             self.caBundle = caBundle
+            self.s3 = s3
         }
 
         enum CodingKeys: String, CodingKey {
-            case files, to, headers
+            case files, to, headers, s3
             case chunkSize = "chunk_size"
             case maxRate = "max_rate"
             case caBundle = "ca_bundle"
@@ -76,6 +81,7 @@ public struct UploadJob: JobKind {
             try container.encodeIfPresent(maxRate, forKey: .maxRate)
             if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
             try container.encodeIfPresent(caBundle, forKey: .caBundle)
+            try container.encodeIfPresent(s3, forKey: .s3)
         }
 
         public init(from decoder: any Decoder) throws {
@@ -86,6 +92,7 @@ public struct UploadJob: JobKind {
             maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
             headers = try container.decodeIfPresent([String].self, forKey: .headers) ?? []
             caBundle = try container.decodeIfPresent(String.self, forKey: .caBundle)
+            s3 = try container.decodeIfPresent(S3Options.self, forKey: .s3)
         }
 
         /// `headers` as name/value pairs.
@@ -159,6 +166,11 @@ public struct UploadJob: JobKind {
             // Each file gets its own upload URL from the server; its name is only metadata, so two sources may
             // share one.
             try await TusUploadRun.validate(params)
+        case .s3(_, let prefix):
+            try await S3UploadRun.validate(params, prefix: prefix)
+        }
+        if params.s3 != nil, case .s3 = destination {} else if params.s3 != nil {
+            throw JobError(code: "invalid_params", message: "s3 settings apply to s3:// destinations only")
         }
     }
 
@@ -171,6 +183,8 @@ public struct UploadJob: JobKind {
         switch destination {
         case .directory(let path): place = "file://" + path
         case .tus(let endpoint): place = endpoint
+        // The same bucket name on another endpoint is another place.
+        case .s3(let bucket, let prefix): place = "s3://\(bucket)/\(prefix)" + (params.s3?.endpoint.map { " at \($0)" } ?? "")
         }
         return params.files.map { "upload of \($0.key) to \(place)" }
     }
@@ -213,6 +227,9 @@ public struct UploadJob: JobKind {
             // share one.
             let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
             return TusUploadRun(params: params, names: names, endpoint: endpoint)
+        case .s3(let bucket, let prefix):
+            let names = try S3UploadRun.names(of: params.files, prefix: prefix)
+            return S3UploadRun(params: params, names: names, bucket: bucket, prefix: prefix)
         }
     }
 

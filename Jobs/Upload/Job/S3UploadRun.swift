@@ -1,0 +1,477 @@
+import S3Client
+import TrailbookEngine
+import TrailbookHTTP
+import TrailbookLoop
+import TusClient
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An upload to S3 or an S3-compatible server (`s3://BUCKET/PREFIX/`): each file becomes the object
+/// PREFIX + its name.
+///
+/// Per file: the part plan (`S3PartPlan`) is fixed and saved first. A file that fits in one part goes up in one
+/// `PUT`. A larger one as a multipart upload: `CreateMultipartUpload` (its UploadId saved at once), then the parts
+/// in order, up to `parts_in_flight` at a time on the daemon's HTTP client, each read from the source on the
+/// thread pool after checking the source is unchanged, and sent with `Content-MD5` and its SHA-256 signed; then
+/// `CompleteMultipartUpload` listing 1…N with their ETags, and a `HEAD` that checks the object's size.
+///
+/// Resume (after a crash, a stop, a timeout): the saved UploadId is reused; `ListParts` (every page) says which
+/// parts the server has; each is read again for the file's SHA-256 and kept when its size and ETag (the part's
+/// MD5) match; only the others are sent. An upload the server no longer knows (`NoSuchUpload`) is created anew,
+/// with a warning in the job's log.
+///
+/// Errors: transient ones (5xx, 429, `SlowDown`, dropped connections, a damaged part) are retried with
+/// exponential backoff (or the server's `Retry-After`), 5 times, then the job stops itself with reason
+/// `timeout` and keeps the upload; others fail the job with the S3 error's code (`S3Error.Code`);
+/// `expired_token` is retryable (the next attempt reads the credentials again).
+@LoopActor
+struct S3UploadRun: UploadTransfer {
+    let params: UploadJob.Params
+    let names: [String]
+    let bucket: String
+    let prefix: String
+
+    /// Tries of one request in a row before giving up (the first and 5 retries).
+    static let maxTries = 6
+    /// First backoff, doubling per try, capped at `maxBackoff`; seconds.
+    static let firstBackoff = 0.5
+    static let maxBackoff = 20.0
+
+    var options: S3Options { params.s3 ?? S3Options() }
+    func key(_ index: Int) -> String { prefix + names[index] }
+
+    /// Submit-time checks: options, names and keys (two sources of one name would overwrite each other), the
+    /// sources, and each file's plan (a file beyond S3's limits is refused). The server is not contacted.
+    /// - Throws: `JobError` `invalid_params`, `bad_destination`, `bad_name`, `duplicate_name`, `too_large`,
+    ///   `source_missing`, `source_not_regular`, `source_unreadable`.
+    static func validate(_ params: UploadJob.Params, prefix: String) async throws(JobError) {
+        let options = params.s3 ?? S3Options()
+        try options.check()
+        if let endpoint = options.endpoint {
+            do throws(S3Error) {
+                try S3Settings.checkEndpoint(endpoint)
+            } catch {
+                throw JobError(code: "bad_destination", message: error.message + "; give --endpoint http(s)://HOST[:PORT]")
+            }
+        }
+        guard params.headers.isEmpty, params.caBundle == nil else {
+            throw JobError(code: "invalid_params", message: "headers and ca_bundle apply to tus destinations only")
+        }
+        let names = try names(of: params.files, prefix: prefix)
+        let files = params.files
+        let outcome = await Task.detached {
+            Result { () throws(JobError) in try DirectoryIO.sourceIdentities(files: files, indices: files.indices) }
+        }.value
+        let identities = try outcome.get()
+        for (identity, name) in zip(identities, names) {
+            _ = try plan(size: identity.size, params: params, name: name)
+        }
+    }
+
+    /// The object names of `files`, checked: plain names, unique, keys of at most 1024 bytes.
+    static func names(of files: [String], prefix: String) throws(JobError) -> [String] {
+        var seen: [String: String] = [:]
+        return try files.map { source throws(JobError) in
+            let name = try UploadNames.name(ofSource: source)
+            if let other = seen[name] {
+                throw JobError(
+                    code: "duplicate_name",
+                    message: "'\(source)' and '\(other)' would both be stored as '\(prefix + name)'; rename one or "
+                        + "upload them in separate jobs")
+            }
+            seen[name] = source
+            guard (prefix + name).utf8.count <= 1024 else {
+                throw JobError(code: "bad_name", message: "the key '\(prefix + name)' is over S3's 1024 bytes; shorten the name or prefix")
+            }
+            return name
+        }
+    }
+
+    /// The part plan of a file of `size` bytes under `params`.
+    static func plan(size: Int64, params: UploadJob.Params, name: String) throws(JobError) -> S3PartPlan {
+        let options = params.s3 ?? S3Options()
+        return try S3PartPlan.plan(
+            size: size, preferred: params.chunkSize, minPartSize: options.minPartSize ?? S3Options.defaultMinPartSize,
+            maxParts: options.maxParts ?? S3Options.defaultMaxParts, name: name)
+    }
+
+    /// The settings, resolved from the params and the daemon's environment and AWS files, on the pool.
+    static func client(for params: UploadJob.Params, bucket: String, in job: JobContext) async throws -> S3Client {
+        let options = params.s3 ?? S3Options()
+        let overrides = S3Settings.Overrides(
+            endpoint: options.endpoint, region: options.region, pathStyle: options.pathStyle, profile: options.profile)
+        let resolved = try await job.runOnPool { () throws(JobError) -> S3Settings in
+            do throws(S3Error) {
+                return try S3Settings.resolve(overrides: overrides, environment: S3Settings.processEnvironment())
+            } catch {
+                // Missing credentials may be added before the next attempt: retryable.
+                throw JobError(code: error.code.rawValue, message: error.message, retryable: error.code == .noCredentials)
+            }
+        }
+        var client = S3Client(http: TusTransport.shared, settings: resolved, bucket: bucket)
+        let inFlight = Int64(options.partsInFlight ?? S3Options.defaultPartsInFlight)
+        client.maxSendBytesPerSecond = params.maxRate.map { max(1 << 10, $0 / inFlight) }
+        return client
+    }
+
+    /// Runs (or resumes) the upload; see the type's documentation.
+    func run(in job: JobContext) async throws -> JSONValue {
+        let files = params.files
+        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
+            try DirectoryIO.sourceIdentities(files: files, indices: indices)
+        }
+        let client = try await Self.client(for: params, bucket: bucket, in: job)
+        let progress = S3Progress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
+        for (index, file) in checkpoint.finished.enumerated() { progress.upload.set(index, file.bytes) }
+        while checkpoint.fileIndex < files.count {
+            try job.checkCancellation()
+            try await upload(checkpoint.fileIndex, checkpoint: &checkpoint, client: client, progress: progress, in: job)
+        }
+        progress.report(current: nil)
+        return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
+    }
+
+    /// Uploads file `index`, then advances the checkpoint to the next file. S3 errors become job errors; an
+    /// upload the server lost while its parts were being sent is created anew, once.
+    private func upload(
+        _ index: Int, checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext,
+        createdAgain: Bool = false
+    ) async throws {
+        do {
+            try await uploadFile(index, checkpoint: &checkpoint, client: client, progress: progress, in: job)
+        } catch let error as S3Error where error.code == .noSuchUpload && !createdAgain {
+            // Aborted by a lifecycle rule or another client while we were sending: start it anew, once.
+            job.log(.warning, "\(names[index]): the multipart upload \(checkpoint.s3UploadID ?? "") is gone on the server (NoSuchUpload); creating a new one and sending every part again")
+            checkpoint.s3UploadID = nil
+            try job.saveCheckpoint(checkpoint)
+            try await upload(index, checkpoint: &checkpoint, client: client, progress: progress, in: job, createdAgain: true)
+        } catch let error as S3Error {
+            try job.checkCancellation()
+            throw JobError(code: error.code.rawValue, message: error.message, retryable: error.code == .expiredToken)
+        }
+    }
+
+    /// Uploads file `index` (one `PUT`, or multipart), then advances the checkpoint.
+    private func uploadFile(
+        _ index: Int, checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext
+    ) async throws {
+        let name = names[index]
+        let key = key(index)
+        let identity = checkpoint.sources[index]
+        let plan: S3PartPlan
+        if let saved = checkpoint.s3Plan, saved.size == identity.size {
+            plan = saved
+        } else {
+            plan = try Self.plan(size: identity.size, params: params, name: name)
+            checkpoint.s3Plan = plan
+            try job.saveCheckpoint(checkpoint)
+        }
+        let path = params.files[index]
+        let source = try await job.runOnPool { try TusSource.open(path, expected: identity) }
+        progress.startFile(index, name: name)
+
+        if plan.isSinglePut {
+            let size = Int(plan.size)
+            let piece = try await job.runOnPool { () throws -> S3Piece in
+                try source.checkUnchanged()
+                return S3Piece(bytes: try source.read(at: 0, count: size))
+            }
+            let sha256 = source.hash.hexDigest
+            _ = try await retrying("PUT \(key)", in: job) { () async throws(S3Error) -> String in
+                let etag = try await client.putObject(
+                    key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex,
+                    contentType: TusUploadRun.mediaType(of: name),
+                    onSendProgress: { sent in progress.sending(part: 1, sent: sent) })
+                try Self.checkETag(etag, piece: piece, what: "PUT \(key)")
+                return etag
+            }
+            progress.acknowledged(part: 1, bytes: plan.size)
+            try await finish(index, key: key, sha256: sha256, plan: plan, source: source, client: client,
+                checkpoint: &checkpoint, in: job)
+            return
+        }
+
+        try await uploadParts(
+            index, key: key, plan: plan, source: source, checkpoint: &checkpoint, client: client, progress: progress,
+            in: job)
+    }
+
+    /// The multipart path of `upload`: create or reuse the upload, list what the server has, send the rest,
+    /// complete.
+    private func uploadParts(
+        _ index: Int, key: String, plan: S3PartPlan, source: TusSource, checkpoint: inout UploadCheckpoint,
+        client: S3Client, progress: S3Progress, in job: JobContext
+    ) async throws {
+        let name = names[index]
+        var listed: [Int: S3Part] = [:]
+        if let existing = checkpoint.s3UploadID {
+            do {
+                listed = try await retrying("ListParts \(key)", in: job) { () async throws(S3Error) in
+                    try await client.listParts(key: key, uploadID: existing)
+                }
+                job.log(.info, "\(name): resuming multipart upload \(existing); the server has \(listed.count) of \(plan.count) parts")
+            } catch let error as S3Error where error.code == .noSuchUpload {
+                job.log(.warning, "\(name): the multipart upload \(existing) is gone on the server (NoSuchUpload); creating a new one")
+                checkpoint.s3UploadID = nil
+                checkpoint.bytesResent += listed.values.reduce(0) { $0 + $1.size }
+            }
+        }
+        let uploadID: String
+        if let existing = checkpoint.s3UploadID {
+            uploadID = existing
+        } else {
+            uploadID = try await retrying("CreateMultipartUpload \(key)", in: job) { () async throws(S3Error) in
+                try await client.createMultipartUpload(key: key, contentType: TusUploadRun.mediaType(of: name))
+            }
+            checkpoint.s3UploadID = uploadID
+            try job.saveCheckpoint(checkpoint)
+            job.log(.info, "\(name): created multipart upload \(uploadID) of \(plan.count) parts of \(plan.partSize) bytes")
+        }
+
+        var etags = [String?](repeating: nil, count: plan.count + 1)
+        let inFlightLimit = options.partsInFlight ?? S3Options.defaultPartsInFlight
+        try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            var inFlight = 0
+            @LoopActor func collect(_ done: (Int, String)) {
+                etags[done.0] = done.1
+                progress.acknowledged(part: done.0, bytes: plan.range(ofPart: done.0).length)
+                inFlight -= 1
+            }
+            for number in 1...plan.count {
+                try job.checkCancellation()
+                let (offset, length) = plan.range(ofPart: number)
+                // One read per part, in order: it feeds the file's SHA-256 and the part's own digests. The source
+                // is checked before each part, so a change stops the upload within one part.
+                let piece = try await job.runOnPool { () throws -> S3Piece in
+                    try source.checkUnchanged()
+                    return S3Piece(bytes: try source.read(at: offset, count: Int(length)))
+                }
+                if let have = listed[number] {
+                    if have.size == length && (have.etag == piece.md5Hex || !S3Piece.isMD5(have.etag)) {
+                        etags[number] = have.etag
+                        progress.acknowledged(part: number, bytes: length)
+                        continue
+                    }
+                    job.log(.warning, "\(name): part \(number) on the server (\(have.size) bytes, ETag \(have.etag)) differs from the source (\(length) bytes, MD5 \(piece.md5Hex)); sending it again")
+                    checkpoint.bytesResent += have.size
+                    checkpoint.fileBytesResent += have.size
+                }
+                if inFlight == inFlightLimit, let done = try await group.next() { collect(done) }
+                let sender = PartSender(
+                    run: self, client: client, key: key, uploadID: uploadID, number: number, piece: piece,
+                    progress: progress, job: job)
+                group.addTask { try await sender.send() }
+                inFlight += 1
+            }
+            while let done = try await group.next() { collect(done) }
+        }
+
+        try job.checkCancellation()
+        let parts = (1...plan.count).map { (number: $0, etag: etags[$0]!) }
+        let sha256 = source.hash.hexDigest
+        _ = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
+            try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
+        }
+        job.log(.info, "\(name): completed multipart upload \(uploadID) (\(plan.count) parts)")
+        try await finish(index, key: key, sha256: sha256, plan: plan, source: source, client: client,
+            checkpoint: &checkpoint, in: job)
+    }
+
+    /// One part's `UploadPart` with retries, as a value a child task can own.
+    @LoopActor
+    struct PartSender {
+        let run: S3UploadRun
+        let client: S3Client
+        let key: String
+        let uploadID: String
+        let number: Int
+        let piece: S3Piece
+        let progress: S3Progress
+        let job: JobContext
+
+        /// Sends the part; returns its number and ETag.
+        func send() async throws -> (Int, String) {
+            let (client, key, uploadID, number, piece, progress) = (client, key, uploadID, number, piece, progress)
+            let etag = try await run.retrying("UploadPart \(number) of \(key)", in: job) {
+                () async throws(S3Error) -> String in
+                let etag = try await client.uploadPart(
+                    key: key, uploadID: uploadID, number: number, body: piece.bytes, md5: piece.md5,
+                    sha256Hex: piece.sha256Hex, onSendProgress: { sent in progress.sending(part: number, sent: sent) })
+                try S3UploadRun.checkETag(etag, piece: piece, what: "UploadPart \(number) of \(key)")
+                return etag
+            }
+            return (number, etag)
+        }
+    }
+
+    /// Checks the object's size and the source, records the file and moves the checkpoint on.
+    private func finish(
+        _ index: Int, key: String, sha256: String, plan: S3PartPlan, source: TusSource, client: S3Client,
+        checkpoint: inout UploadCheckpoint, in job: JobContext
+    ) async throws {
+        let size = try await retrying("HEAD \(key)", in: job) { () async throws(S3Error) in
+            try await client.objectSize(key: key)
+        }
+        guard size == plan.size else {
+            throw JobError(
+                code: "size_mismatch",
+                message: "\(names[index]): the object s3://\(bucket)/\(key) has \(size) bytes, the source \(plan.size); "
+                    + "submit the upload again")
+        }
+        try await job.runOnPool { try source.checkUnchanged() }
+        checkpoint.finished.append(
+            UploadedFile(
+                name: names[index], path: "s3://\(bucket)/\(key)", bytes: plan.size, sha256: sha256,
+                bytesResent: checkpoint.fileBytesResent))
+        checkpoint.fileIndex = index + 1
+        checkpoint.offset = 0
+        checkpoint.fileBytesResent = 0
+        checkpoint.s3Plan = nil
+        checkpoint.s3UploadID = nil
+        try job.saveCheckpoint(checkpoint)
+    }
+
+    /// The server's ETag of a piece must be its MD5 (for unencrypted objects; other forms are not checked).
+    static func checkETag(_ etag: String, piece: S3Piece, what: String) throws(S3Error) {
+        guard S3Piece.isMD5(etag), etag != piece.md5Hex else { return }
+        throw S3Error(code: .badDigest, message: "\(what): the server's ETag \(etag) is not the MD5 \(piece.md5Hex) of the bytes sent")
+    }
+
+    /// Runs `request`, retrying transient failures with backoff; after `maxTries` the job stops itself with
+    /// reason `timeout` (it keeps the upload and resumes later).
+    func retrying<R: Sendable>(
+        _ what: String, in job: JobContext, _ request: () async throws(S3Error) -> R
+    ) async throws -> R {
+        var tries = 0
+        while true {
+            do {
+                return try await request()
+            } catch {
+                try job.checkCancellation()
+                if Task.isCancelled { throw CancellationError() }
+                guard error.isTransient else { throw error }
+                tries += 1
+                guard tries < Self.maxTries else {
+                    throw job.stopSelf(.timeout, detail: "\(error.message) — \(tries) tries in a row; the upload is kept for the next attempt")
+                }
+                let backoff = min(Self.maxBackoff, Self.firstBackoff * Double(1 << (tries - 1)))
+                let delay = error.retryAfterSeconds.map { Double(min($0, 300)) } ?? backoff * Double.random(in: 0.5...1)
+                job.log(.info, "\(error.message); try \(tries + 1) of \(Self.maxTries) in \(Int(delay * 1000)) ms")
+                try await job.sleep(seconds: delay)
+            }
+        }
+    }
+
+    /// After `user_stop` or a failure: aborts the current file's multipart upload, repeating until `ListParts`
+    /// answers `NoSuchUpload` (parts still in flight may land after an abort). From a task of its own, so the
+    /// stop that led here does not cut it short. Objects already complete stay.
+    func discardPartial(after ending: UploadEnding, in job: JobContext) async {
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let uploadID = checkpoint.s3UploadID,
+            checkpoint.fileIndex < names.count
+        else { return }
+        let key = key(checkpoint.fileIndex)
+        let params = self.params
+        let bucket = self.bucket
+        await Task { @LoopActor in
+            do {
+                var client = try await Self.client(for: params, bucket: bucket, in: job)
+                client.requestTimeoutMilliseconds = 5_000
+                for round in 1...5 {
+                    try await client.abortMultipartUpload(key: key, uploadID: uploadID)
+                    do {
+                        let left = try await client.listParts(key: key, uploadID: uploadID)
+                        job.log(.info, "aborted multipart upload \(uploadID), but \(left.count) parts are still listed; aborting again (\(round))")
+                        try await job.sleep(seconds: 0.2 * Double(round))
+                    } catch let error as S3Error where error.code == .noSuchUpload {
+                        job.log(.info, "aborted the unfinished multipart upload \(uploadID) of \(key)")
+                        return
+                    }
+                }
+                job.log(.warning, "could not make the server drop multipart upload \(uploadID) of \(key) after 5 aborts")
+            } catch {
+                job.log(.warning, "could not abort the unfinished multipart upload \(uploadID) of \(key): \(error)")
+            }
+        }.value
+    }
+}
+
+/// One part's bytes and digests, computed on the thread pool.
+struct S3Piece: Sendable {
+    let bytes: [UInt8]
+    let md5: [UInt8]
+    let sha256Hex: String
+
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+        md5 = TusChecksumAlgorithm.md5.digest(bytes)
+        sha256Hex = S3Signer.hexSHA256(bytes)
+    }
+
+    var md5Hex: String { SHA256.hex(md5) }
+
+    /// Whether `etag` has the form of an MD5 (32 hex digits), as S3 gives for parts and single-`PUT` objects.
+    static func isMD5(_ etag: String) -> Bool {
+        etag.utf8.count == 32 && etag.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }
+    }
+}
+
+/// Byte progress of an S3 upload: acknowledged parts of the current file plus the bytes of the parts in flight.
+@LoopActor
+final class S3Progress {
+    let job: JobContext
+    var upload: UploadProgress
+    private let sizes: [Int64]
+    private var index = 0
+    private var name = ""
+    private var acknowledgedBytes: Int64 = 0
+    private var inFlight: [Int: Int64] = [:]
+    private var lastReport = 0.0
+
+    init(job: JobContext, names: [String], sizes: [Int64]) {
+        self.job = job
+        self.sizes = sizes
+        upload = UploadProgress(names: names, sizes: sizes)
+    }
+
+    /// A new file starts (or resumes) at 0 acknowledged bytes.
+    func startFile(_ index: Int, name: String) {
+        self.index = index
+        self.name = name
+        acknowledgedBytes = 0
+        inFlight = [:]
+        upload.set(index, 0)
+        report(current: name)
+    }
+
+    /// Part `part` of `bytes` bytes is on the server.
+    func acknowledged(part: Int, bytes: Int64) {
+        inFlight[part] = nil
+        acknowledgedBytes += bytes
+        update(force: true)
+    }
+
+    /// Part `part` has sent `sent` bytes so far.
+    func sending(part: Int, sent: Int64) {
+        inFlight[part] = sent
+        update(force: false)
+    }
+
+    /// Counts `acknowledged` always (`force`), and the bytes in flight at most every
+    /// `TusUploadRun.progressInterval` seconds; reports at that pace.
+    private func update(force: Bool) {
+        let now = Timestamp.monotonic()
+        let due = now - lastReport >= TusUploadRun.progressInterval
+        guard force || due else { return }
+        let done = acknowledgedBytes + inFlight.values.reduce(0, +)
+        upload.set(index, min(done, sizes[index]))
+        if due { report(current: name) }
+    }
+
+    /// Reports the current numbers.
+    func report(current: String?) {
+        lastReport = Timestamp.monotonic()
+        job.reportProgress(completed: upload.completed, total: upload.total, current: current, items: upload.items)
+    }
+}

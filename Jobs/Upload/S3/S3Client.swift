@@ -1,0 +1,205 @@
+import TrailbookHTTP
+import TrailbookLoop
+import TusClient
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A part of a multipart upload as the server lists it.
+public struct S3Part: Sendable, Equatable {
+    /// 1 … 10 000.
+    public var number: Int
+    /// The server's ETag, quotes removed (the part's MD5 in hex for unencrypted uploads).
+    public var etag: String
+    /// Size in bytes.
+    public var size: Int64
+
+    public init(number: Int, etag: String, size: Int64) {
+        self.number = number
+        self.etag = etag
+        self.size = size
+    }
+}
+
+/// The S3 requests an upload needs (https://docs.aws.amazon.com/AmazonS3/latest/API/), signed with SigV4, on the
+/// daemon's `HTTPClient` (the loop's libcurl multi handle). Each call is one request: retries are the caller's.
+///
+/// Every request carries `x-amz-content-sha256` (the body's SHA-256, part of the signature) and, for data,
+/// `Content-MD5`, which the server checks before it stores anything.
+@LoopActor
+public struct S3Client {
+    /// The HTTP client (shared).
+    public let http: HTTPClient
+    /// Endpoint, region, addressing, credentials.
+    public let settings: S3Settings
+    /// The bucket.
+    public let bucket: String
+    /// Upper bound on the upload rate per request in bytes/s, or `nil`.
+    public var maxSendBytesPerSecond: Int64?
+    /// Time allowed for a request without a body, in milliseconds.
+    public var requestTimeoutMilliseconds = 30_000
+
+    public init(http: HTTPClient, settings: S3Settings, bucket: String) {
+        self.http = http
+        self.settings = settings
+        self.bucket = bucket
+    }
+
+    /// Number of `ListParts` pages read by this process (tests check that every page was followed).
+    public nonisolated(unsafe) static var listPartsPages = 0
+
+    private var now: Int64 { Int64(time(nil)) }
+
+    /// Sends one signed request and returns the response if its status is 2xx.
+    /// - Throws: `S3Error` for an error status or a failed transfer; `HTTPError` `.cancelled` passes through as
+    ///   `S3Error` `s3_unavailable` only when not cancelled by the caller (check `Task.isCancelled`).
+    func send(
+        _ method: String, key: String, query: [(String, String)] = [], headers extra: HTTPHeaders = [:],
+        body: [UInt8] = [], payloadHash: String? = nil, what: String,
+        onSendProgress: ((Int64) -> Void)? = nil
+    ) async throws(S3Error) -> HTTPResponse {
+        let (url, host, path) = settings.objectURL(bucket: bucket, key: key)
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: host)
+        for field in extra { headers.add(name: field.name, value: field.value) }
+        let signer = S3Signer(credentials: settings.credentials, region: settings.region)
+        let time = now
+        signer.sign(
+            method: method, path: path, query: query, headers: &headers,
+            payloadHash: payloadHash ?? S3Signer.hexSHA256(body), time: time)
+        let queryString = S3Signer.canonicalQuery(query)
+        let request = HTTPRequest(
+            method: method, url: queryString.isEmpty ? url : url + "?" + queryString, headers: headers, body: body,
+            maxSendBytesPerSecond: maxSendBytesPerSecond,
+            timeoutMilliseconds: body.isEmpty ? requestTimeoutMilliseconds : nil, stallTimeoutSeconds: 60)
+        let response: HTTPResponse
+        do {
+            response = try await http.perform(request, onSendProgress: onSendProgress)
+        } catch {
+            throw S3Error.from(transport: error, what: what)
+        }
+        guard (200..<300).contains(response.status) else {
+            throw S3Error.from(response: response, what: what, bucket: bucket, now: time)
+        }
+        return response
+    }
+
+    /// `PUT` of a whole object (files smaller than a part).
+    /// - Returns: the ETag, quotes removed.
+    public func putObject(
+        key: String, body: [UInt8], md5: [UInt8], sha256Hex: String, contentType: String,
+        onSendProgress: ((Int64) -> Void)? = nil
+    ) async throws(S3Error) -> String {
+        let response = try await send(
+            "PUT", key: key, headers: ["Content-MD5": Base64.encode(md5), "Content-Type": contentType], body: body,
+            payloadHash: sha256Hex,
+            what: "PUT \(key)", onSendProgress: onSendProgress)
+        return Self.unquoted(response.headers["ETag"] ?? "")
+    }
+
+    /// `CreateMultipartUpload` (`POST ?uploads`).
+    /// - Returns: the UploadId.
+    public func createMultipartUpload(key: String, contentType: String) async throws(S3Error) -> String {
+        let response = try await send(
+            "POST", key: key, query: [("uploads", "")], headers: ["Content-Type": contentType],
+            what: "CreateMultipartUpload \(key)")
+        guard let id = S3XML.first("UploadId", in: String(decoding: response.body, as: UTF8.self)), !id.isEmpty else {
+            throw S3Error(code: .protocolError, message: "CreateMultipartUpload \(key): the answer has no UploadId")
+        }
+        return id
+    }
+
+    /// `UploadPart` (`PUT ?partNumber=N&uploadId=…`).
+    /// - Returns: the part's ETag, quotes removed.
+    public func uploadPart(
+        key: String, uploadID: String, number: Int, body: [UInt8], md5: [UInt8], sha256Hex: String,
+        onSendProgress: ((Int64) -> Void)? = nil
+    ) async throws(S3Error) -> String {
+        let response = try await send(
+            "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", uploadID)],
+            headers: ["Content-MD5": Base64.encode(md5)], body: body, payloadHash: sha256Hex,
+            what: "UploadPart \(number) of \(key)", onSendProgress: onSendProgress)
+        return Self.unquoted(response.headers["ETag"] ?? "")
+    }
+
+    /// `ListParts`, every page (following `NextPartNumberMarker` while `IsTruncated`).
+    /// - Returns: the parts by number.
+    /// - Throws: `no_such_upload` when the upload is gone; `s3_protocol_error` for a page that does not advance.
+    public func listParts(key: String, uploadID: String) async throws(S3Error) -> [Int: S3Part] {
+        var parts: [Int: S3Part] = [:]
+        var marker: String?
+        while true {
+            var query = [("uploadId", uploadID)]
+            if let marker { query.append(("part-number-marker", marker)) }
+            let response = try await send("GET", key: key, query: query, what: "ListParts \(key)")
+            Self.listPartsPages += 1
+            let xml = String(decoding: response.body, as: UTF8.self)
+            for block in S3XML.blocks("Part", in: xml) {
+                guard let number = S3XML.all("PartNumber", in: block).first.flatMap({ Int($0) }),
+                    let size = S3XML.all("Size", in: block).first.flatMap({ Int64($0) })
+                else { continue }
+                let etag = Self.unquoted(S3XML.all("ETag", in: block).first ?? "")
+                parts[number] = S3Part(number: number, etag: etag, size: size)
+            }
+            guard S3XML.first("IsTruncated", in: xml) == "true" else { return parts }
+            guard let next = S3XML.first("NextPartNumberMarker", in: xml), next != marker else {
+                throw S3Error(
+                    code: .protocolError, message: "ListParts \(key): a truncated page without a new NextPartNumberMarker")
+            }
+            marker = next
+        }
+    }
+
+    /// `CompleteMultipartUpload` with `parts` in order (1…N, each once).
+    /// - Returns: the object's ETag.
+    /// - Throws: also for an `<Error>` in a `200` answer (S3 reports late failures that way).
+    public func completeMultipartUpload(key: String, uploadID: String, parts: [(number: Int, etag: String)])
+        async throws(S3Error) -> String
+    {
+        var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        for part in parts {
+            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\"\(S3XML.escape(part.etag))\"</ETag></Part>"
+        }
+        xml += "</CompleteMultipartUpload>"
+        let body = Array(xml.utf8)
+        let md5 = TusChecksumAlgorithm.md5.digest(body)
+        let response = try await send(
+            "POST", key: key, query: [("uploadId", uploadID)],
+            headers: ["Content-Type": "application/xml", "Content-MD5": Base64.encode(md5)], body: body,
+            what: "CompleteMultipartUpload \(key)")
+        let answer = String(decoding: response.body, as: UTF8.self)
+        if answer.contains("<Error>") {
+            throw S3Error.from(
+                response: HTTPResponse(status: 500, headers: response.headers, body: response.body),
+                what: "CompleteMultipartUpload \(key)", bucket: bucket, now: now)
+        }
+        return Self.unquoted(S3XML.first("ETag", in: answer) ?? "")
+    }
+
+    /// `AbortMultipartUpload` (`DELETE ?uploadId=…`). A `NoSuchUpload` answer counts as done.
+    public func abortMultipartUpload(key: String, uploadID: String) async throws(S3Error) {
+        do {
+            _ = try await send("DELETE", key: key, query: [("uploadId", uploadID)], what: "AbortMultipartUpload \(key)")
+        } catch let error where error.code == .noSuchUpload {
+            return
+        }
+    }
+
+    /// `HeadObject`: the object's size in bytes.
+    public func objectSize(key: String) async throws(S3Error) -> Int64 {
+        let response = try await send("HEAD", key: key, what: "HEAD \(key)")
+        guard let length = response.headers["Content-Length"].flatMap({ Int64($0) }) else {
+            throw S3Error(code: .protocolError, message: "HEAD \(key): no Content-Length")
+        }
+        return length
+    }
+
+    /// `"abc"` → `abc`.
+    static func unquoted(_ etag: String) -> String {
+        var text = Substring(etag)
+        if text.hasPrefix("W/") { text = text.dropFirst(2) }
+        if text.hasPrefix("\""), text.hasSuffix("\""), text.count >= 2 { text = text.dropFirst().dropLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,220 @@
+import Foundation
+import Testing
+import TrailbookEngine
+
+/// `s3://` uploads against a real S3 API server (moto, Tests/Support/s3-server), through the real daemon and CLI.
+/// Needs `Tests/Support/s3-server/setup.sh` to have run once; fails with that advice otherwise.
+@Suite(.serialized)
+struct S3UploadEndToEndTests {
+    /// Requests of `action`.
+    static func count(_ requests: [JSONValue], _ action: String) -> Int {
+        requests.filter { $0.action == action }.count
+    }
+
+    /// Part numbers of the `UploadPart` requests the server stored (2xx), in order.
+    static func storedParts(_ requests: [JSONValue]) -> [Int] {
+        requests.filter { $0.action == "UploadPart" && $0.status == 200 }.compactMap(\.partNumber)
+    }
+
+    @Test func aLargeFileGoesUpInPartsAndASmallOneInOnePut() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let big = try UploadEndToEndTests.randomFile(work.file("big.bin"), bytes: 12 << 20)
+        let small = try UploadEndToEndTests.randomFile(work.file("small.jpg"), bytes: 1000)
+        let id = try daemon.submitUpload([
+            work.file("big.bin"), work.file("small.jpg"), "--to", "s3://photos/trip/", "--chunk-size", "5MiB",
+        ])
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let files = try #require(done["result"]?["files"]?.arrayValue)
+        #expect(files.map { $0["sha256"]?.stringValue } == [big, small])
+        #expect(files.map { $0["path"]?.stringValue } == ["s3://photos/trip/big.bin", "s3://photos/trip/small.jpg"])
+        #expect(done["progress"]?["completed"]?.intValue == Int64((12 << 20) + 1000))
+        #expect(try server.object("trip/big.bin")?.sha256 == big)
+        #expect(try server.object("trip/small.jpg")?.sha256 == small)
+        let requests = try server.requests()
+        #expect(Self.count(requests, "CreateMultipartUpload") == 1)
+        // 12 MiB in 5 MiB parts: 5, 5, 2.
+        #expect(requests.filter { $0.action == "UploadPart" }.compactMap { $0["length"]?.intValue }.sorted()
+            == [2 << 20, 5 << 20, 5 << 20])
+        #expect(requests.first { $0.action == "CompleteMultipartUpload" }?["parts"]?.arrayValue?.compactMap(\.intValue)
+            == [1, 2, 3])
+        #expect(Self.count(requests, "PutObject") == 1, "the small file in one PUT")
+        #expect(try server.uploads() == 0)
+        // No secret in what the daemon shows or logs.
+        let shown = try daemon.cli(["show", id]).stdout
+        #expect(!shown.contains("test-secret") && !daemon.log().contains("test-secret"))
+    }
+
+    @Test func kill9After1000AcknowledgedPartsResumesTheSameUploadSendingOnlyMissingParts() throws {
+        let server = try S3Server(minPartSize: 4096)
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let parts = 1_200
+        let size = parts * 4096 - 100
+        let expected = try UploadEndToEndTests.randomFile(work.file("many.bin"), bytes: size)
+        let id = try daemon.submitUpload([
+            work.file("many.bin"), "--to", "s3://photos/", "--chunk-size", "4KiB", "--min-part-size", "4KiB",
+            "--max-rate", "640KiB",
+        ])
+        let deadline = Date().addingTimeInterval(60)
+        while try Self.storedParts(server.requests()).count < 1_008 {
+            #expect(Date() < deadline, "1008 parts acknowledged within 60 s")
+            if Date() > deadline { return }
+            usleep(20_000)
+        }
+        try daemon.crash()
+        usleep(200_000)
+        let before = try server.requests()
+        let had = Set(Self.storedParts(before))
+        #expect(had.count >= 1_008 && had.count < parts, "killed mid-upload with \(had.count) parts stored")
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let after = Array(try server.requests().dropFirst(before.count))
+        #expect(Self.count(after, "CreateMultipartUpload") == 0, "the saved UploadId was reused")
+        let pages = after.filter { $0.action == "ListParts" }
+        #expect(pages.count == 2, "two ListParts pages of at most 1000 parts")
+        #expect(pages.last?["query"]?["part-number-marker"]?.stringValue == "1000")
+        let sent = Self.storedParts(after)
+        #expect(Set(sent).isDisjoint(with: had), "no part the server had was sent again")
+        #expect(had.union(sent) == Set(1...parts))
+        #expect(after.first { $0.action == "CompleteMultipartUpload" }?["parts"]?.arrayValue?.compactMap(\.intValue)
+            == (1...parts).map { Int64($0) })
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try server.object("many.bin")?.sha256 == expected)
+        #expect(try server.uploads() == 0, "no multipart upload left")
+    }
+
+    @Test func sixtyMiBInFiveMiBPartsInterruptedThreeTimesIsExactlyTwelveParts() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("v.mov"), bytes: 60 << 20)
+        let id = try daemon.submitUpload([
+            work.file("v.mov"), "--to", "s3://photos/v/", "--chunk-size", "5MiB", "--max-rate", "16MiB",
+            "--parts-in-flight", "2",
+        ])
+        for (round, stored) in [2, 5, 8].enumerated() {
+            let deadline = Date().addingTimeInterval(60)
+            while Set(try Self.storedParts(server.requests())).count < stored {
+                guard Date() < deadline else { throw HarnessError("round \(round): \(stored) parts not stored in 60 s") }
+                usleep(20_000)
+            }
+            if round == 1 { _ = try daemon.stop(signal: SIGTERM) } else { try daemon.crash() }
+            try daemon.start()
+        }
+        let done = try daemon.waitForState(id, "succeeded", timeout: 90)
+        let requests = try server.requests()
+        #expect(Self.count(requests, "CreateMultipartUpload") == 1)
+        let lengths = requests.filter { $0.action == "UploadPart" }.compactMap { $0["length"]?.intValue }
+        #expect(Set(lengths) == [5_242_880], "every part sent is 5 242 880 bytes")
+        #expect(requests.first { $0.action == "CompleteMultipartUpload" }?["parts"]?.arrayValue?.compactMap(\.intValue)
+            == Array(Int64(1)...12))
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        let object = try #require(try server.object("v/v.mov"))
+        #expect(object.size == 60 << 20 && object.sha256 == expected)
+        #expect(try server.uploads() == 0)
+    }
+
+    @Test func cancelMidUploadAbortsItAndLeavesNoObject() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("c.bin"), bytes: 40 << 20)
+        let id = try daemon.submitUpload([
+            work.file("c.bin"), "--to", "s3://photos/", "--chunk-size", "5MiB", "--max-rate", "8MiB",
+        ])
+        try daemon.waitFor(id, "two parts stored") { _ in (try? Self.storedParts(server.requests()).count) ?? 0 >= 2 }
+        let job = try daemon.job(["op": "cancel", "job": .string(id)])
+        #expect(job["state"]?.stringValue == "cancelled")
+        #expect(try server.uploads() == 0, "the multipart upload was aborted")
+        #expect(try server.object("c.bin") == nil, "no object")
+        let requests = try server.requests()
+        #expect(Self.count(requests, "AbortMultipartUpload") >= 1)
+        #expect(requests.last { $0.action == "ListParts" }?.status == 404, "aborted until ListParts says NoSuchUpload")
+    }
+
+    @Test func anUploadGoneOnTheServerIsCreatedAgainWithAWarning() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("g.bin"), bytes: 20 << 20)
+        let id = try daemon.submitUpload([
+            work.file("g.bin"), "--to", "s3://photos/", "--chunk-size", "5MiB", "--max-rate", "8MiB",
+        ])
+        try daemon.waitFor(id, "a part stored") { _ in (try? Self.storedParts(server.requests()).count) ?? 0 >= 1 }
+        try daemon.crash()
+        try server.abortAll()
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try server.object("g.bin")?.sha256 == expected)
+        #expect(Self.count(try server.requests(), "CreateMultipartUpload") == 2)
+        #expect(daemon.log().contains("NoSuchUpload"), "announced in the job's log")
+    }
+
+    @Test func slowDownAndServerErrorsAreRetriedWithBackoff() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("s.bin"), bytes: 11 << 20)
+        try server.arm("code=503&count=2&action=UploadPart&s3_code=SlowDown&retry_after=1")
+        try server.arm("code=500&count=1&action=CompleteMultipartUpload&s3_code=InternalError")
+        let started = Date()
+        let id = try daemon.submitUpload([work.file("s.bin"), "--to", "s3://photos/", "--chunk-size", "5MiB"])
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(Date().timeIntervalSince(started) >= 1, "waited the Retry-After second")
+        #expect(done["attempt"]?.intValue == 1, "retried within the attempt")
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        let requests = try server.requests()
+        #expect(requests.filter { $0["fault"]?.boolValue == true }.count == 3)
+        #expect(Self.count(requests, "CompleteMultipartUpload") == 2)
+    }
+
+    @Test func wrongSecretMissingBucketAndSkewedClockFailAtOnceWithTheirCodes() throws {
+        let server = try S3Server(auth: true)
+        let (key, secret) = try server.credentials()
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("w.bin"), bytes: 6 << 20)
+
+        let wrong = try DaemonHarness(environment: server.environment(accessKey: key, secret: secret + "x"))
+        let a = try wrong.submitUpload([work.file("w.bin"), "--to", "s3://photos/"])
+        let failed = try wrong.waitForState(a, "failed")
+        #expect(failed["error"]?["code"]?.stringValue == "signature_does_not_match")
+        #expect(try server.requests().count == 1, "one request, no retry storm")
+        #expect(!wrong.log().contains(secret))
+        _ = try wrong.stop()
+
+        let daemon = try DaemonHarness(environment: server.environment(accessKey: key, secret: secret))
+        let b = try daemon.submitUpload([work.file("w.bin"), "--to", "s3://no-such-bucket/"])
+        #expect(try daemon.waitForState(b, "failed")["error"]?["code"]?.stringValue == "no_such_bucket")
+        #expect(try server.requests().count == 2)
+
+        // moto does not check request times; the server's answer to a skewed clock is injected.
+        try server.arm("code=403&count=1&s3_code=RequestTimeTooSkewed")
+        let c = try daemon.submitUpload([work.file("w.bin"), "--to", "s3://photos/"])
+        let skewed = try daemon.waitForState(c, "failed")
+        #expect(skewed["error"]?["code"]?.stringValue == "request_time_too_skewed")
+        #expect(skewed["error"]?["message"]?.stringValue?.contains("clock") == true)
+        #expect(try server.requests().count == 3)
+    }
+
+    @Test func malformedDestinationsAndFilesBeyondTheLimitsAreRefusedAtSubmit() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("x.bin"), bytes: 100)
+        for bad in ["s3://", "s3://UPPER/", "s3://ab/", "s3://bucket/prefix-without-slash", "s3:/bucket/", "s3://bu..cket/"] {
+            let result = try daemon.cli(["submit", "upload", work.file("x.bin"), "--to", bad])
+            #expect(result.status != 0, "\(bad) refused")
+            #expect(result.stderr.contains("bad_destination"), "\(bad): \(result.stderr)")
+        }
+        // 6 GiB (sparse) in at most 1 part would need a part above S3's 5 GiB.
+        let huge = work.file("huge.bin")
+        _ = FileManager.default.createFile(atPath: huge, contents: nil)
+        #expect(truncate(huge, 6 << 30) == 0)
+        let result = try daemon.cli(["submit", "upload", huge, "--to", "s3://photos/", "--max-parts", "1"])
+        #expect(result.status != 0 && result.stderr.contains("too_large"), "\(result.stderr)")
+        let options = try daemon.cli(["submit", "upload", work.file("x.bin"), "--to", "file:///tmp", "--region", "x"])
+        #expect(options.status != 0 && options.stderr.contains("s3://"), "\(options.stderr)")
+    }
+}

@@ -1,0 +1,205 @@
+"""A real S3 API server for the tests: moto's server (the same WSGI app as `moto_server`) on 127.0.0.1 only,
+with a thin layer that logs each S3 request and can inject faults.
+
+    .venv-s3/bin/python Tests/Support/s3-server/server.py --bucket NAME [--port 0] [--min-part-size N] [--auth]
+
+Prints one line, ``READY <port>``, once it accepts connections. The bucket exists from the start.
+
+--min-part-size N   S3_UPLOAD_PART_MIN_SIZE for moto (default S3's 5 MiB), so tests can use many small parts.
+--auth              moto checks every request's SigV4 signature against an IAM user made at start (with a policy
+                    allowing everything); its key is at GET /__credentials. Without it moto accepts any key.
+
+Control endpoints (never logged):
+  GET  /__log                         one JSON object per S3 request: method, path, query, status, and for
+                                      CompleteMultipartUpload the part numbers listed ("parts")
+  GET  /__object?key=K                {"size", "sha256"} of the object, 404 if there is none
+  GET  /__uploads                     {"uploads": [[key, upload_id, parts], ...]}: multipart uploads in progress
+  POST /__fault/status?code=503&count=N&action=UploadPart[&retry_after=S]
+                                      the next N matching requests get that status with an S3 error body
+  POST /__abort                       aborts every multipart upload in progress (as a lifecycle rule would)
+  GET  /__credentials                 {"access_key_id", "secret_access_key"} (with --auth)
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from urllib.parse import parse_qs
+
+
+def exit_with_parent() -> None:
+    """Dies when the test process does: exits once stdin reaches end of file."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def watch() -> None:
+        while os.read(0, 4096):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def action_of(method: str, query: dict, path: str) -> str:
+    if "uploads" in query:
+        return "CreateMultipartUpload" if method == "POST" else "ListMultipartUploads"
+    if "uploadId" in query:
+        return {
+            "PUT": "UploadPart", "GET": "ListParts", "POST": "CompleteMultipartUpload",
+            "DELETE": "AbortMultipartUpload",
+        }.get(method, method)
+    return {"PUT": "PutObject", "GET": "GetObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(method, method)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--min-part-size", type=int, default=None)
+    parser.add_argument("--auth", action="store_true")
+    parser.add_argument("--standalone", action="store_true", help="do not exit when stdin closes (by hand)")
+    args = parser.parse_args()
+    if not args.standalone:
+        exit_with_parent()
+    if args.min_part_size is not None:
+        os.environ["S3_UPLOAD_PART_MIN_SIZE"] = str(args.min_part_size)
+    # moto reads these when imported.
+    os.environ.setdefault("MOTO_ALLOW_NONEXISTENT_REGION", "true")
+    if args.auth:
+        # The first 3 requests (making the IAM user, its key and its policy) go unchecked; all later ones are.
+        os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
+
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from moto.s3.models import s3_backends
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_request(self, *args, **kwargs) -> None:
+            pass
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    moto_app = DomainDispatcherApplication(create_backend_app)
+    log: list = []
+    faults: list = []
+    lock = threading.Lock()
+    credentials: dict = {}
+
+    def reply(start_response, status: str, body: bytes, content_type: str = "application/json"):
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+        return [body]
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        method = environ["REQUEST_METHOD"]
+        if path.startswith("/__"):
+            if path == "/__log":
+                with lock:
+                    text = "".join(json.dumps(entry) + "\n" for entry in log)
+                return reply(start_response, "200 OK", text.encode())
+            if path == "/__object":
+                key = query["key"][0]
+                try:
+                    obj = backend.get_object(args.bucket, key)
+                except Exception:
+                    obj = None
+                if obj is None:
+                    return reply(start_response, "404 Not Found", b"{}")
+                value = obj.value
+                return reply(start_response, "200 OK",
+                             json.dumps({"size": len(value), "sha256": hashlib.sha256(value).hexdigest()}).encode())
+            if path == "/__uploads":
+                bucket = backend.get_bucket(args.bucket)
+                uploads = [[m.key_name, m.id, len(m.parts)] for m in bucket.multiparts.values()]
+                return reply(start_response, "200 OK", json.dumps({"uploads": uploads}).encode())
+            if path.startswith("/__fault/status") and method == "POST":
+                with lock:
+                    faults.append({
+                        "code": int(query.get("code", ["503"])[0]), "count": int(query.get("count", ["1"])[0]),
+                        "action": query.get("action", [""])[0], "retry_after": query.get("retry_after", [None])[0],
+                        "s3_code": query.get("s3_code", ["SlowDown"])[0],
+                    })
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__abort" and method == "POST":
+                # A lifecycle rule's abort: the upload is gone, its parts with it.
+                bucket = backend.get_bucket(args.bucket)
+                for upload_id in list(bucket.multiparts.keys()):
+                    backend.abort_multipart_upload(args.bucket, upload_id)
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__credentials":
+                return reply(start_response, "200 OK", json.dumps(credentials).encode())
+            return reply(start_response, "404 Not Found", b"{}")
+
+        action = action_of(method, query, path)
+        entry = {"method": method, "path": path, "query": {k: v[0] for k, v in query.items()}, "action": action,
+                 "length": int(environ.get("CONTENT_LENGTH") or 0)}
+        if action == "CompleteMultipartUpload":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length)
+            environ["wsgi.input"] = __import__("io").BytesIO(body)
+            import re
+            entry["parts"] = [int(n) for n in re.findall(rb"<PartNumber>(\d+)</PartNumber>", body)]
+        with lock:
+            fault = next((f for f in faults if f["count"] > 0 and (not f["action"] or f["action"] == action)), None)
+            if fault:
+                fault["count"] -= 1
+        if fault:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            if length:
+                environ["wsgi.input"].read(length)
+            entry["status"] = fault["code"]
+            entry["fault"] = True
+            with lock:
+                log.append(entry)
+            body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{fault['s3_code']}</Code>"
+                    f"<Message>injected by the test server</Message></Error>").encode()
+            headers = [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
+            if fault["retry_after"]:
+                headers.append(("Retry-After", fault["retry_after"]))
+            start_response(f"{fault['code']} Injected", headers)
+            return [body]
+
+        status_holder = {}
+
+        def recording_start_response(status, headers, exc_info=None):
+            status_holder["status"] = int(status.split(" ", 1)[0])
+            return start_response(status, headers, exc_info)
+
+        result = moto_app(environ, recording_start_response)
+        entry["status"] = status_holder.get("status", 0)
+        with lock:
+            log.append(entry)
+        return result
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    if args.auth:
+        import boto3
+        endpoint = f"http://127.0.0.1:{port}"
+        iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1",
+                           aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+        iam.create_user(UserName="uploader")
+        key = iam.create_access_key(UserName="uploader")["AccessKey"]
+        iam.put_user_policy(UserName="uploader", PolicyName="all", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+        credentials.update({"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]})
+        with lock:
+            log.clear()
+    backend.create_bucket(args.bucket, "us-east-1")
+    print(f"READY {port}", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
