@@ -71,7 +71,7 @@ struct S3UploadRun: UploadTransfer {
     }
 
     /// The object names of `files`, checked: plain names, unique, keys of at most 1024 bytes.
-    static func names(of files: [String], prefix: String) throws(JobError) -> [String] {
+    nonisolated static func names(of files: [String], prefix: String) throws(JobError) -> [String] {
         var seen: [String: String] = [:]
         return try files.map { source throws(JobError) in
             let name = try UploadNames.name(ofSource: source)

@@ -11,5 +11,5 @@ python="${PYTHON:-python3}"
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.2.5' 'boto3==1.42.93'  # boto3: the --auth bootstrap in server.py
+"$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.2.5' 'boto3==1.44.8'  # boto3: the --auth bootstrap in server.py
 "$venv/bin/python" -c 'import moto, boto3; print("s3 venv ready:", "'"$venv"'", "moto", moto.__version__)'

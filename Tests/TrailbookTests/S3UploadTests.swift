@@ -1,0 +1,69 @@
+import Testing
+
+@testable import TrailbookEngine
+@testable import UploadJob
+
+/// The s3:// destination's submit-time rules: the URL, the part plan, the options.
+struct S3UploadTests {
+    @Test func s3DestinationsParseIntoBucketAndPrefix() throws {
+        #expect(try UploadDestination(parsing: "s3://photos/trip/2026/") == .s3(bucket: "photos", prefix: "trip/2026/"))
+        #expect(try UploadDestination(parsing: "s3://photos/") == .s3(bucket: "photos", prefix: ""))
+        #expect(try UploadDestination(parsing: "s3://photos") == .s3(bucket: "photos", prefix: ""))
+        #expect(try UploadDestination(parsing: "S3://my.bucket-1/a b/") == .s3(bucket: "my.bucket-1", prefix: "a b/"))
+        for bad in [
+            "s3://", "s3:/photos/", "s3://ab/", "s3://Photos/", "s3://-photos/", "s3://photos-/", "s3://ph..otos/",
+            "s3://photos/prefix", "s3://photos//", "s3://photos/a//b/", "s3://photos/a?b/", "s3://photos/a\u{1}/",
+            "s3://" + String(repeating: "a", count: 64) + "/",
+        ] {
+            #expect(throws: JobError.self, "\(bad)") { try UploadDestination(parsing: bad) }
+            do {
+                _ = try UploadDestination(parsing: bad)
+            } catch {
+                #expect(error.code == "bad_destination")
+            }
+        }
+    }
+
+    @Test func partsArePlannedWithinS3sLimits() throws {
+        let mib: Int64 = 1 << 20
+        func plan(_ size: Int64, chunk: Int64 = 8 << 20, maxParts: Int = 10_000) throws -> S3PartPlan {
+            try S3PartPlan.plan(size: size, preferred: chunk, minPartSize: 5 * mib, maxParts: maxParts, name: "f")
+        }
+        #expect(try plan(60 * mib, chunk: 5 * mib) == S3PartPlan(size: 60 * mib, partSize: 5_242_880))
+        #expect(try plan(60 * mib, chunk: 5 * mib).count == 12)
+        #expect(try plan(1 * mib, chunk: 4 << 10).partSize == 5 * mib, "never below the minimum part")
+        #expect(try plan(1 * mib).isSinglePut)
+        #expect(try plan(0).count == 1)
+        #expect(try plan(100 << 30).partSize == 10_737_419)
+        #expect(try plan(100 << 30).count == 10_000)
+        #expect(try plan(5 << 40).partSize == 549_755_814)
+        #expect(try plan(100 << 30, maxParts: 1_000).partSize == 107_374_183)
+        let last = try plan(12 * mib, chunk: 5 * mib)
+        #expect(last.range(ofPart: 3) == (offset: 10 * mib, length: 2 * mib))
+        #expect(throws: JobError.self) { try plan((5 << 40) + 1) }
+        #expect(throws: JobError.self) { try plan(6 << 30, maxParts: 1) }
+    }
+
+    @Test func s3OptionsRoundTripAndAreChecked() throws {
+        let params = UploadJob.Params(
+            files: ["/a"], to: "s3://b/", s3: S3Options(endpoint: "http://127.0.0.1:9000", pathStyle: true, partsInFlight: 8))
+        let json = String(decoding: JSONCoding.encode(params), as: UTF8.self)
+        #expect(json.contains("\"s3\":{") && json.contains("\"parts_in_flight\":8") && json.contains("\"path_style\":true"))
+        #expect(try JSONCoding.decode(UploadJob.Params.self, from: Array(json.utf8)) == params)
+        let plain = String(decoding: JSONCoding.encode(UploadJob.Params(files: ["/a"], to: "file:///d")), as: UTF8.self)
+        #expect(!plain.contains("s3"), "file:// params look as before")
+        #expect(throws: JobError.self) { try S3Options(maxParts: 0).check() }
+        #expect(throws: JobError.self) { try S3Options(minPartSize: 10).check() }
+        #expect(throws: JobError.self) { try S3Options(partsInFlight: 33).check() }
+        #expect(throws: JobError.self) { try S3Options(region: "eu west").check() }
+        try S3Options(maxParts: 1_000, minPartSize: 5 << 20, partsInFlight: 4).check()
+    }
+
+    @Test func twoSourcesOfOneNameAndOverlongKeysAreRefused() throws {
+        #expect(throws: JobError.self) { try S3UploadRun.names(of: ["/a/x.jpg", "/b/x.jpg"], prefix: "p/") }
+        #expect(throws: JobError.self) {
+            try S3UploadRun.names(of: ["/a/" + String(repeating: "n", count: 200)], prefix: String(repeating: "p/", count: 420))
+        }
+        #expect(try S3UploadRun.names(of: ["/a/x.jpg", "/b/y.jpg"], prefix: "p/") == ["x.jpg", "y.jpg"])
+    }
+}
