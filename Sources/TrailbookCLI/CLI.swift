@@ -95,18 +95,7 @@ public enum CLI {
             + "\nRun 'trailbook-jobs \(group) SUBCOMMAND --help' for a subcommand's options."
     }
 
-    static func environment() -> [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
-    }
+    static func environment() -> [String: String] { ProcessEnvironment.current() }
 
     /// Writes `message` and a newline to stderr.
     public static func printError(_ message: String) {

@@ -104,7 +104,7 @@ struct S3UploadRun: UploadTransfer {
             endpoint: options.endpoint, region: options.region, pathStyle: options.pathStyle, profile: options.profile)
         let resolved = try await job.runOnPool { () throws(JobError) -> S3Settings in
             do throws(S3Error) {
-                return try S3Settings.resolve(overrides: overrides, environment: S3Settings.processEnvironment())
+                return try S3Settings.resolve(overrides: overrides, environment: ProcessEnvironment.current())
             } catch {
                 // Missing credentials may be added before the next attempt: retryable.
                 throw JobError(code: error.code.rawValue, message: error.message, retryable: error.code == .noCredentials)

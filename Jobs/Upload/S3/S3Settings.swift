@@ -50,7 +50,7 @@ public struct S3Settings: Sendable, Equatable {
 
     /// Resolves the settings from `overrides`, `environment` and the AWS files. Blocking (reads two small files):
     /// call it on the thread pool.
-    /// - Parameter environment: the variables to read (the daemon's, `S3Settings.processEnvironment()`).
+    /// - Parameter environment: the variables to read (the daemon's: `ProcessEnvironment.current()`).
     /// - Throws: `S3Error` `no_credentials` when no access key is found (the message lists where it looked), or
     ///   `bad_endpoint` for an endpoint that is not an http(s) URL.
     public static func resolve(overrides: Overrides, environment: [String: String]) throws(S3Error) -> S3Settings {
@@ -122,20 +122,6 @@ public struct S3Settings: Sendable, Equatable {
         let host = "\(bucket).\(authority)"
         let path = "/\(encodedKey)"
         return (scheme + host + path, host, path)
-    }
-
-    /// The daemon process's environment variables.
-    public static func processEnvironment() -> [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
     }
 }
 

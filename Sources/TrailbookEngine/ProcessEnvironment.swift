@@ -1,0 +1,20 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The process's environment variables.
+public enum ProcessEnvironment {
+    /// Every variable of this process (`environ`), by name; a later duplicate wins.
+    public static func current() -> [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+}
