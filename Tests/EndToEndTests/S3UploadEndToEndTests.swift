@@ -127,11 +127,60 @@ struct S3UploadEndToEndTests {
         try daemon.waitFor(id, "two parts stored") { _ in (try? Self.storedParts(server.requests()).count) ?? 0 >= 2 }
         let job = try daemon.job(["op": "cancel", "job": .string(id)])
         #expect(job["state"]?.stringValue == "cancelled")
-        #expect(try server.uploads() == 0, "the multipart upload was aborted")
+        try Self.waitUntil("the multipart upload is aborted") { try server.uploads() == 0 }
         #expect(try server.object("c.bin") == nil, "no object")
         let requests = try server.requests()
         #expect(Self.count(requests, "AbortMultipartUpload") >= 1)
         #expect(requests.last { $0.action == "ListParts" }?.status == 404, "aborted until ListParts says NoSuchUpload")
+    }
+
+    /// Polls `condition` every 20 ms for up to `timeout` seconds.
+    static func waitUntil(_ what: String, timeout: Double = 15, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while try !condition() {
+            guard Date() < deadline else { throw HarnessError("timed out waiting until \(what)") }
+            usleep(20_000)
+        }
+    }
+
+    @Test func anAbortTheServerRefusesIsRetriedAcrossARestart() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("r.bin"), bytes: 30 << 20)
+        let id = try daemon.submitUpload([
+            work.file("r.bin"), "--to", "s3://photos/", "--chunk-size", "5MiB", "--max-rate", "8MiB",
+        ])
+        try daemon.waitFor(id, "a part stored") { _ in (try? Self.storedParts(server.requests()).count) ?? 0 >= 1 }
+        try server.arm("code=503&count=1000&action=AbortMultipartUpload&s3_code=ServiceUnavailable")
+        #expect(try daemon.job(["op": "cancel", "job": .string(id)])["state"]?.stringValue == "cancelled")
+        try Self.waitUntil("an abort was refused") { Self.count(try server.requests(), "AbortMultipartUpload") >= 1 }
+        try daemon.crash()
+        #expect(try server.uploads() == 1, "still there while the server refuses")
+        try server.clearFaults()
+        try daemon.start()
+        try Self.waitUntil("the restarted daemon aborted it", timeout: 30) { try server.uploads() == 0 }
+        #expect(try server.object("r.bin") == nil)
+        #expect(try server.requests().last { $0.action == "ListParts" }?.status == 404)
+    }
+
+    @Test func aSourceChangedMidUploadFailsAndTheUploadIsAborted() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("m.bin"), bytes: 30 << 20)
+        let id = try daemon.submitUpload([
+            work.file("m.bin"), "--to", "s3://photos/", "--chunk-size", "5MiB", "--max-rate", "8MiB",
+        ])
+        try daemon.waitFor(id, "a part stored") { _ in (try? Self.storedParts(server.requests()).count) ?? 0 >= 1 }
+        let handle = try #require(FileHandle(forWritingAtPath: work.file("m.bin")))
+        try handle.seek(toOffset: 1)
+        try handle.write(contentsOf: Data([0x42]))
+        try handle.close()
+        let failed = try daemon.waitForState(id, "failed")
+        #expect(failed["error"]?["code"]?.stringValue == "source_changed")
+        try Self.waitUntil("the multipart upload is aborted") { try server.uploads() == 0 }
+        #expect(try server.object("m.bin") == nil)
     }
 
     @Test func anUploadGoneOnTheServerIsCreatedAgainWithAWarning() throws {

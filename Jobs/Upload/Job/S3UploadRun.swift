@@ -188,7 +188,7 @@ struct S3UploadRun: UploadTransfer {
                 return etag
             }
             progress.acknowledged(part: 1, bytes: plan.size)
-            try await finish(index, key: key, sha256: sha256, plan: plan, source: source, client: client,
+            try await finish(index, key: key, sha256: sha256, plan: plan, client: client,
                 checkpoint: &checkpoint, in: job)
             return
         }
@@ -269,13 +269,15 @@ struct S3UploadRun: UploadTransfer {
         }
 
         try job.checkCancellation()
+        // The last chance to refuse a changed source: once completed, the object is visible to everyone.
+        try await job.runOnPool { try source.checkUnchanged() }
         let parts = (1...plan.count).map { (number: $0, etag: etags[$0]!) }
         let sha256 = source.hash.hexDigest
         _ = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
             try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
         }
         job.log(.info, "\(name): completed multipart upload \(uploadID) (\(plan.count) parts)")
-        try await finish(index, key: key, sha256: sha256, plan: plan, source: source, client: client,
+        try await finish(index, key: key, sha256: sha256, plan: plan, client: client,
             checkpoint: &checkpoint, in: job)
     }
 
@@ -306,9 +308,10 @@ struct S3UploadRun: UploadTransfer {
         }
     }
 
-    /// Checks the object's size and the source, records the file and moves the checkpoint on.
+    /// Checks the object's size, records the file and moves the checkpoint on. (The source was checked before
+    /// the object was made: before reading a single `PUT`'s bytes, before `CompleteMultipartUpload`.)
     private func finish(
-        _ index: Int, key: String, sha256: String, plan: S3PartPlan, source: TusSource, client: S3Client,
+        _ index: Int, key: String, sha256: String, plan: S3PartPlan, client: S3Client,
         checkpoint: inout UploadCheckpoint, in job: JobContext
     ) async throws {
         let size = try await retrying("HEAD \(key)", in: job) { () async throws(S3Error) in
@@ -320,7 +323,6 @@ struct S3UploadRun: UploadTransfer {
                 message: "\(names[index]): the object s3://\(bucket)/\(key) has \(size) bytes, the source \(plan.size); "
                     + "submit the upload again")
         }
-        try await job.runOnPool { try source.checkUnchanged() }
         checkpoint.finished.append(
             UploadedFile(
                 name: names[index], path: "s3://\(bucket)/\(key)", bytes: plan.size, sha256: sha256,
@@ -364,36 +366,51 @@ struct S3UploadRun: UploadTransfer {
         }
     }
 
-    /// After `user_stop` or a failure: aborts the current file's multipart upload, repeating until `ListParts`
-    /// answers `NoSuchUpload` (parts still in flight may land after an abort). From a task of its own, so the
-    /// stop that led here does not cut it short. Objects already complete stay.
-    func discardPartial(after ending: UploadEnding, in job: JobContext) async {
+    /// After the job ended `failed` or `cancelled`: aborts the current file's multipart upload
+    /// (`AbortMultipartUpload`), then asks `ListParts`, which must answer `NoSuchUpload` (a part in flight may land
+    /// after an abort). Objects already complete stay.
+    /// - Returns: `.done` once the upload is gone (or there was none); `.retry` while parts are still listed or the
+    ///   server cannot be reached or is busy (the engine tries again with backoff, across restarts); `.giveUp` when
+    ///   the server refuses for good (access denied, no such bucket).
+    func discardPartial(in job: JobContext) async -> CleanUpOutcome {
         guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let uploadID = checkpoint.s3UploadID,
             checkpoint.fileIndex < names.count
-        else { return }
+        else { return .done }
+        let object = "s3://\(bucket)/\(key(checkpoint.fileIndex))"
         let key = key(checkpoint.fileIndex)
-        let params = self.params
-        let bucket = self.bucket
-        await Task { @LoopActor in
-            do {
-                var client = try await Self.client(for: params, bucket: bucket, in: job)
-                client.requestTimeoutMilliseconds = 5_000
-                for round in 1...5 {
-                    try await client.abortMultipartUpload(key: key, uploadID: uploadID)
-                    do {
-                        let left = try await client.listParts(key: key, uploadID: uploadID)
-                        job.log(.info, "aborted multipart upload \(uploadID), but \(left.count) parts are still listed; aborting again (\(round))")
-                        try await job.sleep(seconds: 0.2 * Double(round))
-                    } catch let error as S3Error where error.code == .noSuchUpload {
-                        job.log(.info, "aborted the unfinished multipart upload \(uploadID) of \(key)")
-                        return
-                    }
-                }
-                job.log(.warning, "could not make the server drop multipart upload \(uploadID) of \(key) after 5 aborts")
-            } catch {
-                job.log(.warning, "could not abort the unfinished multipart upload \(uploadID) of \(key): \(error)")
+        do {
+            var client = try await Self.client(for: params, bucket: bucket, in: job)
+            client.requestTimeoutMilliseconds = 5_000
+            if let left = try await Self.abort(key: key, uploadID: uploadID, client: client) {
+                return .retry("multipart upload \(uploadID) of \(object) still lists \(left) parts after an abort")
             }
-        }.value
+            job.log(.info, "aborted the unfinished multipart upload \(uploadID) of \(object)")
+            return .done
+        } catch let error as S3Error
+            where error.isTransient || [.expiredToken, .requestTimeTooSkewed, .invalidPart].contains(error.code)
+        {
+            return .retry("multipart upload \(uploadID) of \(object) is still on the server: \(error)")
+        } catch let error as JobError where error.retryable {
+            return .retry("multipart upload \(uploadID) of \(object) is still on the server: \(error)")
+        } catch {
+            return .giveUp("multipart upload \(uploadID) of \(object) stays on the server: abort failed: \(error)")
+        }
+    }
+}
+
+extension S3UploadRun {
+    /// `AbortMultipartUpload`, then `ListParts`: `nil` when the server answers `NoSuchUpload` (gone), else the
+    /// number of parts it still lists.
+    static func abort(key: String, uploadID: String, client: S3Client) async throws(S3Error) -> Int? {
+        try await client.abortMultipartUpload(key: key, uploadID: uploadID)
+        let left: [Int: S3Part]
+        do {
+            left = try await client.listParts(key: key, uploadID: uploadID)
+        } catch {
+            guard error.code == .noSuchUpload else { throw error }
+            return nil
+        }
+        return left.count
     }
 }
 

@@ -10,7 +10,7 @@ import TrailbookLoop
 ///   which keep the partial upload for the next attempt), calls `discardPartial` from `UploadJob.cleanUp`, which the
 ///   engine retries until it is done, so no ending leaves half a file behind that nothing will ever resume.
 ///
-/// Conformers: `DirectoryUpload` (`file://`), `TusUploadRun` (tus).
+/// Conformers: `DirectoryUpload` (`file://`), `TusUploadRun` (tus), `S3UploadRun` (`s3://`).
 @LoopActor
 protocol UploadTransfer {
     /// Uploads (or resumes) every file and returns the job's result (`UploadJob.result`).

@@ -69,6 +69,11 @@ final class S3Server {
         try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/status?\(fault)"])
     }
 
+    /// Drops every armed fault.
+    func clearFaults() throws {
+        try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/clear"])
+    }
+
     /// Aborts every multipart upload in progress, as a lifecycle rule would.
     func abortAll() throws {
         try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__abort"])

@@ -16,6 +16,7 @@ Control endpoints (never logged):
   GET  /__uploads                     {"uploads": [[key, upload_id, parts], ...]}: multipart uploads in progress
   POST /__fault/status?code=503&count=N&action=UploadPart[&retry_after=S]
                                       the next N matching requests get that status with an S3 error body
+  POST /__fault/clear                 drops every armed fault
   POST /__abort                       aborts every multipart upload in progress (as a lifecycle rule would)
   GET  /__credentials                 {"access_key_id", "secret_access_key"} (with --auth)
 """
@@ -117,6 +118,10 @@ def main() -> None:
                 bucket = backend.get_bucket(args.bucket)
                 uploads = [[m.key_name, m.id, len(m.parts)] for m in bucket.multiparts.values()]
                 return reply(start_response, "200 OK", json.dumps({"uploads": uploads}).encode())
+            if path == "/__fault/clear" and method == "POST":
+                with lock:
+                    faults.clear()
+                return reply(start_response, "200 OK", b"{}")
             if path.startswith("/__fault/status") and method == "POST":
                 with lock:
                     faults.append({
