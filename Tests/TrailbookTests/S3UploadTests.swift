@@ -65,5 +65,8 @@ struct S3UploadTests {
             try S3UploadRun.names(of: ["/a/" + String(repeating: "n", count: 200)], prefix: String(repeating: "p/", count: 420))
         }
         #expect(try S3UploadRun.names(of: ["/a/x.jpg", "/b/y.jpg"], prefix: "p/") == ["x.jpg", "y.jpg"])
+        // caf\xe9.jpg in Latin-1: S3 keys are UTF-8, so it is refused with bad_name, not mangled.
+        let latin1 = BytePath(bytes: Array("/a/caf".utf8) + [0xE9] + Array(".jpg".utf8))
+        #expect(throws: JobError.self) { try S3UploadRun.names(of: [latin1], prefix: "") }
     }
 }

@@ -70,11 +70,16 @@ struct S3UploadRun: UploadTransfer {
         }
     }
 
-    /// The object names of `files`, checked: plain names, unique, keys of at most 1024 bytes.
-    nonisolated static func names(of files: [String], prefix: String) throws(JobError) -> [String] {
-        var seen: [String: String] = [:]
+    /// The object names of `files`, checked: plain names in UTF-8 (S3 keys are UTF-8), unique, keys of at most
+    /// 1024 bytes.
+    nonisolated static func names(of files: [BytePath], prefix: String) throws(JobError) -> [String] {
+        var seen: [String: BytePath] = [:]
         return try files.map { source throws(JobError) in
-            let name = try UploadNames.name(ofSource: source)
+            guard let name = try UploadNames.name(ofSource: source).text else {
+                throw JobError(
+                    code: "bad_name",
+                    message: "the name of '\(source)' is not UTF-8, and S3 keys are; rename the file to upload it to S3")
+            }
             if let other = seen[name] {
                 throw JobError(
                     code: "duplicate_name",
@@ -325,7 +330,7 @@ struct S3UploadRun: UploadTransfer {
         }
         checkpoint.finished.append(
             UploadedFile(
-                name: names[index], path: "s3://\(bucket)/\(key)", bytes: plan.size, sha256: sha256,
+                name: BytePath(names[index]), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size, sha256: sha256,
                 bytesResent: checkpoint.fileBytesResent))
         checkpoint.fileIndex = index + 1
         checkpoint.offset = 0
@@ -449,7 +454,7 @@ final class S3Progress {
     init(job: JobContext, names: [String], sizes: [Int64]) {
         self.job = job
         self.sizes = sizes
-        upload = UploadProgress(names: names, sizes: sizes)
+        upload = UploadProgress(names: names.map { BytePath($0) }, sizes: sizes)
     }
 
     /// A new file starts (or resumes) at 0 acknowledged bytes.
