@@ -1,22 +1,24 @@
 #!/usr/bin/env python3
-"""Crash loop: kill -9 the daemon at random moments during tus and file:// uploads, then check nothing was lost.
+"""Crash loop: kill -9 the daemon at random moments during tus, s3:// and file:// uploads, then check nothing was lost.
 
     python3 scripts/crash-loop.py [--kills 8] [--seed N] [--binary PATH] [--keep]
 
 What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards (unless --keep):
 - starts the real tus server (Tests/Support/tus-server/server.py, from the .venv-tus that
   Tests/Support/tus-server/setup.sh makes) behind the fault-injecting proxy (proxy.py), and a daemon;
-- submits rounds of uploads: three tus uploads of random files (one job each) through the proxy and one
-  directory (file://) upload of several files, all in 1 MiB chunks under --max-rate, so they run for seconds;
+- starts the S3 test server (moto, Tests/Support/s3-server/server.py, from the .venv-s3 that
+  Tests/Support/s3-server/setup.sh makes) with 1 MiB parts allowed;
+- submits rounds of uploads: three tus uploads of random files (one job each) through the proxy, one s3:// upload
+  of a multipart file and a one-PUT file, and one directory (file://) upload of several files, all in 1 MiB chunks under --max-rate, so they run for seconds;
 - --kills times: waits a random 0.2-1.5 s, sometimes arms a proxy fault (a 503 or a reset in the middle of a
-  PATCH), kill -9s the daemon and starts it again. When a round's jobs have all ended it is checked and a new
+  PATCH) or an S3 fault (a 503 SlowDown to an UploadPart), kill -9s the daemon and starts it again. When a round's jobs have all ended it is checked and a new
   round is submitted, so a long run (--kills 1000) keeps uploads in flight for every kill;
 - after the last kill, lets the daemon finish and checks every round:
   * every job ended `succeeded`;
-  * every uploaded object's SHA-256 (the tus server's stored file, the destination directory's file) equals its
-    source's, and the job's result reports the same digest;
-  * no orphan: the tus server holds exactly the uploads the results name, and the destination directory holds no
-    `.part` file;
+  * every uploaded object's SHA-256 (the tus server's stored file, the S3 object, the destination directory's
+    file) equals its source's, and the job's result reports the same digest;
+  * no orphan: the tus server holds exactly the uploads the results name, the S3 server no multipart upload in
+    progress, and the destination directory holds no `.part` file;
   * a job's `bytes_resent` is at most one chunk per kill and per injected fault during its life.
 Prints one summary line and exits 0 when every check held, 1 otherwise (each failed check is printed), 2 when it
 could not run (no venv, no binary).
@@ -41,6 +43,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TUS = os.path.join(ROOT, "Tests", "Support", "tus-server")
+S3 = os.path.join(ROOT, "Tests", "Support", "s3-server")
+S3_BUCKET = "crash"
 CHUNK = 1024 * 1024
 
 
@@ -68,9 +72,12 @@ def start_ready(argv, **kwargs):
 class Daemon:
     """The daemon under test, restarted after every kill."""
 
-    def __init__(self, binary, home, log):
+    def __init__(self, binary, home, log, s3_port):
         self.binary, self.home, self.log = binary, home, log
-        self.env = dict(os.environ, TRAILBOOK_JOBS_HOME=home, NO_COLOR="1")
+        self.env = dict(os.environ, TRAILBOOK_JOBS_HOME=home, NO_COLOR="1", AWS_ACCESS_KEY_ID="crash",
+                        AWS_SECRET_ACCESS_KEY="loop", AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_port}",
+                        AWS_REGION="us-east-1", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+                        AWS_CONFIG_FILE="/nonexistent", AWS_PROFILE="", AWS_SESSION_TOKEN="")
         self.process = None
 
     def start(self):
@@ -130,7 +137,7 @@ class Round:
         self.dest = os.path.join(self.dir, "dest")
         os.makedirs(self.dest)
         self.sources = {}  # job id -> [source paths]
-        self.kind = {}  # job id -> "tus" or "file"
+        self.kind = {}  # job id -> "tus", "s3" or "file"
         self.started = time.monotonic()
         for n in range(3):
             path = os.path.join(self.dir, f"trip-{n}.bin")
@@ -138,6 +145,15 @@ class Round:
                 f.write(rng.randbytes(rng.randint(3 * CHUNK, 9 * CHUNK) + rng.randint(0, CHUNK)))
             job = daemon.submit([path, "--to", proxy_url, "--chunk-size", "1MiB", "--max-rate", "4MiB"])
             self.sources[job], self.kind[job] = [path], "tus"
+        s3_files = []
+        for n, size in enumerate([rng.randint(3 * CHUNK, 8 * CHUNK), rng.randint(1, CHUNK)]):
+            path = os.path.join(self.dir, f"s3-{n}.bin")
+            with open(path, "wb") as f:
+                f.write(rng.randbytes(size))
+            s3_files.append(path)
+        job = daemon.submit([*s3_files, "--to", f"s3://{S3_BUCKET}/round-{index}/", "--chunk-size", "1MiB",
+                             "--min-part-size", "1MiB", "--max-rate", "4MiB"])
+        self.sources[job], self.kind[job] = s3_files, "s3"
         files = []
         for n in range(4):
             path = os.path.join(self.dir, f"photo-{n}.jpg")
@@ -153,7 +169,12 @@ class Round:
         return all(jobs[i]["state"] in ("succeeded", "failed", "cancelled") for i in self.sources)
 
 
-def check(rounds, daemon, tus_files):
+def s3_get(s3_port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{s3_port}{path}", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def check(rounds, daemon, tus_files, s3_port):
     """Every check of the module docstring; returns the list of problems (empty when all held)."""
     problems = []
     jobs = {j["id"]: j for j in daemon.request({"op": "list", "limit": 100000})["jobs"]}
@@ -183,6 +204,11 @@ def check(rounds, daemon, tus_files):
                     named_uploads.add(upload)
                     stored = os.path.join(tus_files, upload)
                     got = sha256_file(stored) if os.path.exists(stored) else "missing"
+                elif r.kind[job_id] == "s3":
+                    try:
+                        got = s3_get(s3_port, f"/__object?key=round-{r.index}/{name}")["sha256"]
+                    except urllib.error.HTTPError:
+                        got = "missing"
                 else:
                     stored = os.path.join(r.dest, name)
                     got = sha256_file(stored) if os.path.exists(stored) else "missing"
@@ -199,6 +225,9 @@ def check(rounds, daemon, tus_files):
     orphans = sorted(on_server - named_uploads)
     if orphans:
         problems.append(f"{len(orphans)} orphaned upload(s) on the tus server: {orphans[:5]}")
+    multipart = s3_get(s3_port, "/__uploads")["uploads"]
+    if multipart:
+        problems.append(f"{len(multipart)} multipart upload(s) left on the S3 server: {multipart[:5]}")
     return problems
 
 
@@ -217,6 +246,10 @@ def main():
     if not os.access(python, os.X_OK):
         print("crash-loop: no .venv-tus; run Tests/Support/tus-server/setup.sh first", file=sys.stderr)
         return 2
+    s3_python = os.path.join(ROOT, ".venv-s3", "bin", "python")
+    if not os.access(s3_python, os.X_OK):
+        print("crash-loop: no .venv-s3; run Tests/Support/s3-server/setup.sh first", file=sys.stderr)
+        return 2
     if not os.access(args.binary, os.X_OK):
         print(f"crash-loop: no binary at {args.binary}; run swift build first", file=sys.stderr)
         return 2
@@ -228,7 +261,9 @@ def main():
     server, server_port = start_ready([python, os.path.join(TUS, "server.py"), "--files-dir", tus_files])
     proxy, proxy_port = start_ready([python, os.path.join(TUS, "proxy.py"), "--upstream-port", str(server_port)])
     proxy_url = f"http://127.0.0.1:{proxy_port}/files/"
-    daemon = Daemon(args.binary, os.path.join(work, "home"), log)
+    s3_server, s3_port = start_ready([s3_python, os.path.join(S3, "server.py"), "--bucket", S3_BUCKET,
+                                      "--min-part-size", str(CHUNK)])
+    daemon = Daemon(args.binary, os.path.join(work, "home"), log, s3_port)
     os.makedirs(daemon.home)
     faults = 0
     started = time.monotonic()
@@ -244,6 +279,12 @@ def main():
                                                               method="POST"), timeout=5).read()
                 faults += 1
                 rounds[-1].events.append(time.monotonic())
+            if rng.random() < 0.3:
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{s3_port}/__fault/status?code=503&count=1&action=UploadPart&s3_code=SlowDown",
+                    method="POST"), timeout=5).read()
+                faults += 1
+                rounds[-1].events.append(time.monotonic())
             daemon.kill9()
             rounds[-1].events.append(time.monotonic())
             daemon.start()
@@ -254,10 +295,10 @@ def main():
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        problems = check(rounds, daemon, tus_files)
+        problems = check(rounds, daemon, tus_files, s3_port)
     finally:
         daemon.stop()
-        for p in (proxy, server):
+        for p in (proxy, server, s3_server):
             p.stdin.close()
             p.kill()
             p.wait()
@@ -265,7 +306,7 @@ def main():
     jobs = sum(len(r.sources) for r in rounds)
     for problem in problems:
         print("crash-loop: FAIL " + problem)
-    print(f"crash-loop: seed {seed}: {args.kills} kills, {faults} proxy faults, {len(rounds)} rounds, {jobs} jobs, "
+    print(f"crash-loop: seed {seed}: {args.kills} kills, {faults} injected faults, {len(rounds)} rounds, {jobs} jobs, "
           f"{len(problems)} problems, {time.monotonic() - started:.0f} s")
     if args.keep or problems:
         print(f"crash-loop: work directory kept: {work} (daemon.log there)")

@@ -9,7 +9,7 @@ if [ -x Tests/Support/tus-server/setup.sh ]; then Tests/Support/tus-server/setup
 if [ -x Tests/Support/s3-server/setup.sh ]; then Tests/Support/s3-server/setup.sh; fi
 
 swift build --build-tests
-# kill -9 at random moments during tus and file:// uploads (with proxy faults), then check nothing was lost,
+# kill -9 at random moments during tus, s3:// and file:// uploads (with injected faults), then check nothing was lost,
 # corrupted or orphaned; a small count here, long runs by hand (README, "Crash loop").
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
 # Serially: the end-to-end tests measure latencies and CPU, which parallel suites on 2 cores would distort.
