@@ -480,20 +480,22 @@ final class S3Progress {
         update(force: false)
     }
 
-    /// Counts `acknowledged` always (`force`), and the bytes in flight at most every
-    /// `TusUploadRun.progressInterval` seconds; reports at that pace.
+    /// Counts `acknowledged` always (`force`), and reports at most every `TusUploadRun.progressInterval` seconds.
+    /// `completed` is the bytes the server acknowledged (it never goes back); the bytes of the parts under way
+    /// are reported as `in_flight`, as for tus.
     private func update(force: Bool) {
         let now = Timestamp.monotonic()
         let due = now - lastReport >= TusUploadRun.progressInterval
         guard force || due else { return }
-        let done = acknowledgedBytes + inFlight.values.reduce(0, +)
-        upload.set(index, min(done, sizes[index]))
+        upload.set(index, max(upload.done(index), min(acknowledgedBytes, sizes[index])))
         if due { report(current: name) }
     }
 
     /// Reports the current numbers.
     func report(current: String?) {
         lastReport = Timestamp.monotonic()
-        job.reportProgress(completed: upload.completed, total: upload.total, current: current, items: upload.items)
+        job.reportProgress(
+            completed: upload.completed, total: upload.total, current: current, items: upload.items,
+            inFlight: inFlight.values.reduce(0, +))
     }
 }
