@@ -79,7 +79,13 @@ enum Commands {
         CommandSpec(path: ["show"], summary: "show one job", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
         CommandSpec(path: ["cancel"], summary: "cancel a job (reason user_stop): it stops and removes its partial output", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
         CommandSpec(path: ["pause"], summary: "pause a job; it keeps its checkpoint", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
-        CommandSpec(path: ["resume"], summary: "put a paused job back in the queue", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
+        CommandSpec(
+            path: ["resume"], summary: "put a paused job back in the queue", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")],
+            options: [
+                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus upload: new header (e.g. a fresh 'Authorization: Bearer …'), replacing the job's headers of that name; never shown"),
+                json, socket,
+            ],
+            details: "Example: trailbook-jobs resume 9b2f --header \"Authorization: Bearer $NEW_TOKEN\""),
         CommandSpec(
             path: ["watch"], summary: "follow job progress live (plain lines when not on a terminal)",
             positionals: [PositionalSpec(name: "ID", min: 0, max: nil, help: "only these jobs (id or unique prefix)")],
@@ -274,7 +280,15 @@ enum Commands {
     }
 
     static func control(_ op: String, _ context: CommandContext) throws -> Int32 {
-        let job = try context.call(["op": .string(op), "job": .string(context.arguments.positionals[0])])["job"] ?? .null
+        var request: [String: JSONValue] = ["op": .string(op), "job": .string(context.arguments.positionals[0])]
+        if op == "resume" {
+            let headers = context.arguments.values("header")
+            for header in headers where !header.contains(":") {
+                throw UsageError("--header needs 'Name: value' (a colon after the name)")
+            }
+            if !headers.isEmpty { request["headers"] = .array(headers.map { .string($0) }) }
+        }
+        let job = try context.call(.object(request))["job"] ?? .null
         print(context.json ? JSONCoding.encodePretty(job) : JobText.summary(job))
         return ExitCode.success
     }

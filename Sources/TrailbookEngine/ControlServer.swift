@@ -9,7 +9,8 @@ import TrailbookLoop
 /// Each request is one JSON object on one line with an `op`; each gets one reply line, `{"ok": true, …}` or
 /// `{"ok": false, "error": {"code", "message"}}`, in order. Ops: `ping`, `submit` (`kind`, `params`, `options`, where
 /// `options.allow_duplicate` skips the duplicate check),
-/// `list` (`states`, `kind`, `limit`), `show` / `cancel` / `pause` / `resume` (`job`: id or unique prefix), and
+/// `list` (`states`, `kind`, `limit`), `show` / `cancel` / `pause` / `resume` (`job`: id or unique prefix; `resume`
+/// also `headers`, new `"Name: value"` lines for an upload, replacing those of the same name), and
 /// `watch` (`since`, `jobs`, `kinds`), after whose reply the connection carries feed events, one per line.
 ///
 /// Each line is parsed by `JSONParser` (strict, every dimension bounded), never by Foundation's decoder. Lines
@@ -401,7 +402,16 @@ public final class ControlServer {
             case "show": job = try scheduler.job(id)
             case "cancel": job = try await scheduler.cancel(id)
             case "pause": job = try await scheduler.pause(id)
-            default: job = try scheduler.resume(id)
+            default:
+                // `headers` (an upload's new credentials) replace those of the same name; see `JobKind.amend`.
+                var changes: JSONValue?
+                if let headers = request["headers"], !headers.isNull {
+                    guard let lines = headers.arrayValue, lines.allSatisfy({ $0.stringValue != nil }) else {
+                        throw JobError(code: "bad_request", message: "resume's \"headers\" must be an array of strings")
+                    }
+                    changes = ["headers": .array(lines)]
+                }
+                job = try scheduler.resume(id, changes: changes)
             }
             return ["ok": true, "job": job.json]
         case "watch":

@@ -72,6 +72,11 @@ public protocol JobKind: Sendable {
     /// `resource_reclaim` keep what the checkpoint needs. Not called after a crash.
     func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async
 
+    /// `params` changed by `changes` (a JSON object the protocol's `resume` op carries, e.g. `{"headers": […]}`),
+    /// for a paused job that needs new input to go on (credentials that expired). Validate what changes.
+    /// - Throws: `JobError` `invalid_params` for changes the kind does not take; the default takes none.
+    func amend(_ params: Params, with changes: JSONValue) throws(JobError) -> Params
+
     /// What a job with `params` works on, as keys a person can read (`"/photos/a.jpg to file:///srv"`): a new job
     /// sharing a key with a job of this kind that has not ended (queued, running, paused, waiting to retry) is
     /// refused at submit with `duplicate_<kind>` naming that job, unless submitted with `allow_duplicate`. Empty
@@ -108,6 +113,10 @@ extension JobKind {
     public func validate(_ params: Params) async throws(JobError) {}
     /// Nothing to clean up: a kind whose partial output needs no removal.
     public func onCancel(_ reason: CancellationReason, params: Params, in job: JobContext) async {}
+    /// Refuses every change: params are fixed at submit.
+    public func amend(_ params: Params, with changes: JSONValue) throws(JobError) -> Params {
+        throw JobError(code: "invalid_params", message: "a \(Self.name) job's params cannot be changed on resume")
+    }
     /// No keys: jobs of the kind never duplicate each other.
     public func duplicateKeys(_ params: Params) -> [String] { [] }
     /// Nothing to drop: a kind that keeps no state outside the job store.
@@ -131,6 +140,8 @@ struct AnyJobKind {
     let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
     let jobEnded: (String, JobState) -> Void
+    /// The kind's `amend`, on params as JSON.
+    let amend: (JSONValue, JSONValue) throws(JobError) -> JSONValue
     /// The kind's `duplicateKeys` of params as JSON; empty for params that do not decode.
     let duplicateKeys: (JSONValue) -> [String]
     let cleanUp: (JobState, JSONValue, JobContext) async -> CleanUpOutcome
@@ -147,6 +158,9 @@ struct AnyJobKind {
             await kind.onCancel(reason, params: params, in: context)
         }
         jobEnded = { id, state in kind.jobEnded(id: id, state: state) }
+        amend = { (json: JSONValue, changes: JSONValue) throws(JobError) -> JSONValue in
+            JSONCoding.value(of: try kind.amend(try Self.decode(json, as: K.Params.self), with: changes))
+        }
         duplicateKeys = { json in (try? Self.decode(json, as: K.Params.self)).map { kind.duplicateKeys($0) } ?? [] }
         cleanUp = { state, json, context in
             guard let params = try? Self.decode(json, as: K.Params.self) else {

@@ -6,6 +6,9 @@ public enum JobEvent: Sendable, Equatable {
     case succeed
     /// `run` threw a `JobError`; `retryable` says whether another attempt may help.
     case fail(retryable: Bool)
+    /// `run` threw a `JobError` a person must resolve (`pausesJob`: credentials refused). The job waits `paused`
+    /// with its checkpoint; the attempt is not used up.
+    case blocked
     /// The job was stopped for `reason` and has finished stopping. `pausing` means a person paused it.
     case stopped(CancellationReason, pausing: Bool)
     /// A person cancelled a job that is not running.
@@ -65,6 +68,10 @@ public struct JobLifecycle: Sendable, Equatable {
             return JobLifecycle.Effect.none
         case (.running, .fail(let retryable)):
             return endAttempt(retryable: retryable)
+        case (.running, .blocked):
+            state = .paused
+            resumesAttempt = true
+            return JobLifecycle.Effect.none
         case (.running, .stopped(.userStop, _)):
             state = .cancelled
             return JobLifecycle.Effect.none

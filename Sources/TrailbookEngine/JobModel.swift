@@ -56,11 +56,15 @@ public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvert
     public var message: String
     /// Whether another attempt may succeed (transient I/O); the scheduler then retries with backoff.
     public var retryable: Bool
+    /// Whether a person must act before the job can go on (credentials refused): the job is `paused` with this
+    /// error, keeping its checkpoint and its attempt, until `resume` (which may change its params, e.g. headers).
+    public var pausesJob: Bool
 
-    public init(code: String, message: String, retryable: Bool = false) {
+    public init(code: String, message: String, retryable: Bool = false, pausesJob: Bool = false) {
         self.code = code
         self.message = message
         self.retryable = retryable
+        self.pausesJob = pausesJob
     }
 
     enum CodingKeys: String, CodingKey { case code, message }
@@ -70,6 +74,7 @@ public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvert
         code = try container.decode(String.self, forKey: .code)
         message = try container.decode(String.self, forKey: .message)
         retryable = false
+        pausesJob = false
     }
 
     public var description: String { "\(code): \(message)" }

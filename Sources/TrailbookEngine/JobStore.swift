@@ -131,6 +131,14 @@ public final class JobStore {
             ])
     }
 
+    /// Replaces a job's params (a paused job given new credentials on `resume`).
+    /// - Throws: `SQLiteError`.
+    public func updateParams(id: String, _ params: JSONValue) throws {
+        try database.query(
+            "UPDATE jobs SET params = ?, updated_at = ? WHERE id = ?",
+            [.text(Self.text(params)), .real(Timestamp.now()), .text(id)])
+    }
+
     /// Writes a job's latest progress (throttled by the caller).
     /// - Throws: `SQLiteError`.
     public func saveProgress(id: String, _ progress: JobProgress) throws {

@@ -360,11 +360,22 @@ public final class Scheduler {
         return job
     }
 
-    /// Puts a paused job back in the queue.
-    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, `invalid_state` if it is not paused.
-    public func resume(_ idOrPrefix: String) throws(JobError) -> JobRecord {
+    /// Puts a paused job back in the queue, first changing its params with `changes` if given (see
+    /// `JobKind.amend`; an upload takes `{"headers": [...]}`, for credentials that expired).
+    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, `invalid_state` if it is not paused; the kind's
+    ///   `invalid_params` for changes it refuses (then nothing changes); `store_error`.
+    public func resume(_ idOrPrefix: String, changes: JSONValue? = nil) throws(JobError) -> JobRecord {
         var job = try job(try resolve(idOrPrefix))
         try transition(&job, .resume, verb: "resume")
+        if let changes, let kind = kinds[job.kind] {
+            job.params = try kind.amend(job.params, changes)
+            do {
+                try store.updateParams(id: job.id, job.params)
+            } catch {
+                throw JobError(code: "store_error", message: "cannot record the job's new params: \(error)")
+            }
+            log(job, .info, "params changed on resume: \(String(decoding: JSONCoding.encode(JobRecord.redacted(changes)), as: UTF8.self))")
+        }
         commit(job)
         schedule()
         return (try? self.job(job.id)) ?? job
@@ -530,7 +541,7 @@ public final class Scheduler {
             job.progress.etaSeconds = 0
             job.progress.isFinished = true
         case .failed(let error):
-            effect = lifecycle.handle(.fail(retryable: error.retryable))
+            effect = lifecycle.handle(error.pausesJob ? .blocked : .fail(retryable: error.retryable))
             job.error = error
         case .stopped(let reason):
             effect = lifecycle.handle(.stopped(reason, pausing: active.pausing))

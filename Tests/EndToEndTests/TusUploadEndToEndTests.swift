@@ -215,10 +215,10 @@ struct TusUploadEndToEndTests {
         #expect(!(try again.methods().contains("PATCH")))
     }
 
-    @Test func unauthorizedFailsAtOnceAndHeaderValuesAreNeverShown() throws {
+    @Test func unauthorizedPausesAtOnceAndHeaderValuesAreNeverShown() throws {
         let servers = try TusServers(token: "s3cret-token")
         let (job, _, daemon) = try upload(
-            servers, faults: [], arguments: ["--header", "Authorization: Bearer wrong-token"], until: "failed")
+            servers, faults: [], arguments: ["--header", "Authorization: Bearer wrong-token"], until: "paused")
         #expect(job["error"]?["code"]?.stringValue == "unauthorized")
         #expect(job["attempt"]?.intValue == 1)
         #expect(try servers.methods() == ["OPTIONS"], "no retry storm")
@@ -229,6 +229,68 @@ struct TusUploadEndToEndTests {
         let shown = try okDaemon.cli(["show", id, "--json"])
         #expect(!shown.stdout.contains("s3cret-token"))
         #expect(!okDaemon.log().contains("s3cret-token") && !daemon.log().contains("wrong-token"))
+    }
+
+    /// Issue 11 §4: the server's token is rotated half way (tus server `--token-file`). The job stops `paused`
+    /// with `unauthorized`, its upload kept; `resume --header` with the new token continues the same upload from
+    /// the server's offset. No token appears in `show`, the daemon's log or the feed.
+    @Test func aRotatedTokenPausesTheJobAndResumeWithANewHeaderContinuesTheUpload() throws {
+        let servers = try TusServers(tokenFile: true)
+        try "old-token-1111\n".write(toFile: servers.tokenFile, atomically: true, encoding: .utf8)
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let size = 8 << 20
+        let expected = try UploadEndToEndTests.randomFile(work.file("r.bin"), bytes: size)
+        let id = try daemon.submitUpload([
+            work.file("r.bin"), "--to", servers.endpoint, "--chunk-size", "1MiB", "--max-rate", "4MiB",
+            "--header", "Authorization: Bearer old-token-1111", "--header", "X-Trace: t-42",
+        ])
+        try daemon.waitFor(id, "two chunks") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 2 << 20 }
+        try "new-token-2222\n".write(toFile: servers.tokenFile, atomically: true, encoding: .utf8)
+        let paused = try daemon.waitForState(id, "paused", timeout: 10)
+        #expect(paused["error"]?["code"]?.stringValue == "unauthorized")
+        #expect(paused["error"]?["message"]?.stringValue?.contains("resume") == true)
+        #expect(paused["attempt"]?.intValue == 1)
+        let confirmed = try #require(paused["progress"]?["completed"]?.intValue)
+        #expect(confirmed >= 2 << 20 && confirmed < Int64(size))
+        let before = try servers.methods().count
+
+        // A resume with a header that is still wrong pauses it again at once.
+        #expect(try daemon.cli(["resume", id, "--header", "authorization: Bearer still-wrong-3333"]).status == 0)
+        func triedWrong() -> Bool {
+            ((try? servers.requests()) ?? []).contains { $0["headers"]?["authorization"]?.stringValue == "Bearer still-wrong-3333" }
+        }
+        let again = try daemon.waitFor(id, "paused again") { $0["state"]?.stringValue == "paused" && triedWrong() }
+        #expect(again["error"]?["code"]?.stringValue == "unauthorized")
+
+        let resumed = try daemon.cli(["resume", id, "--header", "Authorization: Bearer new-token-2222", "--json"])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(!resumed.stdout.contains("new-token-2222"))
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        let headers = done["params"]?["headers"]?.arrayValue?.compactMap(\.stringValue)
+        #expect(headers == ["X-Trace: <redacted>", "Authorization: <redacted>"], "replaced by name, kept the other")
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        let url = try #require(done["result"]?["url"]?.stringValue)
+        #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == expected)
+        #expect(try servers.methods().filter { $0 == "POST" }.count == 1, "the same upload was continued")
+        let after = Array(try servers.requests().dropFirst(before))
+        let lastRun = after.suffix(from: try #require(after.lastIndex { $0["method"]?.stringValue == "OPTIONS" }))
+        #expect(lastRun.prefix(2).compactMap { $0["method"]?.stringValue } == ["OPTIONS", "HEAD"], "asked the server's offset")
+        #expect(lastRun.allSatisfy { $0["headers"]?["authorization"]?.stringValue == "Bearer new-token-2222" })
+        #expect(lastRun.allSatisfy { $0["headers"]?["x-trace"]?.stringValue == "t-42" })
+        #expect((done["result"]?["bytes_resent"]?.intValue ?? .max) <= 1 << 20)
+
+        let shown = try daemon.cli(["show", id, "--json"]).stdout + daemon.cli(["show", id]).stdout
+        // The whole feed so far, replayed (`since` 0) until it goes quiet for a second.
+        let replay = try daemon.rawReplies(Array("{\"op\": \"watch\", \"since\": 0}\n".utf8), count: 100_000, replyTimeout: 1)
+        let events = replay.map { String(decoding: JSONCoding.encode($0), as: UTF8.self) }.joined(separator: "\n")
+        #expect(replay.count > 10, "the feed was read: \(replay.count) lines")
+        for secret in ["old-token-1111", "new-token-2222", "still-wrong-3333", "t-42"] {
+            #expect(!shown.contains(secret), "show has \(secret)")
+            #expect(!daemon.log().contains(secret), "the log has \(secret)")
+            #expect(!events.contains(secret), "the feed has \(secret)")
+        }
+        #expect(events.contains("unauthorized"), "the feed saw the pause")
     }
 
     @Test func aDroppedConnectionResumesFromTheServersOffset() throws {

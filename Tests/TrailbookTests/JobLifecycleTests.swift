@@ -27,6 +27,17 @@ struct JobLifecycleTests {
         #expect(lifecycle.state == .failed)
     }
 
+    /// Issue 11 §4: credentials refused pause the job (a person must act), keeping the attempt for the resume.
+    @Test func aBlockedRunPausesWithoutUsingAnAttempt() {
+        var lifecycle = JobLifecycle(state: .running, attempt: 2, maxAttempts: 2)
+        #expect(lifecycle.handle(.blocked) == JobLifecycle.Effect.none)
+        #expect(lifecycle.state == .paused)
+        #expect(lifecycle.handle(.blocked) == nil, "only a running job can be blocked")
+        #expect(lifecycle.handle(.resume) == JobLifecycle.Effect.none)
+        #expect(lifecycle.handle(.start) == .run)
+        #expect(lifecycle.attempt == 2, "the same attempt goes on")
+    }
+
     @Test func reclaimRequeuesWithoutUsingAnAttempt() {
         var lifecycle = JobLifecycle(state: .running, attempt: 2, maxAttempts: 5)
         _ = lifecycle.handle(.stopped(.resourceReclaim, pausing: false))

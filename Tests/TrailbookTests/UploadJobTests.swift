@@ -229,6 +229,20 @@ struct UploadNamesTests {
 }
 
 struct UploadParamsTests {
+    /// Issue 11 §4: `resume --header` replaces the headers of the same name (any case) and keeps the others.
+    @Test func amendReplacesHeadersByName() throws {
+        let params = UploadJob.Params(
+            files: ["/a"], to: "https://tus.example/files/", headers: ["Authorization: Bearer old", "X-Trace: 1"])
+        let amended = try UploadJob().amend(params, with: ["headers": ["authorization: Bearer new", "X-New: 2"]])
+        #expect(amended.headers == ["X-Trace: 1", "authorization: Bearer new", "X-New: 2"])
+        #expect(amended.files == params.files && amended.to == params.to)
+        for bad: JSONValue in [["headers": ["no colon"]], ["headers": ["A: b\r\nEvil: 1"]], ["chunk_size": 1]] {
+            #expect(throws: JobError.self, "\(bad)") { try UploadJob().amend(params, with: bad) }
+        }
+        let local = UploadJob.Params(files: ["/a"], to: "file:///d")
+        #expect(throws: JobError.self) { try UploadJob().amend(local, with: ["headers": ["A: b"]]) }
+    }
+
     @Test func decodesSnakeCaseWithDefaults() throws {
         let json: JSONValue = ["files": ["/a"], "to": "file:///d"]
         let params = try JSONCoding.convert(json, to: UploadJob.Params.self)

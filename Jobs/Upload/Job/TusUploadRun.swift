@@ -34,7 +34,8 @@ enum TusTransport {
 /// The resume and error policy is `TusUpload`'s: 409 → `HEAD` and continue (a persistent conflict waits, 4 PATCHes
 /// at most, then `offset_mismatch`); 404/410 → a new upload, once, then `gone`; 460 → wait, the chunk again (4
 /// PATCHes at most, then `checksum_mismatch`); 413 or above `Tus-Max-Size` → `too_large` before sending anything;
-/// 401/403 → `unauthorized`; 5xx, 423, 429, resets, DNS, TLS and stalls → backoff with jitter, 5 times, then the job
+/// 401/403 → `unauthorized` (the job is paused; `resume --header` gives new credentials); 5xx, 423, 429, resets,
+/// DNS, TLS and stalls → backoff with jitter, 5 times, then the job
 /// stops itself with reason `timeout` (so it goes to `needs_retry`, keeps the upload and retries later). An upload
 /// whose `Upload-Expires` has passed is not resumed: a new one is created.
 ///
@@ -332,7 +333,15 @@ struct TusUploadRun: UploadTransfer {
         let advice: String
         switch error.code {
         case .tooLarge: advice = "the server refuses a file this large"
-        case .unauthorized: advice = "check the credentials given with --header"
+        case .unauthorized:
+            // Paused, not failed: a token that expired or was rotated is the user's to renew, and the upload (URL
+            // and checkpoint) stays valid for when they have.
+            return JobError(
+                code: "unauthorized",
+                message: "\(name): \(error.message) — the server refused the credentials; the job is paused with its "
+                    + "upload kept: give new ones with `resume ID --header 'Authorization: …'` and it continues from "
+                    + "the server's offset",
+                pausesJob: true)
         case .gone: advice = "the server lost the upload again after it was created anew"
         case .checksumMismatch: advice = "the data was corrupted on the way several times in a row"
         case .offsetMismatch: advice = "the server's offset kept disagreeing"

@@ -150,7 +150,7 @@ public struct UploadJob: JobKind {
     public static let traits = JobKindTraits(
         unit: .bytes, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool], cleansUpAfterEnd: true)
 
-    public init() {}
+    nonisolated public init() {}
 
     /// Refuses a bad upload at submit time: see `Params.checkLimits()`, `UploadDestination(parsing:)` and, for a
     /// directory, `UploadNames.names(ofSources:)` and `DirectoryUpload.validate` (for tus, `TusUploadRun.validate`).
@@ -172,6 +172,30 @@ public struct UploadJob: JobKind {
         if params.s3 != nil, case .s3 = destination {} else if params.s3 != nil {
             throw JobError(code: "invalid_params", message: "s3 settings apply to s3:// destinations only")
         }
+    }
+
+    /// Takes `{"headers": ["Name: value", …]}` on `resume` (a tus upload paused with `unauthorized` given a fresh
+    /// token): each line replaces the job's headers of the same name (compared case-insensitively), or is added.
+    /// - Throws: `JobError` `invalid_params` for other changes, a `file://` destination, or a malformed line
+    ///   (see `Params.headerFields()`; the message never contains a value).
+    nonisolated public func amend(_ params: Params, with changes: JSONValue) throws(JobError) -> Params {
+        guard case .object(let members) = changes, members.keys.allSatisfy({ $0 == "headers" }),
+            let lines = members["headers"]?.arrayValue?.compactMap(\.stringValue)
+        else {
+            throw JobError(code: "invalid_params", message: "an upload takes only new headers on resume")
+        }
+        guard case .tus? = try? UploadDestination(parsing: params.to) else {
+            throw JobError(code: "invalid_params", message: "headers apply only to http(s):// (tus) destinations")
+        }
+        let given = try Params(files: params.files, to: params.to, headers: lines).headerFields()
+        var amended = params
+        let replaced = Set(given.map { $0.name.lowercased() })
+        amended.headers = params.headers.filter { line in
+            let name = line.split(separator: ":", maxSplits: 1).first.map { String($0).lowercased() } ?? ""
+            return !replaced.contains(name)
+        } + lines
+        _ = try amended.headerFields()
+        return amended
     }
 
     /// One key per file: `"<source path> to <destination>"`, the destination normalised as parsed (a directory

@@ -26,10 +26,15 @@ final class TusServers {
         return python
     }
 
-    init(token: String? = nil, maxSize: Int64? = nil) throws {
+    private let secrets = TemporaryDirectory("tbj-tok")
+    /// The file the server reads its bearer token from on every request, when made with `tokenFile: true`.
+    var tokenFile: String { secrets.file("token") }
+
+    init(token: String? = nil, tokenFile: Bool = false, maxSize: Int64? = nil) throws {
         let python = try Self.python()
         var arguments = ["--files-dir", files.path]
         if let token { arguments += ["--token", token] }
+        if tokenFile { arguments += ["--token-file", secrets.file("token")] }
         if let maxSize { arguments += ["--max-size", String(maxSize)] }
         let support = Self.root + "/Tests/Support/tus-server"
         server = try ReadyProcess(python: python, script: support + "/server.py", arguments: arguments)

@@ -1,6 +1,7 @@
 """A real tus 1.0 server for the tests: tuspyserver's FastAPI router under uvicorn, on 127.0.0.1 only.
 
-    .venv-tus/bin/python Tests/Support/tus-server/server.py --files-dir DIR [--port 0] [--token T] [--max-size N]
+    .venv-tus/bin/python Tests/Support/tus-server/server.py --files-dir DIR [--port 0] [--token T]
+        [--token-file F] [--max-size N]
 
 Binds the port itself (0 picks a free one) and prints one line, ``READY <port>``, on stdout once it accepts
 connections, so a test can start it and read the port without races. The upload endpoint is ``/files/``
@@ -41,6 +42,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--files-dir", required=True)
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' (else 401)")
+    parser.add_argument("--token-file", default=None,
+                        help="require 'Authorization: Bearer <the file's first line>', read on every request, so a "
+                             "test can rotate the token while uploads run")
     parser.add_argument("--max-size", type=int, default=1 << 40, help="Tus-Max-Size in bytes")
     parser.add_argument("--standalone", action="store_true",
                         help="run until Ctrl-C or SIGTERM instead of exiting when stdin closes (for use by hand)")
@@ -49,7 +53,11 @@ def main() -> None:
         exit_with_parent()
 
     async def auth(request: Request) -> None:
-        if args.token is not None and request.headers.get("authorization") != f"Bearer {args.token}":
+        token = args.token
+        if args.token_file is not None:
+            with open(args.token_file) as f:
+                token = f.readline().strip()
+        if token is not None and request.headers.get("authorization") != f"Bearer {token}":
             raise HTTPException(status_code=401, detail="missing or wrong bearer token")
 
     app = FastAPI()
