@@ -16,6 +16,7 @@ enum Commands {
         OptionSpec("timeout", .value(placeholder: "DUR"), help: "deadline of one attempt, e.g. 30m (default 1h: uploads and tagging are long-running)"),
         OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "stop with reason timeout after no progress for DUR (default 60s)"),
         OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
+        OptionSpec("give-up-after", .value(placeholder: "DUR"), help: "wait out a server's outage (5xx, 429, no connection) this long before failing (default 24h)"),
         OptionSpec("allow-duplicate", help: "queue it even if an unfinished job already does the same (same file to the same place)"),
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
         OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
@@ -36,6 +37,7 @@ enum Commands {
                 OptionSpec("timeout", .value(placeholder: "DUR"), help: "default deadline of one attempt (default 1h long-running, 30s others)"),
                 OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
                 OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),
+                OptionSpec("give-up-after", .value(placeholder: "DUR"), help: "default time to wait out a server's outage before failing (default 24h)"),
                 OptionSpec("retry-base", .value(placeholder: "DUR"), help: "first retry backoff, doubling up to 5m (default 1s)"),
                 OptionSpec("cleanup-budget", .value(placeholder: "DUR"), help: "how long a failed or cancelled job's clean-up (a tus DELETE) is retried (default 168h)"),
                 OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
@@ -137,6 +139,7 @@ enum Commands {
         if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
+        if let value = try arguments.duration("give-up-after") { configuration.scheduler.giveUpAfterSeconds = try positive(value, "give-up-after") }
         if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = try positive(value, "retry-base") }
         if let value = try arguments.duration("cleanup-budget") {
             configuration.scheduler.cleanUpBudgetSeconds = try positive(value, "cleanup-budget")
@@ -174,6 +177,7 @@ enum Commands {
         if let value = try arguments.duration("timeout") { options["timeout_s"] = .number(try positive(value, "timeout")) }
         if let value = try arguments.duration("stall-timeout") { options["stall_timeout_s"] = .number(try positive(value, "stall-timeout")) }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { options["max_attempts"] = .number(Double(value)) }
+        if let value = try arguments.duration("give-up-after") { options["give_up_after_s"] = .number(try positive(value, "give-up-after")) }
         if arguments.flag("allow-duplicate") { options["allow_duplicate"] = true }
         return .object(options)
     }

@@ -18,6 +18,10 @@ protocol JobHost: AnyObject {
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue?
     func jobLog(_ job: JobContext, level: LogLevel, message: String)
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String)
+    /// The job began waiting out an outage (`waitOut`): stop its stall and deadline clocks.
+    func jobWaitBegan(_ job: JobContext)
+    /// That wait ended (or was cut short by a stop): start the clocks again.
+    func jobWaitEnded(_ job: JobContext)
     var workerPool: WorkerPool? { get }
 }
 
@@ -27,6 +31,9 @@ extension JobHost {
 
     /// Without a scheduler behind it, the job just stops.
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) { job.stop(reason) }
+    /// No clocks to stop unless the host has them.
+    func jobWaitBegan(_ job: JobContext) {}
+    func jobWaitEnded(_ job: JobContext) {}
 }
 
 /// A running job's window on the engine: progress, checkpoint, cancellation, sleeping and the thread pool.
@@ -42,6 +49,9 @@ public final class JobContext {
     public let attempt: Int
     /// How many attempts the job may have.
     public let maxAttempts: Int
+    /// How long to keep waiting out a service's transient failures (a server down, 5xx, 429) before giving up, in
+    /// seconds (`--give-up-after`, default 24 h). The kind enforces it; see `waitOut`.
+    public let giveUpAfterSeconds: Double
     /// The job's progress as last reported.
     public private(set) var progress: JobProgress
     /// Why the job is being stopped, once the scheduler decided to stop it; `nil` while it may run on.
@@ -59,11 +69,15 @@ public final class JobContext {
     private var stopHandlers: [Int: () -> Void] = [:]
     private var nextStopHandler = 0
 
-    init(id: String, kind: String, attempt: Int, maxAttempts: Int, traits: JobKindTraits, progress: JobProgress) {
+    init(
+        id: String, kind: String, attempt: Int, maxAttempts: Int, traits: JobKindTraits, progress: JobProgress,
+        giveUpAfterSeconds: Double = JobOptions.defaultGiveUpAfterSeconds
+    ) {
         self.id = id
         self.kind = kind
         self.attempt = attempt
         self.maxAttempts = maxAttempts
+        self.giveUpAfterSeconds = giveUpAfterSeconds
         self.traits = traits
         self.progress = progress
     }
@@ -148,6 +162,18 @@ public final class JobContext {
                 continuation.resume()
             }
         }
+    }
+
+    /// Waits `seconds` before trying a service again after a transient failure (an outage, a 503, a 429's
+    /// `Retry-After`). Like `sleep`, but the wait counts towards neither the stall timeout nor the attempt's
+    /// deadline, so a job can wait out an outage of hours in one attempt instead of being stopped for `timeout`
+    /// and spending its attempts; the kind bounds such waits itself with `giveUpAfterSeconds`.
+    /// - Throws: `JobStopped` when the job is stopped (at once, also during the wait).
+    public func waitOut(seconds: Double) async throws {
+        try checkCancellation()
+        host?.jobWaitBegan(self)
+        defer { host?.jobWaitEnded(self) }
+        try await sleep(seconds: seconds)
     }
 
     /// Runs blocking or CPU-heavy `work` on the thread pool and returns its result on the loop.

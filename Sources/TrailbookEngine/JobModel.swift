@@ -184,19 +184,30 @@ public struct JobOptions: Codable, Sendable, Equatable {
     public var stallTimeoutSeconds: Double
     /// Attempts before a job that keeps timing out or failing transiently ends `failed`.
     public var maxAttempts: Int
+    /// How long a job keeps waiting out transient failures of a service (a server down, 5xx, 429, resets) inside
+    /// one attempt before it gives up, in seconds (issue 11: by elapsed time, not by a count). Default 24 h.
+    public var giveUpAfterSeconds: Double
 
-    public init(priority: Int, timeoutSeconds: Double, stallTimeoutSeconds: Double, maxAttempts: Int) {
+    public init(
+        priority: Int, timeoutSeconds: Double, stallTimeoutSeconds: Double, maxAttempts: Int,
+        giveUpAfterSeconds: Double = JobOptions.defaultGiveUpAfterSeconds
+    ) {
         self.priority = priority
         self.timeoutSeconds = timeoutSeconds
         self.stallTimeoutSeconds = stallTimeoutSeconds
         self.maxAttempts = maxAttempts
+        self.giveUpAfterSeconds = giveUpAfterSeconds
     }
+
+    /// The default `giveUpAfterSeconds`: 24 h.
+    public static let defaultGiveUpAfterSeconds: Double = 24 * 3600
 
     enum CodingKeys: String, CodingKey {
         case priority
         case timeoutSeconds = "timeout_s"
         case stallTimeoutSeconds = "stall_timeout_s"
         case maxAttempts = "max_attempts"
+        case giveUpAfterSeconds = "give_up_after_s"
     }
 }
 
@@ -266,6 +277,7 @@ public struct JobRecord: Sendable, Equatable {
             "priority": .number(Double(options.priority)), "attempt": .number(Double(attempt)),
             "max_attempts": .number(Double(options.maxAttempts)),
             "timeout_s": .number(options.timeoutSeconds), "stall_timeout_s": .number(options.stallTimeoutSeconds),
+            "give_up_after_s": .number(options.giveUpAfterSeconds),
             "progress": progress.json,
             "cancellation": isStopped ? cancellation.map { JSONCoding.value(of: $0) } ?? .null : .null,
             "last_stop": cancellation.map { JSONCoding.value(of: $0) } ?? .null,

@@ -45,6 +45,8 @@ public final class JobStore {
             last_error TEXT
         );
         """,
+        // 4: how long a job waits out a service's outage before giving up (issue 11); 24 h for older jobs.
+        "ALTER TABLE jobs ADD COLUMN give_up_after_s REAL NOT NULL DEFAULT 86400;",
     ]
 
     let database: Database
@@ -52,7 +54,7 @@ public final class JobStore {
     static func decodeRecord(_ row: Row) -> JobRecord? { record(row) }
     private static let columns = """
         id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
-        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt
+        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt, give_up_after_s
         """
 
     /// Opens (creating and migrating if needed) the store at `path`.
@@ -80,14 +82,15 @@ public final class JobStore {
         try database.query(
             """
             INSERT INTO jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params,
-                progress, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                progress, created_at, updated_at, give_up_after_s)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
                 .real(job.options.timeoutSeconds), .real(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(Self.text(job.params)),
                 .text(Self.text(job.progress.json)), .real(Timestamp.now()), .real(Timestamp.now()),
+                .real(job.options.giveUpAfterSeconds),
             ])
         job.sequence = database.lastInsertRowID
     }
@@ -245,7 +248,8 @@ public final class JobStore {
         else { return nil }
         let options = JobOptions(
             priority: Int(row.int(3) ?? 0), timeoutSeconds: row.double(4) ?? 0, stallTimeoutSeconds: row.double(5) ?? 0,
-            maxAttempts: Int(row.int(6) ?? 1))
+            maxAttempts: Int(row.int(6) ?? 1),
+            giveUpAfterSeconds: row.double(18) ?? JobOptions.defaultGiveUpAfterSeconds)
         let progress = json(row, 9).flatMap(JobProgress.init(json:)) ?? JobProgress(unit: .items)
         return JobRecord(
             id: id, kind: kind, state: state, options: options, attempt: Int(row.int(7) ?? 0), progress: progress,

@@ -21,6 +21,8 @@ public struct SchedulerOptions: Sendable {
     public var timeoutSeconds: Double?
     /// Default attempts (`--max-attempts`, default 5).
     public var maxAttempts: Int = 5
+    /// Default time a job waits out a service's outage before giving up, in seconds (`--give-up-after`, 24 h).
+    public var giveUpAfterSeconds: Double = JobOptions.defaultGiveUpAfterSeconds
     /// Backoff between attempts (`--retry-base`, default 1 s doubling up to 5 min).
     public var backoff = RetryBackoff()
     /// How often a running job's progress is written to the store, in seconds (the feed gets it live).
@@ -57,12 +59,18 @@ public struct SubmitOptions: Codable, Sendable, Equatable {
     public var stallTimeoutSeconds: Double?
     /// Attempts before failing; `nil` takes the daemon's default.
     public var maxAttempts: Int?
+    /// Seconds of a service's outage to wait out before giving up; `nil` takes the daemon's default.
+    public var giveUpAfterSeconds: Double?
 
-    public init(priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil) {
+    public init(
+        priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil,
+        giveUpAfterSeconds: Double? = nil
+    ) {
         self.priority = priority
         self.timeoutSeconds = timeoutSeconds
         self.stallTimeoutSeconds = stallTimeoutSeconds
         self.maxAttempts = maxAttempts
+        self.giveUpAfterSeconds = giveUpAfterSeconds
     }
 
     /// The same JSON keys as `JobOptions`.
@@ -94,6 +102,10 @@ public final class Scheduler {
         var rate: Double?
         var lastPersistAt = Timestamp.monotonic()
         var pausing = false
+        /// Seconds this run spent waiting out outages (`JobContext.waitOut`): they extend its deadline.
+        var excusedSeconds = 0.0
+        /// When the wait in progress began (monotonic), if the job is waiting out an outage now.
+        var waitingSince: Double?
         var stopDetail = ""
         /// Set when the store refused its checkpoint or progress (disk full): the job is stopped and ends with
         /// this retryable error instead of its stop reason.
@@ -228,10 +240,12 @@ public final class Scheduler {
             priority: submitted.priority ?? 0,
             timeoutSeconds: submitted.timeoutSeconds ?? options.timeoutSeconds ?? kind.traits.defaultTimeoutSeconds,
             stallTimeoutSeconds: submitted.stallTimeoutSeconds ?? options.stallTimeoutSeconds,
-            maxAttempts: submitted.maxAttempts ?? options.maxAttempts)
+            maxAttempts: submitted.maxAttempts ?? options.maxAttempts,
+            giveUpAfterSeconds: submitted.giveUpAfterSeconds ?? options.giveUpAfterSeconds)
         let longest = SchedulerOptions.longestTimeoutSeconds
         guard jobOptions.timeoutSeconds > 0, jobOptions.timeoutSeconds <= longest, jobOptions.stallTimeoutSeconds > 0,
             jobOptions.stallTimeoutSeconds <= longest, jobOptions.maxAttempts >= 1, jobOptions.maxAttempts <= 1_000,
+            jobOptions.giveUpAfterSeconds > 0, jobOptions.giveUpAfterSeconds <= longest,
             abs(jobOptions.priority) <= 1_000_000
         else {
             throw JobError(
@@ -503,7 +517,7 @@ public final class Scheduler {
     private func makeContext(for job: JobRecord, kind: AnyJobKind) -> JobContext {
         let context = JobContext(
             id: job.id, kind: job.kind, attempt: job.attempt, maxAttempts: job.options.maxAttempts, traits: kind.traits,
-            progress: job.progress)
+            progress: job.progress, giveUpAfterSeconds: job.options.giveUpAfterSeconds)
         context.host = self
         return context
     }
@@ -669,10 +683,16 @@ public final class Scheduler {
 
     // MARK: - Timers
 
-    /// One timer per running job, due at whichever comes first: its deadline or its stall limit.
+    /// One timer per running job, due at whichever comes first: its deadline or its stall limit. Neither clock
+    /// runs while the job waits out an outage (`JobContext.waitOut`): the timer is off then, the deadline is moved
+    /// by the time waited, and the stall clock starts again when the wait ends.
     private func armWatchdog(_ active: RunningJob) {
+        guard active.waitingSince == nil else {
+            active.watchdog.stop()
+            return
+        }
         let now = Timestamp.monotonic()
-        let deadline = active.startedAt + active.record.options.timeoutSeconds
+        let deadline = active.startedAt + active.record.options.timeoutSeconds + active.excusedSeconds
         let stallAt = active.lastMoveAt + active.record.options.stallTimeoutSeconds
         if now >= deadline {
             stop(active, .timeout, detail: "ran past its deadline of \(Self.seconds(active.record.options.timeoutSeconds))")
@@ -992,6 +1012,21 @@ extension Scheduler: JobHost {
         if level == .warning || level == .error {
             DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) \(level.rawValue): \(message)")
         }
+    }
+
+    func jobWaitBegan(_ job: JobContext) {
+        guard let active = running[job.id], active.context === job, active.waitingSince == nil else { return }
+        active.waitingSince = Timestamp.monotonic()
+        armWatchdog(active)
+    }
+
+    func jobWaitEnded(_ job: JobContext) {
+        guard let active = running[job.id], active.context === job, let since = active.waitingSince else { return }
+        let now = Timestamp.monotonic()
+        active.excusedSeconds += now - since
+        active.waitingSince = nil
+        active.lastMoveAt = now
+        if active.context.stopReason == nil { armWatchdog(active) }
     }
 
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) {

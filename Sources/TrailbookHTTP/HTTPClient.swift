@@ -10,7 +10,17 @@ import TrailbookLoop
 ///
 /// Cancelling the task that awaits `perform` aborts the transfer at once (the easy handle leaves the multi
 /// handle) and `perform` throws `.cancelled`. `close()` aborts every transfer in flight the same way.
+///
+/// It owns the per-origin holds: a `429 Too Many Requests` (RFC 6585 §4) from an origin (scheme, host, port)
+/// holds every request to that origin — whoever makes it — for the response's `Retry-After` (1 s without one,
+/// at most `maxHoldSeconds`); until then `perform` does not send and throws `.held` with the time left.
 public final class HTTPClient {
+    /// The longest hold a `Retry-After` can set, in seconds: 10 min, so a server's mistake cannot stop uploads
+    /// for days.
+    public static let maxHoldSeconds = 600.0
+    /// The hold after a `429` without `Retry-After`, in seconds.
+    public static let defaultHoldSeconds = 1.0
+
     /// The loop the client runs on.
     public let loop: EventLoop
     private let multi: UnsafeMutableRawPointer
@@ -19,6 +29,8 @@ public final class HTTPClient {
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
     private var nextID = 0
     private var isClosed = false
+    /// Per origin (`http://host:port`), the monotonic time (seconds) its hold ends.
+    private var holds: [String: Double] = [:]
 
     /// Makes a client on `loop`. Call on the loop thread.
     public init(loop: EventLoop) {
@@ -69,6 +81,11 @@ public final class HTTPClient {
         precondition(loop.inLoopThread, "HTTPClient.perform must be called on the loop thread")
         if Task.isCancelled { throw HTTPError(kind: .cancelled, message: "task cancelled before the request started") }
         if isClosed { throw HTTPError(kind: .cancelled, message: "HTTP client closed") }
+        if let left = holdRemaining(for: request.url) {
+            throw HTTPError(
+                kind: .held, message: "\(Self.origin(of: request.url)) answered 429 Too Many Requests; held for \(left) s more",
+                retryAfterSeconds: left)
+        }
         nextID += 1
         let transfer = try Transfer(id: nextID, request: request, onSendProgress: onSendProgress)
         let id = transfer.id
@@ -87,7 +104,36 @@ public final class HTTPClient {
             // Runs on the cancelling thread: hop to the loop and refer to the transfer by id.
                 bound.loop.execute { bound.value.cancel(id: id) }
             }, isolation: isolation)
-        return try outcome.get()
+        let response = try outcome.get()
+        if response.status == 429 {
+            let wait = min(Self.maxHoldSeconds, response.retryAfterSeconds(now: HTTPClock.unix()) ?? Self.defaultHoldSeconds)
+            let origin = Self.origin(of: request.url)
+            holds[origin] = max(holds[origin] ?? 0, HTTPClock.monotonic() + wait)
+        }
+        return response
+    }
+
+    /// Seconds until the hold on `url`'s origin ends, or `nil` if it is not held (see the type's documentation).
+    public func holdRemaining(for url: String) -> Double? {
+        let origin = Self.origin(of: url)
+        guard let until = holds[origin] else { return nil }
+        let left = until - HTTPClock.monotonic()
+        guard left > 0 else {
+            holds[origin] = nil
+            return nil
+        }
+        return left
+    }
+
+    /// `scheme://host:port` of `url`, lower-cased, without user info, path or query: what a hold applies to.
+    static func origin(of url: String) -> String {
+        let lower = url.lowercased()
+        guard let colon = lower.firstIndex(of: ":"), lower[colon...].hasPrefix("://") else { return lower }
+        let scheme = lower[..<colon]
+        var authority = lower[lower.index(colon, offsetBy: 3)...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        let hasPort = authority.hasPrefix("[") ? authority.contains("]:") : authority.contains(":")
+        return scheme + "://" + authority + (hasPort ? "" : (scheme == "https" ? ":443" : ":80"))
     }
 
     /// Aborts every transfer in flight (their `perform` calls throw `.cancelled`), then frees curl's handles and

@@ -4,7 +4,7 @@ import CCurl
 public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The stable kind of failure, for callers to decide on retries.
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
-        private enum Code: String { case cancelled, connectionFailed, dns, tls, timedOut, other }
+        private enum Code: String { case cancelled, connectionFailed, dns, tls, timedOut, held, other }
         private let code: Code
 
         /// The task was cancelled or the client was closed; the transfer was aborted.
@@ -17,10 +17,13 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let tls = Kind(code: .tls)
         /// A connect, total or stall timeout elapsed.
         public static let timedOut = Kind(code: .timedOut)
+        /// Not sent: the server's origin answered `429 Too Many Requests` and its `Retry-After` has not passed
+        /// (`HTTPClient`'s per-origin hold). `retryAfterSeconds` says how long is left.
+        public static let held = Kind(code: .held)
         /// Anything else (a bad URL, an option curl rejected, out of memory).
         public static let other = Kind(code: .other)
 
-        /// The stable name: `cancelled`, `connectionFailed`, `dns`, `tls`, `timedOut` or `other`.
+        /// The stable name: `cancelled`, `connectionFailed`, `dns`, `tls`, `timedOut`, `held` or `other`.
         public var description: String { code.rawValue }
     }
 
@@ -33,11 +36,14 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Bytes of the request body sent on the connection before it failed (curl's `CURLINFO_SIZE_UPLOAD_T`); 0
     /// when none were, or the failure came before the transfer started.
     public var bytesSent: Int64 = 0
+    /// For `.held`: seconds until the hold on the origin ends.
+    public var retryAfterSeconds: Double?
 
-    public init(kind: Kind, message: String, curlCode: Int32? = nil) {
+    public init(kind: Kind, message: String, curlCode: Int32? = nil, retryAfterSeconds: Double? = nil) {
         self.kind = kind
         self.message = message
         self.curlCode = curlCode
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     public var description: String {

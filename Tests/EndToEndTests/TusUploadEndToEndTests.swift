@@ -303,18 +303,20 @@ struct TusUploadEndToEndTests {
         #expect(methods[drop + 1] == "HEAD", "\(methods)")
     }
 
-    @Test func serverErrorsAreRetriedWithBackoffThenNeedsRetryWithTimeoutThenResume() throws {
+    /// Issue 11 §3: transient failures are given up by elapsed time (`--give-up-after`), within one attempt.
+    @Test func serverErrorsAreWaitedOutUntilGiveUpAfterThenFailWithUnavailable() throws {
         let servers = try TusServers()
-        let (job, work, daemon) = try upload(
-            servers, faults: ["status?code=503&count=1000&method=PATCH"], until: "needs_retry", timeout: 40)
-        defer { withExtendedLifetime(work) {} }
-        #expect(job["cancellation"]?["reason"]?.stringValue == "timeout")
+        let started = Date()
+        let (job, _, _) = try upload(
+            servers, faults: ["status?code=503&count=1000&method=PATCH"], arguments: ["--give-up-after", "4s"],
+            until: "failed", timeout: 40)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(job["error"]?["code"]?.stringValue == "unavailable")
+        #expect(job["error"]?["message"]?.stringValue?.contains("HTTP 503") == true, "\(job["error"] ?? .null)")
+        #expect(job["attempt"]?.intValue == 1, "one attempt, not --max-attempts of them")
+        #expect(job["give_up_after_s"]?.doubleValue == 4)
+        #expect(elapsed >= 4 && elapsed < 20, "gave up after \(elapsed) s")
         let patches = try servers.methods().filter { $0 == "PATCH" }.count
-        #expect(patches >= 1 && patches <= 6, "bounded retries: \(patches) PATCHes")
-        try servers.arm("reset")
-        let id = try #require(job["id"]?.stringValue)
-        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
-        #expect(done["attempt"]?.intValue == 2)
-        #expect(try servers.methods().filter { $0 == "POST" }.count == 1, "the upload was kept and resumed")
+        #expect(patches >= 2 && patches <= 16, "backed off: \(patches) PATCHes in 4 s")
     }
 }

@@ -187,49 +187,115 @@ struct TusUploadTests {
         #expect(upload.regressions == [TusUpload.OffsetRegression(confirmed: 20, reported: 12)])
     }
 
-    @Test func serverErrorsBackOffExponentiallyThenGiveUp() {
-        var upload = created()
-        var waits: [Int] = []
-        for _ in 0..<5 {
-            guard case .wait(let ms) = upload.failed(TusError(status: 503, operation: "PATCH"), random: 1) else {
+    @Test func serverErrorsBackOffExponentiallyWithFullJitter() {
+        var upload = TusUpload(length: 30, chunkSize: 10)
+        _ = upload.start()
+        _ = upload.discovered(info)
+        _ = upload.created(url: url)
+        var ceilings: [Int] = []
+        var floors: [Int] = []
+        for _ in 0..<9 {
+            guard case .wait(let high) = upload.failed(TusError(status: 503, operation: "PATCH"), random: 1) else {
                 Issue.record("expected wait")
                 return
             }
-            waits.append(ms)
+            ceilings.append(high)
             // After a failed PATCH the server's offset decides where to continue.
             #expect(upload.backoffElapsed() == .queryOffset(url: url))
+            guard case .wait(let low) = upload.failed(TusError(status: 502, operation: "HEAD"), random: 0) else {
+                Issue.record("expected wait")
+                return
+            }
+            floors.append(low)
+            _ = upload.backoffElapsed()
         }
-        #expect(waits == [500, 1000, 2000, 4000, 8000])
-        guard case .giveUp(let error) = upload.failed(TusError(status: 502, operation: "HEAD"), random: 0) else {
-            Issue.record("expected giveUp")
+        // Full jitter: anywhere from 0 to the ceiling, which doubles from 500 ms per failure up to 60 s.
+        #expect(ceilings == [500, 2000, 8000, 32000, 60000, 60000, 60000, 60000, 60000])
+        #expect(floors.allSatisfy { $0 == 0 })
+    }
+
+    /// Issue 11 §3: `Retry-After` is the minimum wait (capped at 10 min); jitter comes on top of it.
+    @Test func retryAfterIsTheMinimumWait() {
+        var upload = TusUpload(length: 30, chunkSize: 10)
+        _ = upload.start()
+        var unavailable = TusError(status: 503, operation: "OPTIONS")
+        unavailable.retryAfterMilliseconds = 5_000
+        #expect(upload.failed(unavailable, random: 0) == .wait(milliseconds: 5_000))
+        #expect(upload.backoffElapsed() == .discover)
+        #expect(upload.failed(unavailable, random: 0.5) == .wait(milliseconds: 5_500))
+        _ = upload.backoffElapsed()
+        unavailable.retryAfterMilliseconds = 86_400_000
+        #expect(upload.failed(unavailable, random: 0) == .wait(milliseconds: 600_000), "capped at 10 min")
+    }
+
+    /// Issue 11 §3: giving up is by elapsed time. A one-hour outage (a failure every minute, on a fake clock) is
+    /// waited out and the upload succeeds; failures that go on for 24 h give up.
+    @Test func aOneHourOutageIsWaitedOutAndOnlyADayOfFailuresGivesUp() {
+        var upload = TusUpload(length: 20, chunkSize: 10)
+        _ = upload.start()
+        _ = upload.discovered(info)
+        _ = upload.created(url: url)
+        #expect(upload.chunkAccepted(TusUploadStatus(offset: 10)) == .send(url: url, offset: 10, length: 10))
+        let start: Int64 = 1_700_000_000_000
+        for minute in Int64(0)...60 {
+            guard case .wait = upload.failed(TusError(status: 503, operation: "PATCH"), at: start + minute * 60_000) else {
+                Issue.record("gave up after \(minute) min")
+                return
+            }
+            #expect(upload.failingSince == start)
+            #expect(upload.backoffElapsed() == .queryOffset(url: url))
+        }
+        #expect(upload.offsetReported(TusUploadStatus(offset: 10, length: 20)) == .send(url: url, offset: 10, length: 10))
+        #expect(upload.failingSince == start, "a HEAD that works does not end the outage")
+        #expect(upload.chunkAccepted(TusUploadStatus(offset: 20)) == .succeed(url: url, bytes: 20, bytesResent: 10))
+        #expect(upload.failingSince == nil)
+
+        // Restored from a checkpoint: the give-up clock started before the restart.
+        var resumed = TusUpload(length: 20, chunkSize: 10, url: url, failingSince: start)
+        _ = resumed.start()
+        let day: Int64 = 24 * 3_600_000
+        guard case .wait = resumed.failed(TusError(status: 503, operation: "OPTIONS"), at: start + day - 1) else {
+            Issue.record("gave up before 24 h")
+            return
+        }
+        _ = resumed.backoffElapsed()
+        guard case .giveUp(let error) = resumed.failed(TusError(status: 503, operation: "OPTIONS"), at: start + day) else {
+            Issue.record("expected giveUp at 24 h")
             return
         }
         #expect(error.isRetryable)
     }
 
-    @Test func aWorkingHeadBetweenFailingPatchesDoesNotResetTheRetries() {
-        var upload = created()
-        for _ in 0..<5 {
-            guard case .wait = upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) else {
+    @Test func aWorkingHeadBetweenFailingPatchesDoesNotEndTheOutage() {
+        var policy = TusUpload.Policy()
+        policy.giveUpAfterMilliseconds = 10_000
+        var upload = TusUpload(length: 30, chunkSize: 10, policy: policy)
+        _ = upload.start()
+        _ = upload.discovered(info)
+        _ = upload.created(url: url)
+        for second in Int64(0)..<10 {
+            guard case .wait = upload.failed(TusError(status: 503, operation: "PATCH"), at: second * 1_000, random: 0) else {
                 Issue.record("expected wait")
                 return
             }
             #expect(upload.backoffElapsed() == .queryOffset(url: url))
             #expect(upload.offsetReported(TusUploadStatus(offset: 0, length: 30)) == .send(url: url, offset: 0, length: 10))
         }
-        guard case .giveUp = upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) else {
-            Issue.record("expected giveUp after 5 retries")
+        guard case .giveUp = upload.failed(TusError(status: 503, operation: "PATCH"), at: 10_000, random: 0) else {
+            Issue.record("expected giveUp after 10 s of failures")
             return
         }
     }
 
-    @Test func successResetsTheRetryCountAndJitterStaysInTheUpperHalf() {
+    @Test func successEndsTheOutage() {
         var upload = TusUpload(length: 30, chunkSize: 10)
         _ = upload.start()
-        #expect(upload.failed(TusError(status: 500, operation: "OPTIONS"), random: 0) == .wait(milliseconds: 250))
+        #expect(upload.failed(TusError(status: 500, operation: "OPTIONS"), at: 5, random: 1) == .wait(milliseconds: 500))
+        #expect(upload.failingSince == 5)
         #expect(upload.backoffElapsed() == .discover)
         _ = upload.discovered(info)
-        #expect(upload.failed(TusError(status: 500, operation: "POST"), random: 0) == .wait(milliseconds: 250))
+        #expect(upload.failingSince == nil)
+        #expect(upload.failed(TusError(status: 500, operation: "POST"), random: 1) == .wait(milliseconds: 500))
         #expect(upload.backoffElapsed() == .create(length: 30))
     }
 
@@ -246,6 +312,26 @@ struct TusUploadTests {
     @Test func httpDateParses() {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
         #expect(HTTPDate.parse("not a date") == nil)
+    }
+
+    /// Issue 11 §3: `Retry-After` in both forms (RFC 9110 §10.2.3), and the 429/503 errors that carry it.
+    @Test func retryAfterInSecondsOrAsAnHTTPDate() {
+        func response(_ status: Int, _ value: String?) -> HTTPResponse {
+            HTTPResponse(status: status, headers: value.map { ["Retry-After": $0] } ?? [:], body: [])
+        }
+        let now = 784_111_777.0
+        #expect(response(503, "5").retryAfterSeconds(now: now) == 5)
+        #expect(response(503, "Sun, 06 Nov 1994 08:50:07 GMT").retryAfterSeconds(now: now) == 30)
+        #expect(response(503, "Sun, 06 Nov 1994 08:00:00 GMT").retryAfterSeconds(now: now) == 0, "a date past")
+        #expect(response(503, "soon").retryAfterSeconds(now: now) == nil)
+        #expect(response(503, "-3").retryAfterSeconds(now: now) == nil)
+        #expect(response(503, nil).retryAfterSeconds(now: now) == nil)
+        #expect(TusError(response: response(503, "5"), operation: "PATCH", now: now).retryAfterMilliseconds == 5_000)
+        #expect(TusError(response: response(429, "2"), operation: "HEAD", now: now).retryAfterMilliseconds == 2_000)
+        #expect(TusError(response: response(500, "5"), operation: "HEAD", now: now).retryAfterMilliseconds == nil)
+        let held = TusError(
+            transport: HTTPError(kind: .held, message: "held", retryAfterSeconds: 1.5), operation: "PATCH")
+        #expect(held.isRetryable && held.retryAfterMilliseconds == 1_500)
     }
 
     @Test func base64MatchesRFC4648Vectors() {

@@ -35,9 +35,10 @@ enum TusTransport {
 /// at most, then `offset_mismatch`); 404/410 → a new upload, once, then `gone`; 460 → wait, the chunk again (4
 /// PATCHes at most, then `checksum_mismatch`); 413 or above `Tus-Max-Size` → `too_large` before sending anything;
 /// 401/403 → `unauthorized` (the job is paused; `resume --header` gives new credentials); 5xx, 423, 429, resets,
-/// DNS, TLS and stalls → backoff with jitter, 5 times, then the job
-/// stops itself with reason `timeout` (so it goes to `needs_retry`, keeps the upload and retries later). An upload
-/// whose `Upload-Expires` has passed is not resumed: a new one is created.
+/// DNS, TLS and stalls → wait (`Retry-After` at least, plus backoff with full jitter) and try again, for as long as
+/// `--give-up-after` (24 h), then `unavailable`; the waits (`JobContext.waitOut`) use up neither the stall timeout
+/// nor the attempt's deadline, and a 429 holds every job's requests to that host (`HTTPClient`). An upload whose
+/// `Upload-Expires` has passed is not resumed: a new one is created.
 ///
 /// The source's identity is checked after each chunk is read, before its `PATCH`: a changed source stops the job
 /// before its last byte is sent (`source_changed`), and the engine's clean-up then deletes the upload.
@@ -131,15 +132,19 @@ struct TusUploadRun: UploadTransfer {
             checkpoint.uploadExpires = nil
             checkpoint.offset = 0
         }
+        var policy = TusUpload.Policy()
+        policy.giveUpAfterMilliseconds = Int64(min(job.giveUpAfterSeconds, 1e12) * 1000)
         var machine = TusUpload(
-            length: identity.size, chunkSize: Int(params.chunkSize), url: url, sentThrough: checkpoint.sentThrough ?? 0,
-            confirmedOffset: checkpoint.offset)
+            length: identity.size, chunkSize: Int(params.chunkSize), policy: policy, url: url,
+            sentThrough: checkpoint.sentThrough ?? 0, confirmedOffset: checkpoint.offset,
+            failingSince: checkpoint.failingSince)
         let resentBefore = (all: checkpoint.bytesResent, file: checkpoint.fileBytesResent)
         let verifiedBefore = checkpoint.checksumVerified
         func record(_ machine: TusUpload, into checkpoint: inout UploadCheckpoint) {
             checkpoint.uploadURL = machine.url
             checkpoint.offset = machine.confirmedOffset
             checkpoint.sentThrough = machine.sentThrough
+            checkpoint.failingSince = machine.failingSince
             checkpoint.uploadExpires = machine.expires ?? checkpoint.uploadExpires
             checkpoint.bytesResent = resentBefore.all + machine.bytesResent
             checkpoint.fileBytesResent = resentBefore.file + machine.bytesResent
@@ -257,8 +262,12 @@ struct TusUploadRun: UploadTransfer {
                     }
 
                 case .wait(let milliseconds):
+                    // Saved so that a restart keeps counting towards --give-up-after from the first failure.
+                    record(machine, into: &checkpoint)
+                    try job.saveCheckpoint(checkpoint)
                     job.log(.info, "\(name): retrying in \(milliseconds) ms")
-                    try await job.sleep(seconds: Double(milliseconds) / 1000)
+                    // Waiting out an outage is not a stall and does not use up the attempt's deadline.
+                    try await job.waitOut(seconds: Double(milliseconds) / 1000)
                     action = machine.backoffElapsed()
 
                 case .succeed(let url, let bytes, _):
@@ -294,10 +303,10 @@ struct TusUploadRun: UploadTransfer {
                             ? error.message
                             : error.transport.map { "could not reach the tus server (\($0.message))" }
                                 ?? error.status.map { "the tus server answered HTTP \($0)" } ?? error.message
-                        let kept = machine.url == nil ? "" : "; the upload is kept on the server for the next attempt"
-                        throw job.stopSelf(
-                            .timeout,
-                            detail: "\(name): \(what), \(machine.policy.maxRetries + 1) tries in a row\(kept)")
+                        throw JobError(
+                            code: "unavailable",
+                            message: "\(name): the tus server kept failing for \(Self.duration(job.giveUpAfterSeconds)) "
+                                + "(--give-up-after); last: \(what). Submit it again once the server works")
                     }
                     throw Self.jobError(error, name: name, retryable: true)
                 }
@@ -312,7 +321,8 @@ struct TusUploadRun: UploadTransfer {
                 }
                 job.log(.warning, "\(name): \(error)")
                 action = machine.failed(
-                    error.code == .cancelled ? TusError(code: .retryable, message: error.message) : error)
+                    error.code == .cancelled ? TusError(code: .retryable, message: error.message) : error,
+                    at: Int64(Timestamp.now() * 1000))
             }
         }
     }
@@ -348,6 +358,12 @@ struct TusUploadRun: UploadTransfer {
         default: advice = "the server's answer does not follow the tus protocol"
         }
         return JobError(code: error.code.description, message: "\(name): \(error.message) — \(advice)", retryable: retryable)
+    }
+
+    /// "24 h", "90 s": a give-up budget in words.
+    static func duration(_ seconds: Double) -> String {
+        seconds >= 3_600 && seconds.truncatingRemainder(dividingBy: 3_600) == 0
+            ? "\(Int(seconds / 3_600)) h" : "\(Int(seconds.rounded())) s"
     }
 
     /// `Upload-Metadata` `filetype` from the name's extension.

@@ -216,6 +216,9 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     public var uploadExpires: String?
     /// tus: the end of the furthest byte range of the current file ever sent; `nil` for none.
     public var sentThrough: Int64?
+    /// tus: when the current run of retryable failures began (Unix milliseconds), `nil` while requests work; a
+    /// resume keeps counting towards `--give-up-after` from there.
+    public var failingSince: Int64?
     /// file://: the inode and device of the current file's `.part`, saved with each checkpoint inside the file.
     /// After a crash between the rename that finishes the file and the next checkpoint, a file at `DIR/NAME` with
     /// this inode (a rename keeps it) and the source's size is that finished file, not something to copy again.
@@ -254,6 +257,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case checksumVerified = "checksum_verified"
         case s3Plan = "s3_plan"
         case s3UploadID = "s3_upload_id"
+        case failingSince = "failing_since_ms"
     }
 
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.

@@ -200,7 +200,7 @@ public final class TusClient {
             throw failure
         }
         guard expecting.contains(response.status) else {
-            var failure = TusError(status: response.status, operation: method)
+            var failure = TusError(response: response, operation: method, now: HTTPClock.unix())
             if isPatch { failure.bytesSent = response.bytesSent }
             throw failure
         }

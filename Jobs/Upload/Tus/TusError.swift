@@ -50,12 +50,18 @@ public struct TusError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Whether the connection broke while the body of a `PATCH` was going out (some bytes sent, no answer): a
     /// reset while sending, not a server that could not be reached.
     public var resetWhileSending: Bool { transport != nil && code == .retryable && (bytesSent ?? 0) > 0 }
+    /// How long the server asked to wait before trying again, in milliseconds: its `Retry-After` on a 429 or 503,
+    /// or what is left of a hold on the host after a 429 (`HTTPError.Kind.held`); `nil` if it did not say.
+    public var retryAfterMilliseconds: Int?
 
-    public init(code: Code, status: Int? = nil, transport: HTTPError? = nil, message: String) {
+    public init(
+        code: Code, status: Int? = nil, transport: HTTPError? = nil, message: String, retryAfterMilliseconds: Int? = nil
+    ) {
         self.code = code
         self.status = status
         self.transport = transport
         self.message = message
+        self.retryAfterMilliseconds = retryAfterMilliseconds
     }
 
     /// Whether retrying the same request later may succeed.
@@ -82,10 +88,22 @@ public struct TusError: Error, Sendable, Equatable, CustomStringConvertible {
         self.init(code: code, status: status, message: "\(operation) answered \(status)")
     }
 
-    /// The error for a transport failure of `operation`.
+    /// The error for a transport failure of `operation` (a request held after a 429 is retryable, after the hold).
     public init(transport error: HTTPError, operation: String) {
         self.init(
             code: error.kind == .cancelled ? .cancelled : .retryable, transport: error,
-            message: "\(operation) failed: \(error)")
+            message: "\(operation) failed: \(error)",
+            retryAfterMilliseconds: error.retryAfterSeconds.map(Self.milliseconds))
     }
+
+    /// The error for `response`, an unexpected answer to `operation`, with its `Retry-After` (on 429 and 503).
+    /// - Parameter now: seconds since the Unix epoch, for an HTTP-date `Retry-After`.
+    public init(response: HTTPResponse, operation: String, now: Double) {
+        self.init(status: response.status, operation: operation)
+        if response.status == 429 || response.status == 503 {
+            retryAfterMilliseconds = response.retryAfterSeconds(now: now).map(Self.milliseconds)
+        }
+    }
+
+    private static func milliseconds(_ seconds: Double) -> Int { Int(min(seconds, 1e9) * 1000 + 0.999) }
 }

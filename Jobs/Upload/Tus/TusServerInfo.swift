@@ -66,30 +66,6 @@ public struct TusCreatedUpload: Sendable, Equatable {
     public var expires: String?
 }
 
-/// Parses the IMF-fixdate form of HTTP dates (RFC 9110 §5.6.7), `Sun, 06 Nov 1994 08:49:37 GMT`.
-public enum HTTPDate {
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-
-    /// Seconds since the Unix epoch, or `nil` if `text` is not an IMF-fixdate.
-    public static func parse(_ text: String) -> Int64? {
-        let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[5] == "GMT", let day = Int64(parts[1]),
-            let month = months.firstIndex(of: String(parts[2])), let year = Int64(parts[3])
-        else { return nil }
-        let clock = parts[4].split(separator: ":").compactMap { Int64($0) }
-        guard clock.count == 3 else { return nil }
-        // Days from civil (Howard Hinnant's algorithm).
-        let m = Int64(month + 1)
-        let y = m <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
-        return days * 86_400 + clock[0] * 3_600 + clock[1] * 60 + clock[2]
-    }
-}
-
 extension Substring {
     func trimmingSpaces() -> String {
         guard let first = firstIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }

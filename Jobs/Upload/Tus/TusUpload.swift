@@ -17,20 +17,25 @@
 /// - Resent bytes are counted when they are handed to the transport (a `PATCH`'s `bytesSent`), not when a
 ///   `PATCH` is planned, so a request that never left counts nothing.
 /// - `too_large`, `unauthorized`, `protocol_error`, `cancelled` → fail at once; no retry storm.
-/// - `retryable` (5xx, reset, DNS, TLS, timeout) → wait (exponential backoff with jitter), then redo the request;
-///   after a failed `PATCH` the redo is a `HEAD`, since part of the chunk may have arrived. After `maxRetries`
-///   failures in a row → `giveUp`, which the job turns into `needs_retry` (reason `timeout`) and keeps the
-///   upload for resume.
+/// - `retryable` (5xx, 423, 429, reset, DNS, TLS, stall, a host held after a 429) → wait, then redo the request;
+///   after a failed `PATCH` the redo is a `HEAD`, since part of the chunk may have arrived. The wait is the
+///   server's `Retry-After` (capped at `maxRetryAfterMilliseconds`) plus capped exponential backoff with full
+///   jitter (issue 11: retries of many jobs must not land together). Failures are given up by elapsed time, not
+///   by count: once they have gone on for `giveUpAfterMilliseconds` (24 h by default) since the last request that
+///   worked (`failingSince`), → `giveUp`, which the job turns into `failed` with code `unavailable`.
 public struct TusUpload: Sendable, Equatable {
     /// Limits of the policy. Defaults are documented with their reason.
     public struct Policy: Sendable, Equatable {
-        /// Consecutive retryable failures before giving up. 5: with the default backoff that is about 15 s of
-        /// trying, after which the scheduler's own retry with backoff takes over.
-        public var maxRetries = 5
-        /// First backoff delay in milliseconds; it doubles per consecutive failure. 500 ms.
+        /// How long retryable failures may go on, in milliseconds since the first of them with no success
+        /// between, before giving up. 24 h: an outage of hours is weather to wait out, not a reason to fail.
+        public var giveUpAfterMilliseconds: Int64 = 24 * 3_600_000
+        /// Ceiling of the backoff in milliseconds before jitter; it doubles per consecutive failure from 500 ms.
         public var baseBackoffMilliseconds = 500
-        /// Cap on a backoff delay in milliseconds. 30 s.
-        public var maxBackoffMilliseconds = 30_000
+        /// Cap on that ceiling (and on conflict waits) in milliseconds. 60 s: an outage is noticed to be over
+        /// within a minute.
+        public var maxBackoffMilliseconds = 60_000
+        /// Cap on a server's `Retry-After` in milliseconds. 10 min, like `HTTPClient.maxHoldSeconds`.
+        public var maxRetryAfterMilliseconds = 600_000
         /// New uploads created after the server lost one (404/410). 1, as issue 4 asks: a second loss is a real
         /// problem to report, not to loop on.
         public var maxRecreates = 1
@@ -91,6 +96,10 @@ public struct TusUpload: Sendable, Equatable {
     /// to a wrong one), `false` when it accepted the wrong one (or refused the probe otherwise); `nil` before the
     /// probe and without the checksum extension.
     public private(set) var checksumVerified: Bool?
+    /// When the current run of retryable failures began (the caller's clock, in milliseconds; the job uses Unix
+    /// time so it can be checkpointed), `nil` while requests work. Checkpoint it, so a restart does not reset
+    /// the give-up clock.
+    public private(set) var failingSince: Int64?
     /// Whether the server offers the checksum extension (from `discovered(_:)`).
     public private(set) var checksumOffered = false
     /// Offsets the server had confirmed and later reported lower (`HEAD`), as (confirmed, reported), oldest first:
@@ -136,9 +145,10 @@ public struct TusUpload: Sendable, Equatable {
     ///   - sentThrough: the checkpoint's `sentThrough`, to count resent bytes after a crash.
     ///   - confirmedOffset: the offset the server had confirmed before (the checkpoint's), so a `HEAD` reporting
     ///     less is noticed (`regressions`).
+    ///   - failingSince: the checkpoint's `failingSince`, so failures before a restart count towards giving up.
     public init(
         length: Int64, chunkSize: Int, policy: Policy = Policy(), url: String? = nil, sentThrough: Int64 = 0,
-        confirmedOffset: Int64 = 0
+        confirmedOffset: Int64 = 0, failingSince: Int64? = nil
     ) {
         precondition(chunkSize > 0 && length >= 0)
         self.length = length
@@ -147,6 +157,7 @@ public struct TusUpload: Sendable, Equatable {
         self.url = url
         self.sentThrough = sentThrough
         self.confirmedOffset = url == nil ? 0 : confirmedOffset
+        self.failingSince = failingSince
     }
 
     /// The first action: `discover` (to learn the size limit and checksum algorithms before anything is sent).
@@ -155,7 +166,7 @@ public struct TusUpload: Sendable, Equatable {
     /// `OPTIONS` answered. A length above `Tus-Max-Size` fails with `too_large` before any byte is sent; then a
     /// checkpointed upload is resumed from the server's offset, a new one created.
     public mutating func discovered(_ info: TusServerInfo) -> Action {
-        retries = 0
+        recovered()
         checksumOffered = info.checksumAlgorithm != nil
         if let max = info.maxSize, length > max {
             return .fail(TusError(code: .tooLarge, message: "\(length) bytes exceed the server's Tus-Max-Size of \(max)"))
@@ -166,7 +177,7 @@ public struct TusUpload: Sendable, Equatable {
 
     /// `POST` created the upload at `url`.
     public mutating func created(url: String) -> Action {
-        retries = 0
+        recovered()
         self.url = url
         confirmedOffset = 0
         return nextChunk()
@@ -207,7 +218,7 @@ public struct TusUpload: Sendable, Equatable {
             checksumVerified = false
         } else {
             handed(bytes: nil)
-            retries = 0
+            recovered()
             checksumResends = 0
             offsetMismatches = 0
         }
@@ -225,8 +236,11 @@ public struct TusUpload: Sendable, Equatable {
 
     /// The action in flight failed with `error`.
     ///
-    /// - Parameter random: a number in `0 ..< 1` for the backoff's jitter; tests pass a fixed one.
-    public mutating func failed(_ error: TusError, random: Double = Double.random(in: 0..<1)) -> Action {
+    /// - Parameters:
+    ///   - now: the time, in milliseconds on the caller's clock (the job passes Unix time), for giving up by
+    ///     elapsed time; tests pass a fake clock. With the default 0 the clock never moves: no give-up.
+    ///   - random: a number in `0 ..< 1` for the backoff's jitter; tests pass a fixed one.
+    public mutating func failed(_ error: TusError, at now: Int64 = 0, random: Double = Double.random(in: 0..<1)) -> Action {
         if case .probeChecksum? = inFlight, error.code != .retryable, error.code != .cancelled,
             error.code != .unauthorized, error.code != .gone
         {
@@ -261,12 +275,17 @@ public struct TusUpload: Sendable, Equatable {
             return .wait(milliseconds: conflictDelay(checksumResends, random: random))
         case .retryable:
             retries += 1
-            guard retries <= policy.maxRetries else { return .giveUp(error) }
+            let since = failingSince ?? now
+            failingSince = since
+            let left = policy.giveUpAfterMilliseconds - (now - since)
+            guard left > 0 else { return .giveUp(error) }
             switch inFlight {
             case .send(let url, _, _)?: afterWait = .queryOffset(url: url)
             default: afterWait = inFlight ?? .discover
             }
-            return .wait(milliseconds: backoff(random: random))
+            // Never past the give-up time: one last try then, so the job ends when --give-up-after says.
+            let wait = backoff(retryAfter: error.retryAfterMilliseconds, random: random)
+            return .wait(milliseconds: Int(min(Int64(wait), left)))
         default:
             return .fail(error)
         }
@@ -279,12 +298,21 @@ public struct TusUpload: Sendable, Equatable {
         return issue(next)
     }
 
-    /// The delay before retry number `retries` (1-based): `base · 2^(retries-1)`, capped, with "equal jitter"
-    /// (half fixed, half random) so that many clients do not retry in lockstep.
-    private func backoff(random: Double) -> Int {
+    /// The delay before retry number `retries` (1-based): the server's `Retry-After` (capped) as the minimum,
+    /// plus "full jitter" over `base · 2^(retries-1)` capped
+    /// (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/), so that the retries of many
+    /// jobs spread out even when one `Retry-After` told them all the same time.
+    private func backoff(retryAfter: Int?, random: Double) -> Int {
         let exponent = min(retries - 1, 30)
-        let full = min(policy.maxBackoffMilliseconds, policy.baseBackoffMilliseconds << exponent)
-        return full / 2 + Int(Double(full / 2) * min(max(random, 0), 1))
+        let ceiling = min(policy.maxBackoffMilliseconds, policy.baseBackoffMilliseconds << exponent)
+        let floor = min(max(retryAfter ?? 0, 0), policy.maxRetryAfterMilliseconds)
+        return floor + Int(Double(ceiling) * min(max(random, 0), 1))
+    }
+
+    /// A request other than `HEAD` worked: a run of retryable failures is over.
+    private mutating func recovered() {
+        retries = 0
+        failingSince = nil
     }
 
     /// The delay before the `PATCH` that follows the `n`th (1-based) conflict or checksum refusal in a row:

@@ -20,11 +20,18 @@ Faults are armed with control requests to the proxy itself (answered by the prox
                                                            checksums: the header is dropped, the body forwarded)
     POST /__fault/corrupt?count=1                          flip one body byte of the next COUNT PATCHes
     POST /__fault/delete?path=/files/ID                    DELETE that upload on the server
+         [&retry_after=S]                                  ... with a Retry-After: S header
+    POST /__fault/outage?code=503&seconds=30[&retry_after=5][&method=PATCH]
+                                                           for SECONDS from now answer every matching request
+                                                           with CODE (and Retry-After), without forwarding
     POST /__fault/reset                                    disarm everything
     GET  /__log                                            the last 200 requests: JSON lines of method, path, headers
+                                                           and t (seconds on the proxy's monotonic clock)
     GET  /__stats                                          JSON totals since start: patch_body_bytes (PATCH body
                                                            bytes read from clients, whatever became of them),
-                                                           requests (per method)
+                                                           requests (per method), injected (requests answered by
+                                                           a status or outage fault), last_injected_t (the log's
+                                                           clock), outage_ends_in (seconds; 0 when none is armed)
 
 Bounds: at most 64 client connections, request heads of 64 KiB, buffered (checksum-verified) bodies of 256 MiB,
 30 s idle timeout per read.
@@ -39,6 +46,7 @@ import base64
 import hashlib
 import json
 import sys
+import time
 from urllib.parse import parse_qs, urlsplit
 
 MAX_CONNECTIONS = 64
@@ -53,8 +61,9 @@ state = {
     "checksum": False,
     "verify": True,
     "corrupt": 0,
+    "outage": None,  # [code, until (monotonic), retry_after or None, method or None]
 }
-stats = {"patch_body_bytes": 0, "requests": {}}
+stats = {"patch_body_bytes": 0, "requests": {}, "injected": 0, "last_injected_t": None}
 log: list = []
 upstream_port = 0
 
@@ -113,12 +122,17 @@ async def control(method, target, writer):
         await respond(writer, 200, "OK", body=body)
         return
     if url.path == "/__stats":
-        await respond(writer, 200, "OK", body=json.dumps(stats).encode())
+        outage = state["outage"]
+        ends_in = max(0.0, outage[1] - time.monotonic()) if outage else 0.0
+        await respond(writer, 200, "OK", body=json.dumps(dict(stats, outage_ends_in=ends_in)).encode())
         return
     kind = url.path[len("/__fault/"):]
     if kind == "status":
         state["status"] = [int(q["code"]), int(q.get("count", "1")), q.get("method"),
-                           int(q["after"]) if "after" in q else None]
+                           int(q["after"]) if "after" in q else None, q.get("retry_after")]
+    elif kind == "outage":
+        state["outage"] = [int(q.get("code", "503")), time.monotonic() + float(q.get("seconds", "30")),
+                           q.get("retry_after"), q.get("method")]
     elif kind == "drop":
         state["drop"] = [int(q.get("after", "0")), int(q.get("count", "1"))]
     elif kind == "checksum":
@@ -131,7 +145,7 @@ async def control(method, target, writer):
         await respond(writer, 200, "OK", body=str(code).encode())
         return
     elif kind == "reset":
-        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0)
+        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0, outage=None)
     else:
         await respond(writer, 404, "Not Found")
         return
@@ -156,6 +170,13 @@ def verify_checksum(value, body):
     return base64.b64decode(digest) == hashlib.new(algorithm, body).digest()
 
 
+def injected(retry_after):
+    """Counts an answer made up by a fault; its headers (a Retry-After when one is armed)."""
+    stats["injected"] += 1
+    stats["last_injected_t"] = time.monotonic()
+    return [("Retry-After", retry_after)] if retry_after else []
+
+
 def count_body(method, n):
     if method == "PATCH":
         stats["patch_body_bytes"] += n
@@ -178,7 +199,7 @@ async def forward(method, target, version, headers, reader, writer):
             if after:
                 await read_body(reader, after)
             count_body(method, after)
-            await respond(writer, st[0], "Injected", extra=[("Connection", "close")])
+            await respond(writer, st[0], "Injected", extra=[("Connection", "close")] + injected(st[4]))
             while True:
                 try:
                     rest = await asyncio.wait_for(reader.read(PIECE), IDLE_TIMEOUT)
@@ -191,7 +212,15 @@ async def forward(method, target, version, headers, reader, writer):
         if length:
             await read_body(reader, length)
             count_body(method, length)
-        await respond(writer, st[0], "Injected")
+        await respond(writer, st[0], "Injected", extra=injected(st[4]))
+        return True
+
+    outage = state["outage"]
+    if outage and time.monotonic() < outage[1] and (outage[3] is None or outage[3] == method):
+        if length:
+            await read_body(reader, length)
+            count_body(method, length)
+        await respond(writer, outage[0], "Injected Outage", extra=injected(outage[2]))
         return True
 
     body = None
@@ -273,7 +302,8 @@ async def handle(reader, writer, limit):
                 if parsed is None:
                     break
                 (method, target, version), headers = parsed
-                log.append({"method": method, "path": target, "headers": dict((k.lower(), v) for k, v in headers)})
+                log.append({"method": method, "path": target, "headers": dict((k.lower(), v) for k, v in headers),
+                            "t": time.monotonic()})
                 del log[:-200]
                 if not target.startswith("/__"):
                     stats["requests"][method] = stats["requests"].get(method, 0) + 1
