@@ -404,14 +404,8 @@ public final class ControlServer {
             case "pause": job = try await scheduler.pause(id)
             default:
                 // `headers` (an upload's new credentials) replace those of the same name; see `JobKind.amend`.
-                var changes: JSONValue?
-                if let headers = request["headers"], !headers.isNull {
-                    guard let lines = headers.arrayValue, lines.allSatisfy({ $0.stringValue != nil }) else {
-                        throw JobError(code: "bad_request", message: "resume's \"headers\" must be an array of strings")
-                    }
-                    changes = ["headers": .array(lines)]
-                }
-                job = try scheduler.resume(id, changes: changes)
+                let headers = try strings(request, "headers")
+                job = try scheduler.resume(id, changes: headers.map { ["headers": .array($0.map { .string($0) })] })
             }
             return ["ok": true, "job": job.json]
         case "watch":
