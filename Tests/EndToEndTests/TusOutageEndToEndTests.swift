@@ -59,10 +59,16 @@ struct TusOutageEndToEndTests {
         while (try servers.stats()["injected"]?.intValue ?? 0) < 1, Date() < deadline { usleep(20_000) }
         let held = try #require(try servers.stats()["last_injected_t"]?.doubleValue, "the 429 was sent")
         for id in ids { _ = try daemon.waitForState(id, "succeeded", timeout: 30) }
-        let times = try servers.requests().compactMap { $0["t"]?.doubleValue }
-        // Requests already on their way when the 429 left may still arrive within a few milliseconds.
-        let during = times.filter { $0 > held + 0.05 && $0 < held + 1.95 }
-        #expect(during.isEmpty, "\(during.count) requests reached the host while it was held: \(during.map { $0 - held })")
+        let requests = try servers.requests()
+        let times = requests.compactMap { $0["t"]?.doubleValue }
+        func within(_ from: Double, _ to: Double) -> [String] {
+            requests.filter { ($0["t"]?.doubleValue).map { $0 > held + from && $0 < held + to } ?? false }
+                .map { "\($0["method"]?.stringValue ?? "") +\(($0["t"]?.doubleValue ?? 0) - held) s" }
+        }
+        // Until the daemon has read the 429 (milliseconds, more on a loaded machine), each of the 2 other jobs
+        // may still send the one request it was about to; after that nothing until the 2 s are over.
+        #expect(within(0, 1.95).count <= 2, "\(within(0, 1.95))")
+        #expect(within(0.3, 1.95).isEmpty, "requests reached the host while it was held: \(within(0.3, 1.95))")
         #expect(times.contains { $0 >= held + 2 }, "requests went on after the hold")
     }
 }

@@ -63,7 +63,7 @@ struct TusUploadTests {
         #expect(upload.failed(TusError(status: 410, operation: "PATCH")) == .create(length: 30))
         #expect(upload.url == nil)
         #expect(upload.created(url: url + "b") == .send(url: url + "b", offset: 0, length: 10))
-        #expect(upload.failed(TusError(status: 503, operation: "PATCH"), random: 0) == .wait(milliseconds: 250))
+        #expect(upload.failed(TusError(status: 503, operation: "PATCH"), random: 1) == .wait(milliseconds: 500))
         #expect(upload.bytesResent == 10, "the 503's body went out in full, and bytes 0..<10 a second time")
         #expect(upload.backoffElapsed() == .queryOffset(url: url + "b"))
         _ = upload.offsetReported(TusUploadStatus(offset: 0))
