@@ -20,6 +20,8 @@ let package = Package(
         .target(name: "CJPEGShim", dependencies: ["CJPEG"], linkerSettings: [.linkedLibrary("jpeg")]),
         // XMP sidecars and embedded XMP keywords (Adobe's XMP toolkit, through exempi's C API).
         .systemLibrary(name: "CExempi", pkgConfig: "exempi-2.0", providers: [.apt(["libexempi-dev"])]),
+        // HEIF/HEIC and AVIF photos (libheif 1.15 in Debian 12).
+        .systemLibrary(name: "CHeif", pkgConfig: "libheif", providers: [.apt(["libheif-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
@@ -39,7 +41,7 @@ let package = Package(
         // dependency, so it runs the same in the daemon, on the thread pool or in a worker process.
         .target(
             name: "PhotoLibrary",
-            dependencies: ["TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CCrypto", "CExempi"],
+            dependencies: ["TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CHeif", "CCrypto", "CExempi"],
             path: "Jobs/Tagging/PhotoLibrary"
         ),
 

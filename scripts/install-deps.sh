@@ -12,6 +12,8 @@ packages=(
   libexif-dev           # photo metadata
   libjpeg62-turbo-dev   # photo pixels
   libexempi-dev         # XMP sidecars and embedded XMP keywords
+  libheif-dev           # HEIC/HEIF and AVIF photos
+  libheif-examples      # heif-enc: HEIC fixtures made at test time
   tmux                  # terminal tests of `watch`
   python3-venv          # the tus test server's virtualenv
   libimage-exiftool-perl # exiftool: the peer of the autotag benchmark; writes the EXIF of test and bench photos

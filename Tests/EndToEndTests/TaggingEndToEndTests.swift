@@ -31,7 +31,7 @@ struct TaggingEndToEndTests {
         #expect(
             result["skipped_by_reason"]
                 == [
-                    "not_jpeg": 1, "hidden": 1, "name_not_utf8": 1, "unreadable": 1, "not_regular": 1,
+                    "not_photo_name": 1, "hidden": 1, "name_not_utf8": 1, "unreadable": 1, "not_regular": 1,
                     "already_visited": 1,
                 ])
         let skips = result["skips"]?.arrayValue ?? []
@@ -39,11 +39,11 @@ struct TaggingEndToEndTests {
         let expectedPath = Data(Array((dir + "/").utf8) + TemporaryDirectory.latin1Name.bytes).base64EncodedString()
         #expect(latin1?["path"]?["base64"]?.stringValue == expectedPath)
         #expect(latin1?["path"]?["text"]?.stringValue == dir + "/caf\\xe9.jpg")
-        #expect(skips.first { $0["reason"] == "not_jpeg" }?["path"] == .string(dir + "/notes.txt"))
+        #expect(skips.first { $0["reason"] == "not_photo_name" }?["path"] == .string(dir + "/notes.txt"))
         #expect(skips.first { $0["reason"] == "unreadable" }?["detail"] == "No such file or directory")
         // The plain summary says so too.
         let summary = try daemon.cli(["photos", "import", dir, "--wait"])
-        #expect(summary.stdout.contains("6 passed over: 1 already_visited, 1 hidden, 1 name_not_utf8, 1 not_jpeg, 1 not_regular, 1 unreadable"), "\(summary.stdout)")
+        #expect(summary.stdout.contains("6 passed over: 1 already_visited, 1 hidden, 1 name_not_utf8, 1 not_photo_name, 1 not_regular, 1 unreadable"), "\(summary.stdout)")
     }
 
     @Test func importAndAutotagOfCameraPhotos() throws {
@@ -181,7 +181,7 @@ struct TaggingEndToEndTests {
             uniqueKeysWithValues: failures.compactMap { f in
                 f["path"]?.stringValue.map { (($0 as NSString).lastPathComponent, f["code"]?.stringValue ?? "") }
             })
-        #expect(failureCodes == ["empty.jpg": "empty", "not-a-jpeg.jpg": "not_jpeg"], "\(failures)")
+        #expect(failureCodes == ["empty.jpg": "empty", "not-a-jpeg.jpg": "unsupported_format"], "\(failures)")
         #expect(imported["result"]?["inserted"]?.intValue == 7)
         // The plain summary names what was not imported (a second import: nothing new, the two still refused).
         let again = try daemon.cli(["photos", "import", dir, "--wait"])

@@ -226,17 +226,21 @@ struct PerceptualHashIndexTests {
 }
 
 struct PhotoScanTests {
-    @Test func walksJPEGsInStableOrderWithoutLooping() throws {
+    /// Image names are candidates (what they are is read from their content later); other files are not.
+    @Test func walksImageFilesInStableOrderWithoutLooping() throws {
         let dir = Fixtures.temporaryDirectory()
         defer { Fixtures.removeTree(dir) }
         mkdir(dir + "/b", 0o755)
         mkdir(dir + "/a-c", 0o755)
-        for name in ["z.jpg", "A.JPEG", "c.png", ".hidden.jpg", "b/x.Jpg", "a-c/y.jpeg", "b/notes.txt"] {
+        for name in [
+            "z.jpg", "A.JPEG", "c.png", ".hidden.jpg", "b/x.Jpg", "a-c/y.jpeg", "b/notes.txt", "d.HEIC", "e.hif",
+            "f.avif", "g.heic.xmp", "noextension",
+        ] {
             Fixtures.write([0xFF, 0xD8], to: dir + "/" + name)
         }
         symlink(dir, dir + "/b/loop")  // b/loop → the root: a cycle
         let paths = PhotoScan(root: dir).map { String($0.path.dropFirst(dir.count + 1)) }
-        #expect(paths == ["A.JPEG", "a-c/y.jpeg", "b/x.Jpg", "z.jpg"])
+        #expect(paths == ["A.JPEG", "a-c/y.jpeg", "b/x.Jpg", "c.png", "d.HEIC", "e.hif", "f.avif", "z.jpg"])
         var failures = 0
         #expect(Array(PhotoScan(root: dir + "/missing") { _, _ in failures += 1 }).isEmpty)
         #expect(failures == 1)

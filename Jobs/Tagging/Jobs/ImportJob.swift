@@ -5,7 +5,8 @@ import TrailbookEngine
     import Glibc
 #endif
 
-/// Job kind `import`: adds the JPEGs under a directory to the photo library (`photos import DIR`).
+/// Job kind `import`: adds the photos (JPEG, HEIC/HEIF, AVIF; see `PhotoScan`, `PhotoFormat`) under a directory to
+/// the photo library (`photos import DIR`).
 ///
 /// Walks the tree (`PhotoScan`, on the thread pool), skips files whose size, mtime and inode match the stored
 /// row, reads the others' EXIF metadata and stable ID in worker processes (`photo.inspect`, the file's bytes are
@@ -16,7 +17,7 @@ import TrailbookEngine
 /// Params: `dir` (absolute path). Result: `files`, `inserted`, `updated`, `unchanged`, `same_content` (bytes
 /// already in the library at another path), `failed` and `failures` (the first 50: path, code, message).
 /// A file that cannot be read is a failure in the result, never the job's. Nothing is passed over in silence:
-/// `skipped` counts every entry the walk did not import (`PhotoScan.Skip.Reason`: `not_jpeg`, `hidden`,
+/// `skipped` counts every entry the walk did not import (`PhotoScan.Skip.Reason`: `not_photo_name`, `hidden`,
 /// `not_regular`, `unreadable`, `unreadable_directory`, `already_visited`, `name_not_utf8`), `skipped_by_reason`
 /// counts them per reason and `skips` lists the first 50 (`path` — a string, or `{"base64", "text"}` for a name
 /// that is not UTF-8, see `BytePath` —, `reason`, `detail`).

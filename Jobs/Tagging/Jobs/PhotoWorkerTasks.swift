@@ -4,8 +4,9 @@ import TrailbookEngine
 /// Worker task `photo.inspect`: reads one photo file and returns its `PhotoInspection` (stable ID, stamp, EXIF
 /// metadata and, when asked, the pixel analysis). Runs in a worker process because it parses untrusted bytes.
 ///
-/// Payload: `{"path": String, "pixels": Bool, "keywords": Bool}` (`keywords`: also read the XMP keywords). Errors: the photo library's codes (`empty`, `not_jpeg`, `io`,
-/// `too_large`, …) as `JobError`s. A JPEG whose pixels do not decode is a result with `pixelError` set.
+/// Payload: `{"path": String, "pixels": Bool, "keywords": Bool}` (`keywords`: also read the XMP keywords). Errors:
+/// the photo library's codes (`empty`, `unsupported_format`, `io`, `too_large`, …) as `JobError`s. A photo whose
+/// pixels do not decode is a result with `pixelError` set.
 public struct InspectPhotoTask: WorkerTask {
     /// `photo.inspect`.
     public static let name = "photo.inspect"
@@ -21,7 +22,8 @@ public struct InspectPhotoTask: WorkerTask {
     /// Inspects the file at `payload.path` (pixels too when `payload.pixels` is true).
     ///
     /// - Returns: the `PhotoInspection` as JSON.
-    /// - Throws: `JobError` with the photo library's code (`empty`, `not_jpeg`, `io`, `too_large`) or `bad_request`.
+    /// - Throws: `JobError` with the photo library's code (`empty`, `unsupported_format`, `corrupt`, `io`, `too_large`) or
+    ///   `bad_request`.
     public func perform(_ payload: JSONValue) throws -> JSONValue {
         guard let path = payload["path"]?.stringValue else {
             throw JobError(code: "bad_request", message: "photo.inspect needs a path")

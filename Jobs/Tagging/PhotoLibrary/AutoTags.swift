@@ -79,8 +79,9 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
     ///   - analysePixels: decode and analyse the pixels (autotag) or not (import).
     ///   - limits: decoder limits.
     ///   - readKeywords: also read the XMP keywords (`keywords`).
-    /// - Throws: `PhotoLibraryError` `.io`/`.tooLarge` if the file cannot be read, `.empty`/`.notJPEG` if it is no
-    ///   JPEG at all. A JPEG whose pixels fail to decode is not an error: see `pixelError`.
+    /// - Throws: `PhotoLibraryError` `.io`/`.tooLarge` if the file cannot be read, `.empty`/`.unsupportedFormat` if it is
+    ///   no format the library reads (`PhotoFormat`), `.corrupt` for a HEIF libheif cannot parse. A photo whose
+    ///   pixels fail to decode is not an error: see `pixelError`.
     public init(path: String, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits(), readKeywords: Bool = false)
         throws(PhotoLibraryError)
     {

@@ -1,3 +1,5 @@
+import CHeif
+
 /// What one photo file format gives the library, whatever its container and codec: the metadata (stored size,
 /// orientation, the EXIF fields) and the picture as displayed, at reduced scale, with its orientation applied
 /// exactly once. Each format the library reads is one conformance; `PhotoFormat.decoder(for:)` picks it by content.
@@ -40,32 +42,65 @@ public struct DisplayedImage: Hashable, Sendable {
 public enum PhotoFormat: String, Hashable, Sendable, Codable, CaseIterable {
     /// JPEG (ITU T.81): starts with the SOI marker `FF D8` and another marker's `FF`.
     case jpeg
+    /// The HEIF family (ISO/IEC 23008-12): HEIC, HEIF, `.hif`, AVIF; an ISO-BMFF `ftyp` box whose brands libheif
+    /// reads.
+    case heif
 
-    /// The format of `bytes`, from their signature; `nil` when none matches.
-    public init?(sniffing bytes: [UInt8]) {
+    /// The format of `bytes`, from their signature.
+    ///
+    /// - Throws: `PhotoLibraryError.empty` for zero bytes, `.unsupportedFormat` for anything else, with what the
+    ///   file looks like (PNG, TIFF or raw, video, a HEIF libheif cannot read, …).
+    public init(sniffing bytes: [UInt8]) throws(PhotoLibraryError) {
+        guard !bytes.isEmpty else { throw PhotoLibraryError(.empty, "empty file") }
         if bytes.count >= 3, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes[2] == 0xFF {
             self = .jpeg
-        } else {
-            return nil
+            return
         }
+        if bytes.count >= 12, bytes[4..<8].elementsEqual("ftyp".utf8) {
+            let brand = String(decoding: bytes[8..<12], as: UTF8.self)
+            switch heif_check_filetype(bytes, Int32(clamping: bytes.count)) {
+            case heif_filetype_yes_supported:
+                self = .heif
+                return
+            case heif_filetype_yes_unsupported:
+                throw PhotoLibraryError(.unsupportedFormat, "a HEIF file (brand \(brand)) of a kind libheif cannot read")
+            default:
+                throw PhotoLibraryError(
+                    .unsupportedFormat, "an ISO media file (brand \(brand), a video?), not a photo format the library reads")
+            }
+        }
+        throw PhotoLibraryError(.unsupportedFormat, "\(PhotoFormat.describe(bytes)); the library reads JPEG, HEIC/HEIF and AVIF")
+    }
+
+    /// What a file that is no readable photo looks like, for the failure message.
+    static func describe(_ bytes: [UInt8]) -> String {
+        func starts(_ prefix: [UInt8], at offset: Int = 0) -> Bool {
+            bytes.count >= offset + prefix.count && bytes[offset..<offset + prefix.count].elementsEqual(prefix)
+        }
+        if starts([0x89, 0x50, 0x4E, 0x47]) { return "a PNG image" }
+        if starts(Array("GIF8".utf8)) { return "a GIF image" }
+        if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return "a TIFF or camera raw file" }
+        if starts(Array("RIFF".utf8)), starts(Array("WEBP".utf8), at: 8) { return "a WebP image" }
+        if starts([0xFF, 0x0A]) || starts([0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return "a JPEG XL image" }
+        if starts(Array("BM".utf8)) { return "a BMP image" }
+        if starts([0xFF, 0xD8]) { return "a JPEG with no marker after SOI" }
+        let head = bytes.prefix(8).map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+        return "not a known photo format (starts \(head.joined(separator: " ")))"
     }
 
     /// This format's decoder.
     public var decoder: any PhotoDecoder {
         switch self {
         case .jpeg: JPEGDecoder()
+        case .heif: HEIFDecoder()
         }
     }
 
-    /// The decoder for `bytes`.
+    /// The decoder for `bytes`, by content.
     ///
-    /// - Throws: `PhotoLibraryError.empty` for zero bytes, `.notJPEG` when no format matches.
+    /// - Throws: as `init(sniffing:)`.
     public static func decoder(for bytes: [UInt8]) throws(PhotoLibraryError) -> any PhotoDecoder {
-        guard !bytes.isEmpty else { throw PhotoLibraryError(.empty, "empty file") }
-        guard let format = PhotoFormat(sniffing: bytes) else {
-            throw PhotoLibraryError(.notJPEG, "no JPEG SOI marker")
-        }
-        return format.decoder
+        try PhotoFormat(sniffing: bytes).decoder
     }
 }
 

@@ -7,7 +7,7 @@ public struct PhotoLibraryError: Error, CustomStringConvertible, Sendable, Equat
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Sendable {
             case empty, notJPEG = "not_jpeg", truncated, corrupt, tooLarge = "too_large", outOfMemory = "out_of_memory"
-            case unsupported, io, notFound = "not_found", ambiguous, invalidID = "invalid_id"
+            case unsupported, unsupportedFormat = "unsupported_format", io, notFound = "not_found", ambiguous, invalidID = "invalid_id"
             case invalidTag = "invalid_tag", badPlaceFile = "bad_place_file", store
         }
         private let kind: Kind
@@ -15,7 +15,8 @@ public struct PhotoLibraryError: Error, CustomStringConvertible, Sendable, Equat
 
         /// The file has zero bytes.
         public static let empty = Code(.empty)
-        /// The file does not start with a JPEG SOI marker.
+        /// The bytes given to a JPEG-only reader (`JPEGHeader`, `RGBImage.decodeJPEG`) do not start with a JPEG SOI
+        /// marker. Files are told apart by content first (`PhotoFormat`), which says `unsupportedFormat` instead.
         public static let notJPEG = Code(.notJPEG)
         /// The JPEG data ends before the image does.
         public static let truncated = Code(.truncated)
@@ -27,6 +28,9 @@ public struct PhotoLibraryError: Error, CustomStringConvertible, Sendable, Equat
         public static let outOfMemory = Code(.outOfMemory)
         /// A colour space or layout that cannot be converted to RGB.
         public static let unsupported = Code(.unsupported)
+        /// The file's content is no format the library reads (JPEG, HEIF/HEIC, AVIF), or a HEIF feature or codec
+        /// libheif cannot read; the message says what the file looks like.
+        public static let unsupportedFormat = Code(.unsupportedFormat)
         /// A file system call failed (`errno` in the message).
         public static let io = Code(.io)
         /// No photo has this stable ID or prefix.

@@ -73,7 +73,9 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
         try self.init(jpeg: PhotoFile.read(path: path).bytes)
     }
 
-    private mutating func readEXIF(_ bytes: [UInt8]) {
+    /// Reads the EXIF fields with libexif from `bytes`: a whole JPEG file (libexif finds its APP1 segment) or an
+    /// EXIF block that starts with `Exif\0\0` and the TIFF header (what `HEIFDecoder` hands over).
+    mutating func readEXIF(_ bytes: [UInt8]) {
         guard let data = exif_data_new() else {
             warnings.append("libexif out of memory")
             return

@@ -2,7 +2,9 @@
 import Glibc
 #endif
 
-/// A walk of a directory tree that yields its JPEG files (`*.jpg`, `*.jpeg`, any case) in a stable order.
+/// A walk of a directory tree that yields its image files in a stable order: the names `isPhotoName` accepts
+/// (JPEG, HEIC/HEIF, AVIF, and other image formats so that they are reported, not skipped). The names only pick
+/// the candidates; what a file is, is decided from its content when it is read (`PhotoFormat`).
 ///
 /// Order: depth first, entries of each directory sorted by their bytes (so the same tree always gives the same
 /// sequence, which lets an import checkpoint "done up to here"). Symbolic links are followed, but a directory
@@ -13,7 +15,7 @@ import Glibc
 /// Nothing is passed over in silence: every entry the walk does not yield is reported to `passedOver` with a
 /// reason (`Skip.Reason`), so an import can count and list it.
 public struct PhotoScan: Sequence {
-    /// A JPEG found by the scan.
+    /// An image file found by the scan.
     public struct File: Hashable, Sendable {
         /// The path: the root joined with the names walked.
         public var path: String
@@ -32,8 +34,8 @@ public struct PhotoScan: Sequence {
     public struct Skip: Sendable, Equatable {
         /// Why an entry was passed over.
         public enum Reason: String, Sendable {
-            /// Not named `*.jpg`/`*.jpeg`.
-            case notJPEG = "not_jpeg"
+            /// Not named like an image file (`photoExtensions`: `*.jpg`, `*.heic`, `*.png`, …).
+            case notPhotoName = "not_photo_name"
             /// Its name starts with `.` (hidden; for a directory, nothing under it is looked at).
             case hidden
             /// A FIFO, socket or device.
@@ -71,6 +73,19 @@ public struct PhotoScan: Sequence {
         return lower.hasSuffix(".jpg") || lower.hasSuffix(".jpeg")
     }
 
+    /// File name extensions (lower case) of the files an import reads: JPEG, the HEIF family, and image formats
+    /// the library does not read, which an import lists as `unsupported_format` rather than skip in silence.
+    public static let photoExtensions: Set<String> = [
+        "jpg", "jpeg", "jpe", "jfif", "heic", "heif", "hif", "heics", "heifs", "avif", "png", "gif", "webp", "tif",
+        "tiff", "bmp", "jxl", "dng",
+    ]
+
+    /// Whether `name`'s extension is in `photoExtensions`, ignoring case.
+    public static func isPhotoName(_ name: String) -> Bool {
+        guard let dot = name.lastIndex(of: ".") else { return false }
+        return photoExtensions.contains(name[name.index(after: dot)...].lowercased())
+    }
+
     public func makeIterator() -> Iterator { Iterator(scan: self) }
 
     /// The scan's iterator.
@@ -102,8 +117,8 @@ public struct PhotoScan: Sequence {
                 if (st.st_mode & S_IFMT) == S_IFDIR {
                     enter(path)
                 } else if (st.st_mode & S_IFMT) == S_IFREG {
-                    if PhotoScan.isJPEGName(name) { return File(path: path, stamp: FileStamp(st)) }
-                    skip(path, .notJPEG)
+                    if PhotoScan.isPhotoName(name) { return File(path: path, stamp: FileStamp(st)) }
+                    skip(path, .notPhotoName)
                 } else {
                     skip(path, .notRegular)
                 }
