@@ -117,4 +117,23 @@ struct XMPSidecarTests {
         #expect(inspection.keywords == ["embedded", "C\u{E3}o", "beach"])
         #expect(try PhotoInspection(path: photo, analysePixels: false).keywords == nil)
     }
+
+    /// HEIC keeps its XMP as a plain item: heif-enc carries the JPEG's packet over, and import finds it by content.
+    @Test func importReadsKeywordsEmbeddedInHEIC() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let jpeg = dir + "/source.jpg"
+        Fixtures.write(try Fixtures.scene(64, 48).jpegData(), to: jpeg)
+        _ = try Self.exiftool(["-q", "-overwrite_original", "-XMP-dc:Subject=heic-word", jpeg])
+        let heic = dir + "/IMG_0004.HEIC"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["heif-enc", "-q", "50", jpeg, "-o", heic]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(try Self.seen("XMP:Subject", heic) == "heic-word", "heif-enc carried the packet over")
+        let inspection = try PhotoInspection(path: heic, analysePixels: false, readKeywords: true)
+        #expect(inspection.keywords == ["heic-word"])
+    }
 }
