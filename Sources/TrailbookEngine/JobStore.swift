@@ -270,6 +270,9 @@ public struct PendingCleanUp: Sendable, Equatable {
     public var tries: Int
     /// When it was recorded (the job's end), in Unix seconds.
     public var createdAt: Double
+    /// When its next try is due, in Unix seconds (kept for the next start; a running daemon waits on the
+    /// monotonic clock).
+    public var nextAt: Double
 }
 
 extension JobStore {
@@ -277,16 +280,13 @@ extension JobStore {
     /// - Throws: `SQLiteError`.
     public func dueCleanUps(now: Double) throws -> [PendingCleanUp] {
         try database.query(
-            "SELECT job_id, tries, created_at FROM cleanups WHERE next_at <= ? ORDER BY next_at", [.real(now)]
+            "SELECT job_id, tries, created_at, next_at FROM cleanups WHERE next_at <= ? ORDER BY next_at", [.real(now)]
         ).compactMap { row in
-            row.text(0).map { PendingCleanUp(jobID: $0, tries: Int(row.int(1) ?? 0), createdAt: row.double(2) ?? 0) }
+            row.text(0).map {
+                PendingCleanUp(
+                    jobID: $0, tries: Int(row.int(1) ?? 0), createdAt: row.double(2) ?? 0, nextAt: row.double(3) ?? 0)
+            }
         }
-    }
-
-    /// When the next pending clean-up is due, in Unix seconds, or `nil` if none is pending.
-    /// - Throws: `SQLiteError`.
-    public func nextCleanUpAt() throws -> Double? {
-        try database.query("SELECT MIN(next_at) FROM cleanups").first?.double(0)
     }
 
     /// Records a failed try of a job's clean-up: `tries` so far, the next due time and the last error.

@@ -145,6 +145,9 @@ public final class Scheduler {
     /// clock neither delays nor hastens a retry. The stored `retry_at` (wall clock) is for display and for the
     /// next start, which turns it back into a monotonic due time (clamped, see `start()`).
     private var retryDueAt: [String: Double] = [:]
+    /// When each pending clean-up's next try is due, on the monotonic clock, like `retryDueAt` (the store's
+    /// `next_at` is wall-clock time for the next start).
+    private var cleanUpDueAt: [String: Double] = [:]
     private var isShuttingDown = false
 
     // Writes the store refused (another process holds its lock, or its disk is full). The new state is kept
@@ -211,6 +214,13 @@ public final class Scheduler {
                         + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
             }
             retryDueAt[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+        }
+        // Clean-ups waiting for their next try: due in what is left of their wait, at most the longest wait
+        // between tries (a `next_at` further ahead means the wall clock stepped back while the daemon was down).
+        let wallNow = Timestamp.now()
+        for pending in try store.dueCleanUps(now: .infinity) {
+            let remaining = min(max(0, pending.nextAt - wallNow), options.cleanUpMaxDelaySeconds)
+            cleanUpDueAt[pending.jobID] = Timestamp.monotonic() + remaining
         }
         store.failFastOnLocks()
         armRetryTimer()
@@ -612,6 +622,7 @@ public final class Scheduler {
     /// until `cleanUpBudgetSeconds` after the end, then logs that it gave up.
     private func tryCleanUp(_ id: String) async {
         guard !cleaningUp.contains(id) else { return }
+        cleanUpDueAt[id] = nil
         cleaningUp.insert(id)
         defer { cleaningUp.remove(id) }
         guard let job = try? store.job(id: id), let kind = kinds[job.kind] else {
@@ -637,35 +648,33 @@ public final class Scheduler {
                 let delay = full * Double.random(in: 0.5...1)
                 log(job, .warning, "clean-up try \(tries) failed (\(message)); next try in \((delay * 10).rounded() / 10) s")
                 try? store.rescheduleCleanUp(jobID: id, tries: tries, nextAt: now + delay, error: message)
+                cleanUpDueAt[id] = Timestamp.monotonic() + delay
             }
         }
         armCleanUpTimer()
     }
 
     /// Arms the clean-up timer for the next pending clean-up, if any.
-    private func armCleanUpTimer() {
-        arm(&cleanUpTimer, at: try? store.nextCleanUpAt()) { [weak self] in self?.cleanUpsDue() }
-    }
-
-    /// Starts `timer` (made on first use) to call `fire` at `at` (Unix seconds), or stops it when `at` is `nil`.
     /// Nothing is armed once shutdown began.
-    private func arm(_ timer: inout LoopTimer?, at: Double?, _ fire: @escaping () -> Void) {
+    private func armCleanUpTimer() {
         guard !isShuttingDown else { return }
-        guard let at else {
-            timer?.stop()
+        guard let next = cleanUpDueAt.values.min() else {
+            cleanUpTimer?.stop()
             return
         }
-        let made = timer ?? LoopTimer(loop: .main)
-        timer = made
-        made.start(seconds: max(0, at - Timestamp.now())) { fire() }
+        let timer = cleanUpTimer ?? LoopTimer(loop: .main)
+        cleanUpTimer = timer
+        timer.start(seconds: max(0, next - Timestamp.monotonic())) { [weak self] in self?.cleanUpsDue() }
     }
 
     private func cleanUpsDue() {
-        let due = (try? store.dueCleanUps(now: Timestamp.now() + 0.01)) ?? []
+        let now = Timestamp.monotonic() + 0.001
+        let due = cleanUpDueAt.filter { $0.value <= now }.keys
         // A timer that fired a little early: arm it again. Those being tried now re-arm it when their try ends.
         if due.isEmpty { return armCleanUpTimer() }
-        for pending in due where !cleaningUp.contains(pending.jobID) {
-            Task { @LoopActor in await self.tryCleanUp(pending.jobID) }
+        for id in due where !cleaningUp.contains(id) {
+            cleanUpDueAt[id] = nil
+            Task { @LoopActor in await self.tryCleanUp(id) }
         }
     }
 

@@ -134,6 +134,37 @@ struct TusIntegrityEndToEndTests {
         #expect(try daemon.show(id)["state"]?.stringValue == "failed")
     }
 
+    /// Issue 10 §3 for clean-ups: the wait between two tries of a termination runs on the monotonic clock, so a
+    /// wall clock stepped back an hour during it does not put the next `DELETE` off by that hour.
+    @Test func aWallClockStepBackDuringACleanUpWaitDoesNotDelayTheNextTry() throws {
+        let servers = try TusServers()
+        let clock = try FakeClock()
+        let daemon = try DaemonHarness(environment: clock.environment)
+        defer { _ = try? daemon.stop() }
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("w.bin"), bytes: 4 << 20)
+        try servers.arm("status?code=503&count=1&method=DELETE")
+        let id = try daemon.submitUpload([
+            work.file("w.bin"), "--to", servers.endpoint, "--chunk-size", "1MiB", "--max-rate", "2MiB",
+        ])
+        try daemon.waitFor(id, "1 MiB") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 1 << 20 }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file("w.bin")))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([1]))
+        try handle.close()
+        try daemon.waitForState(id, "failed", timeout: 20)
+        // The first DELETE is refused; the next try is due 0.5-1 s later. Step the clock back before it.
+        try daemon.waitFor(id, timeout: 10, "the first try refused") { _ in daemon.log().contains("clean-up try 1 failed") }
+        try clock.set("-1h")
+        let steppedAt = Date()
+        let url = try Self.uploadURL(servers)
+        let deleted = try? daemon.waitFor(id, timeout: 10, "the upload deleted") { _ in
+            [404, 410].contains((try? servers.headStatus(url)) ?? 0)
+        }
+        #expect(deleted != nil, "not deleted; daemon log:\n\(daemon.log().suffix(2000))")
+        #expect(Date().timeIntervalSince(steppedAt) < 3, "the second try came \(Date().timeIntervalSince(steppedAt)) s after the step")
+    }
+
     /// With a short `--cleanup-budget`, a server that never accepts the DELETE is given up on, and the log says
     /// so with the URL left behind; the pending clean-up is gone (no more DELETEs).
     @Test func aTerminationThatNeverSucceedsIsGivenUpAfterTheBudgetAndLoggedWithTheURL() throws {

@@ -51,12 +51,12 @@ struct JobStoreTests {
         }
         let reopened = try JobStore(path: path)
         #expect(try reopened.job(id: job.id)?.state == .failed)
-        #expect(try reopened.nextCleanUpAt() == 5_000_000_000)
+        #expect(try reopened.dueCleanUps(now: .infinity).first?.nextAt == 5_000_000_000)
         #expect(try reopened.dueCleanUps(now: Timestamp.now()).isEmpty, "not due before next_at")
         let pending = try #require(try reopened.dueCleanUps(now: 5_000_000_000).first)
         #expect(pending.tries == 2)
         try reopened.removeCleanUp(jobID: job.id)
-        #expect(try reopened.nextCleanUpAt() == nil)
+        #expect(try reopened.dueCleanUps(now: .infinity).isEmpty)
     }
 
     /// A job's end is committed with synchronous=FULL (it must outlive a power loss before kinds drop their own
