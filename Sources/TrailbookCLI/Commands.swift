@@ -249,7 +249,11 @@ enum Commands {
         case (false, _): print(id)
         }
         guard let watcher else { return ExitCode.success }
-        let final = try Watch.follow(watcher, job: id, printing: context.arguments.flag("watch"), json: context.json)
+        let end = try Watch.follow(watcher, job: id, printing: context.arguments.flag("watch"), json: context.json)
+        guard case .ended(let final) = end else {
+            if case .quit(let code) = end { return code }
+            return ExitCode.success
+        }
         if context.arguments.flag("wait") && !context.arguments.flag("watch") {
             print(context.json ? JSONCoding.encodePretty(final) : JobText.summary(final))
         }

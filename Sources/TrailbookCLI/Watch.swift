@@ -138,10 +138,23 @@ enum Watch {
         }
     }
 
-    /// Follows job `id` on `subscription` until it reaches a terminal state; returns the job's final JSON.
-    static func follow(_ subscription: Subscription, job id: String, printing: Bool, json: Bool) throws -> JSONValue {
+    /// How following a job ended.
+    enum FollowEnd {
+        /// The job reached a terminal state: its final JSON.
+        case ended(JSONValue)
+        /// The person quit first (`q`: 0, Ctrl-C: 130, SIGTERM: 143); the job runs on.
+        case quit(Int32)
+    }
+
+    /// Follows job `id` on `subscription` until it reaches a terminal state. Printing plain lines on a terminal
+    /// (`TERM=dumb`), the keys of `watch` work too: `q` stops following and leaves the job running.
+    static func follow(_ subscription: Subscription, job id: String, printing: Bool, json: Bool) throws -> FollowEnd {
         let printer = LinePrinter(json: json)
-        while let event = try subscription.next() {
+        let keys = printing && !json ? PlainKeys() : nil
+        defer { keys?.restore() }
+        while true {
+            if let code = keys?.waitForFeed(subscription.client) { return .quit(code) }
+            guard let event = try subscription.next() else { break }
             guard event["job"]?.stringValue == id else { continue }
             if printing { printer.print(event) }
             if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,
@@ -150,7 +163,7 @@ enum Watch {
                 break
             }
         }
-        return try subscription.context.call(["op": "show", "job": .string(id)])["job"] ?? .null
+        return .ended(try subscription.context.call(["op": "show", "job": .string(id)])["job"] ?? .null)
     }
 
     /// Keys for plain lines on a terminal (`TERM=dumb`, or unset): `q` quits (exit 0), Ctrl-C exits 130 and

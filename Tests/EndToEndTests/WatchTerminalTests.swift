@@ -181,6 +181,26 @@ struct WatchTerminalTests {
         try harness.waitForScreen("exit on q") { $0.contains("WATCH-EXIT=0") }
     }
 
+    /// `submit --watch` on a `TERM=dumb` terminal follows its job in plain lines and takes `q` as `watch` does:
+    /// it stops following (exit 0) and the job runs on.
+    @Test func submitWatchOnADumbTerminalQuitsOnQ() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let destination = harness.home + "/out"
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: harness.home + "/slow.bin", contents: Data(count: 4 << 20)))
+        try harness.startPane(
+            "submit upload '\(harness.home)/slow.bin' --to '\(destination)' --max-rate 128KiB --chunk-size 64KiB --watch",
+            environment: "TERM=dumb")
+        let lines = try harness.waitForScreen("plain lines") { $0.contains("upload running") }
+        #expect(!lines.contains("q quit"))
+        try harness.keys("q")
+        try harness.waitForScreen("exit on q") { $0.contains("WATCH-EXIT=0") }
+        let jobs = try harness.request(["op": "list"])
+        let states = ((jobs["jobs"] as? [[String: Any]]) ?? []).compactMap { $0["state"] as? String }
+        #expect(states == ["running"], "the job runs on: \(states)")
+    }
+
     /// Plain lines (not a terminal) are one event a line: a name with a newline and escapes, in the log line of a
     /// cancelled upload ("removed the partial file …"), is escaped and fakes no line; `--json` stays exact.
     @Test func plainLinesEscapeNamesAndJSONStaysExact() throws {
