@@ -38,10 +38,11 @@ let package = Package(
             path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
         // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
-        // dependency, so it runs the same in the daemon, on the thread pool or in a worker process.
+        // dependency, so it runs the same in the daemon, on the thread pool or in a worker process (TrailbookLoop
+        // only for `DirectoryEntry`).
         .target(
             name: "PhotoLibrary",
-            dependencies: ["TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CHeif", "CCrypto", "CExempi"],
+            dependencies: ["TrailbookLoop", "TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CHeif", "CCrypto", "CExempi"],
             path: "Jobs/Tagging/PhotoLibrary"
         ),
 
@@ -69,7 +70,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "PhotoLibraryTests",
-            dependencies: ["PhotoLibrary", "TrailbookSQLite", "CExif", "CJPEGShim", "TestSupport"]
+            dependencies: ["PhotoLibrary", "TrailbookLoop", "TrailbookSQLite", "CExif", "CJPEGShim", "TestSupport"]
         ),
         .testTarget(
             name: "HTTPTests",

@@ -1,3 +1,5 @@
+import TrailbookLoop
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -149,7 +151,7 @@ public struct PhotoScan: Sequence {
             defer { closedir(dir) }
             var names: [String] = []
             while let entry = readdir(dir) {
-                let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+                let bytes = DirectoryEntry.name(entry)
                 if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }  // . and ..
                 guard let name = String(validating: bytes, as: UTF8.self) else {
                     scan.passedOver(Skip(path: Array(directory.utf8) + [0x2F] + bytes, reason: .nameNotUTF8, detail: ""))

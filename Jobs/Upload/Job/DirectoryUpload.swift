@@ -261,7 +261,7 @@ struct DirectoryUpload: UploadTransfer {
             var found: [BytePath] = []
             while let entry = readdir(stream) {
                 // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in BytePath(bytes: raw.prefix(while: { $0 != 0 })) }
+                let name = BytePath(bytes: DirectoryEntry.name(entry))
                 if partNames.contains(name) { found.append(name) }
             }
             for name in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {

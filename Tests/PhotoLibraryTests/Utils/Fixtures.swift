@@ -1,5 +1,6 @@
 import CExif
 import Glibc
+import TrailbookLoop
 import PhotoLibrary
 
 /// Test fixtures made with the libraries themselves: pixels encoded by libjpeg (through `RGBImage.jpegData`),
@@ -188,7 +189,7 @@ enum Fixtures {
         if (st.st_mode & S_IFMT) == S_IFDIR, let dir = opendir(path) {
             var names: [String] = []
             while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let name = String(decoding: DirectoryEntry.name(entry), as: UTF8.self)
                 if name != "." && name != ".." { names.append(name) }
             }
             closedir(dir)
