@@ -105,8 +105,21 @@ class Daemon:
     def cli(self, *args):
         out = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True)
         if out.returncode != 0:
-            sys.exit(f"{' '.join(args)} failed ({out.returncode}): {out.stderr}")
+            sys.exit(f"{' '.join(args)} failed ({out.returncode}): {out.stderr}{self.post_mortem()}")
         return out.stdout
+
+    def post_mortem(self):
+        """Whether the daemon still runs and the end of its log (a crash's backtrace is there): the benchmarks
+        remove their temporary home, log included, when they end."""
+        if not self.proc:
+            return ""
+        state = "running" if self.proc.poll() is None else f"exited with {self.proc.returncode}"
+        try:
+            with open(os.path.join(self.home, "daemon.log"), errors="replace") as f:
+                tail = f.read()[-4000:]
+        except OSError as error:
+            tail = str(error)
+        return f"\ndaemon {state}; its log ends:\n{tail}"
 
     def submit(self, *args):
         return self.cli("submit", *args).strip().splitlines()[-1]
