@@ -40,6 +40,9 @@ enum Commands {
                 OptionSpec("give-up-after", .value(placeholder: "DUR"), help: "default time to wait out a server's outage before failing (default 24h)"),
                 OptionSpec("retry-base", .value(placeholder: "DUR"), help: "first retry backoff, doubling up to 5m (default 1s)"),
                 OptionSpec("cleanup-budget", .value(placeholder: "DUR"), help: "how long a failed or cancelled job's clean-up (a tus DELETE) is retried (default 168h)"),
+                OptionSpec("keep-succeeded", .value(placeholder: "DUR"), help: "delete succeeded jobs this long after they end, or 'forever' (default 7d)"),
+                OptionSpec("keep-failed", .value(placeholder: "DUR"), help: "delete failed jobs this long after they end, or 'forever' (default 30d)"),
+                OptionSpec("keep-cancelled", .value(placeholder: "DUR"), help: "delete cancelled jobs this long after they end, or 'forever' (default 7d)"),
                 OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
                 OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
                 OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse to decode photos over N megapixels, too_large (default 100)"),
@@ -102,6 +105,14 @@ enum Commands {
                 q quit. Colour unless NO_COLOR is set. Not a terminal: plain lines, at most one per job per second plus
                 every state change. --json: the raw feed events, one per line.
                 """),
+        CommandSpec(
+            path: ["prune"], summary: "delete ended jobs past their retention now, and free their space",
+            options: [
+                OptionSpec("older-than", .value(placeholder: "DUR"), help: "every ended job that ended more than DUR ago (default: the daemon's --keep-succeeded/--keep-failed/--keep-cancelled)"),
+                json, socket,
+            ],
+            details: "Jobs whose clean-up (a tus DELETE, an S3 abort) is not done yet are kept until it is.\n"
+                + "Example: trailbook-jobs prune --older-than 1d"),
     ] + PhotoCommands.specs
 
     static var overview: String {
@@ -125,6 +136,7 @@ enum Commands {
         case ["show"]: return show
         case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }
         case ["watch"]: return Watch.run
+        case ["prune"]: return prune
         default: return PhotoCommands.handler(for: path) ?? { _ in throw UsageError("unknown command") }
         }
     }
@@ -144,6 +156,9 @@ enum Commands {
         if let value = try arguments.duration("cleanup-budget") {
             configuration.scheduler.cleanUpBudgetSeconds = try positive(value, "cleanup-budget")
         }
+        configuration.retention.keepSucceededSeconds = try retention(arguments, "keep-succeeded") ?? configuration.retention.keepSucceededSeconds
+        configuration.retention.keepFailedSeconds = try retention(arguments, "keep-failed") ?? configuration.retention.keepFailedSeconds
+        configuration.retention.keepCancelledSeconds = try retention(arguments, "keep-cancelled") ?? configuration.retention.keepCancelledSeconds
         if let value = try arguments.integer("workers", range: 1...64) { configuration.workers.workers = value }
         if let value = try arguments.duration("worker-timeout") { configuration.workers.requestTimeoutSeconds = try positive(value, "worker-timeout") }
         if let value = try arguments.integer("max-megapixels", range: 1...100_000) {
@@ -152,9 +167,10 @@ enum Commands {
         let xmpDefaults = XMPSidecarDefaults(
             enabled: arguments.flag("xmp"), naming: try PhotoCommands.xmpNaming(arguments) ?? .darktable)
         let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
+        let home = configuration.home
         return Daemon.run(configuration) { scheduler in
             scheduler.register(UploadJob())
-            let library = PhotoLibraryService(path: configuration.home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
+            let library = PhotoLibraryService(path: home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
             library.openIfPresent()
             scheduler.register(ImportJob(library: library))
             scheduler.register(TagJob(library: library))
@@ -169,6 +185,36 @@ enum Commands {
             throw UsageError("option --\(name) must be more than 0 and at most a year (8760h)")
         }
         return value
+    }
+
+    /// A `--keep-*` option: `.some(nil)` for `forever`, `.some(seconds)` for a duration, `nil` when not given.
+    static func retention(_ arguments: ParsedArguments, _ name: String) throws(UsageError) -> Double?? {
+        guard let text = arguments.value(name) else { return nil }
+        if text.lowercased() == "forever" { return .some(nil) }
+        return .some(try arguments.duration(name))
+    }
+
+    static func prune(_ context: CommandContext) throws -> Int32 {
+        var request: [String: JSONValue] = ["op": "prune"]
+        if let value = try context.arguments.duration("older-than") { request["older_than_s"] = .number(value) }
+        let reply = try context.call(.object(request))
+        if context.json {
+            var members: [String: JSONValue] = [:]
+            for key in ["pruned", "total", "kept_for_cleanup", "store_bytes_before", "store_bytes_after"] {
+                members[key] = reply[key] ?? .null
+            }
+            print(JSONCoding.encodePretty(JSONValue.object(members)))
+            return ExitCode.success
+        }
+        let counts = JobState.ended.map { "\(reply["pruned"]?[$0.rawValue]?.intValue ?? 0) \($0.rawValue)" }
+        print("pruned \(reply["total"]?.intValue ?? 0) jobs (\(counts.joined(separator: ", ")))")
+        if let kept = reply["kept_for_cleanup"]?.intValue, kept > 0 {
+            print("kept \(kept) whose clean-up (a tus DELETE, an S3 abort) is not done yet")
+        }
+        let before = ByteCount.format(reply["store_bytes_before"]?.intValue ?? 0)
+        let after = ByteCount.format(reply["store_bytes_after"]?.intValue ?? 0)
+        print("store \(before) -> \(after)")
+        return ExitCode.success
     }
 
     static func submitOptions(_ arguments: ParsedArguments) throws -> JSONValue {

@@ -101,17 +101,17 @@ public enum ByteCount {
 
 /// Parses a duration such as `500ms`, `30s`, `5m`, `1h`, `1.5s` or `1h30m`; a plain number is seconds.
 ///
-/// Units: `ms` (milliseconds), `s` (seconds), `m` (minutes), `h` (hours). Several number-unit pairs add up
+/// Units: `ms` (milliseconds), `s` (seconds), `m` (minutes), `h` (hours), `d` (days of 24 h). Several number-unit pairs add up
 /// (`1h30m` is 5400 seconds). Zero is accepted; whether it makes sense is up to the option.
 /// - Parameter text: the duration as typed; surrounding spaces are ignored.
 /// - Returns: the duration in seconds, zero or more.
 /// - Throws: `UsageError` if `text` is empty, negative, has an unknown unit or no number, or is not finite.
 public func parseDuration(_ text: String) throws(UsageError) -> Double {
-    let hint = "use a number with a unit: ms, s, m, h (e.g. 500ms, 30s, 5m, 1h)"
+    let hint = "use a number with a unit: ms, s, m, h, d (e.g. 500ms, 30s, 5m, 1h, 7d)"
     let trimmed = text.trimmedOfSpaces
     guard !trimmed.isEmpty else { throw UsageError("empty duration; \(hint)") }
     if trimmed.hasPrefix("-") { throw UsageError("duration must not be negative, got '\(text)'") }
-    let seconds: [String: Double] = ["ms": 0.001, "s": 1, "m": 60, "h": 3600]
+    let seconds: [String: Double] = ["ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400]
 
     var rest = Substring(trimmed)
     var total = 0.0

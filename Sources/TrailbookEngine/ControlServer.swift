@@ -24,6 +24,8 @@ public final class ControlServer {
     public static let maxLineBytes = 1 << 20
 
     let scheduler: Scheduler
+    /// Prunes ended jobs for the `prune` op.
+    let retention: Retention
     let version: String
     private var server: PipeServer?
     private var connections: [ObjectIdentifier: Connection] = [:]
@@ -46,9 +48,10 @@ public final class ControlServer {
         init(pipe: PipeConnection) { self.pipe = pipe }
     }
 
-    /// Makes a server for `scheduler`; `version` is reported by `ping`.
-    public init(scheduler: Scheduler, version: String) {
+    /// Makes a server for `scheduler` and `retention` (the `prune` op); `version` is reported by `ping`.
+    public init(scheduler: Scheduler, retention: Retention, version: String) {
         self.scheduler = scheduler
+        self.retention = retention
         self.version = version
     }
 
@@ -408,6 +411,20 @@ public final class ControlServer {
                 job = try scheduler.resume(id, changes: headers.map { ["headers": .array($0.map { .string($0) })] })
             }
             return ["ok": true, "job": job.json]
+        case "prune":
+            // `older_than_s`: every ended job older than that; absent, each state's retention (`daemon --keep-*`).
+            let olderThan = try member(request, "older_than_s", "a number of seconds, 0 or more") { value -> Double? in
+                value.doubleValue.flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
+            }
+            let report = await retention.prune(olderThan: olderThan)
+            if let error = report.error {
+                throw JobError(
+                    code: "store_write_failed",
+                    message: "pruned \(report.total) jobs, then the job store refused a write (\(error)); run prune again later")
+            }
+            guard case .object(var members) = report.json else { return report.json }
+            members["ok"] = true
+            return .object(members)
         case "watch":
             let since = try wholeNumber(request, "since")
             let jobs = Set(try strings(request, "jobs") ?? [])
@@ -430,7 +447,7 @@ public final class ControlServer {
             }
             return .null
         default:
-            throw JobError(code: "unknown_op", message: "unknown op '\(op)'; known: ping, submit, list, show, cancel, pause, resume, watch")
+            throw JobError(code: "unknown_op", message: "unknown op '\(op)'; known: ping, submit, list, show, cancel, pause, resume, watch, prune")
         }
     }
 

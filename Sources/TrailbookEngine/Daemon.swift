@@ -12,6 +12,8 @@ public struct DaemonConfiguration: Sendable {
     public var socketPath: String
     /// Scheduler defaults and limits.
     public var scheduler = SchedulerOptions()
+    /// How long ended jobs are kept (`--keep-succeeded`, `--keep-failed`, `--keep-cancelled`).
+    public var retention = RetentionPolicy()
     /// Worker processes for job kinds that decode untrusted files (`.workerProcess`).
     public var workers = WorkerPoolOptions()
     /// Version reported by `ping`.
@@ -35,6 +37,7 @@ public final class Daemon {
     let configuration: DaemonConfiguration
     let scheduler: Scheduler
     let server: ControlServer
+    let retention: Retention
     private var signals: [SignalWatcher] = []
     private var stopping = false
     /// The service manager's notification socket (systemd `Type=notify`); inactive when not run by one.
@@ -50,7 +53,8 @@ public final class Daemon {
         self.configuration = configuration
         self.scheduler = scheduler
         self.notifier = notifier
-        server = ControlServer(scheduler: scheduler, version: configuration.version)
+        retention = Retention(scheduler: scheduler, policy: configuration.retention)
+        server = ControlServer(scheduler: scheduler, retention: retention, version: configuration.version)
     }
 
     /// The service-manager variables (`NOTIFY_SOCKET`, `WATCHDOG_*`, `LISTEN_*`), read once and removed from the
@@ -140,6 +144,7 @@ public final class Daemon {
             daemon.signals.removeAll()
             throw error
         }
+        daemon.retention.start()
         let listening = activationSocket.map { "the socket passed by the service manager (descriptor \($0))" }
         DaemonLog.write(
             "listening on \(listening ?? configuration.socketPath); store \(configuration.storePath); "
@@ -253,6 +258,7 @@ public final class Daemon {
         statusTimer = nil
         scheduler.feed.onStateChange = nil
         server.close()
+        retention.close()
         Task { @LoopActor in
             await scheduler.shutdown()
             if scheduler.runningCount > 0 {

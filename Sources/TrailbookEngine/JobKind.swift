@@ -89,6 +89,11 @@ public protocol JobKind: Sendable {
     /// between, which leaves that state behind.
     func jobEnded(id: String, state: JobState)
 
+    /// Called after retention deleted these ended jobs of the kind from the job store (`daemon --keep-*`,
+    /// `prune`): drop anything still kept for them elsewhere, such as a checkpoint that `jobEnded` missed because
+    /// the daemon died in between. Quick and best effort, once per batch (at most a few hundred ids).
+    func jobsPruned(ids: [String])
+
     /// Removes what a job that ended `failed` or `cancelled` left behind (kinds with
     /// `JobKindTraits.cleansUpAfterEnd`). Called once right after the end is recorded, and again with backoff
     /// (1 s doubling, at most 10 min apart, also after a daemon restart) for as long as it returns `.retry`, until
@@ -121,6 +126,8 @@ extension JobKind {
     public func duplicateKeys(_ params: Params) -> [String] { [] }
     /// Nothing to drop: a kind that keeps no state outside the job store.
     public func jobEnded(id: String, state: JobState) {}
+    /// Nothing to drop.
+    public func jobsPruned(ids: [String]) {}
     /// Nothing left behind.
     public func cleanUp(after state: JobState, params: Params, in job: JobContext) async -> CleanUpOutcome { .done }
 }
@@ -140,6 +147,7 @@ struct AnyJobKind {
     let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
     let jobEnded: (String, JobState) -> Void
+    let jobsPruned: ([String]) -> Void
     /// The kind's `amend`, on params as JSON.
     let amend: (JSONValue, JSONValue) throws(JobError) -> JSONValue
     /// The kind's `duplicateKeys` of params as JSON; empty for params that do not decode.
@@ -158,6 +166,7 @@ struct AnyJobKind {
             await kind.onCancel(reason, params: params, in: context)
         }
         jobEnded = { id, state in kind.jobEnded(id: id, state: state) }
+        jobsPruned = { ids in kind.jobsPruned(ids: ids) }
         amend = { (json: JSONValue, changes: JSONValue) throws(JobError) -> JSONValue in
             JSONCoding.value(of: try kind.amend(try Self.decode(json, as: K.Params.self), with: changes))
         }

@@ -47,6 +47,9 @@ public final class JobStore {
         """,
         // 4: how long a job waits out a service's outage before giving up (issue 11); 24 h for older jobs.
         "ALTER TABLE jobs ADD COLUMN give_up_after_s REAL NOT NULL DEFAULT 86400;",
+        // 5: retention finds ended jobs by state and end time without a scan (JobStore.pruneEnded); partial, so
+        // queued and running jobs, written most often, never touch it.
+        "CREATE INDEX jobs_ended ON jobs (state, updated_at) WHERE state IN ('succeeded', 'failed', 'cancelled');",
     ]
 
     let database: Database
@@ -62,6 +65,7 @@ public final class JobStore {
     /// - Throws: `SQLiteError` if the file cannot be opened, is not a database, or is from a newer version.
     public init(path: String) throws {
         database = try Database(path: path)
+        if let note = try Self.useIncrementalVacuum(database) { DaemonLog.write(note) }
         // NORMAL: the store is written on the loop thread, and an fsync per checkpoint or progress write would
         // stall every job. It is still exact after `kill -9`; after a power loss a job may resume from an earlier
         // checkpoint, which is safe because a checkpoint only ever describes work already durable.

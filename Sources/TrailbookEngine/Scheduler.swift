@@ -825,6 +825,11 @@ public final class Scheduler {
         return job
     }
 
+    /// Tells each kind which of its ended jobs retention deleted (`JobKind.jobsPruned`), one call per kind.
+    func forgetPruned(_ jobs: [PrunedJob]) {
+        for (kind, pruned) in Dictionary(grouping: jobs, by: \.kind) { kinds[kind]?.jobsPruned(pruned.map(\.id)) }
+    }
+
     static func seconds(_ value: Double) -> String {
         value >= 1 && value < 1e15 && value.rounded() == value ? "\(Int(value)) s" : "\(value) s"
     }
@@ -937,7 +942,8 @@ extension Scheduler {
         }
     }
 
-    private static func wait(seconds: Double) async {
+    /// Suspends for `seconds` on a loop timer (the loop serves everything else meanwhile).
+    static func wait(seconds: Double) async {
         let timer = LoopTimer(loop: .main)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             timer.start(seconds: seconds) { continuation.resume() }

@@ -111,6 +111,8 @@ struct UnitsTests {
             ("1s500ms", 1.5),
             (" 10S ", 10),
             (".5s", 0.5),
+            ("7d", 604_800),
+            ("1d12h", 129_600),
         ] as [(String, Double)])
     func parsesDurations(text: String, seconds: Double) throws {
         #expect(try parseDuration(text) == seconds)
@@ -124,7 +126,7 @@ struct UnitsTests {
     @Test func rejectsUnknownDurationUnits() {
         #expect(
             usageMessage { try parseDuration("5x") }
-                == "'5x' is not a duration; unknown unit 'x'; use a number with a unit: ms, s, m, h (e.g. 500ms, 30s, 5m, 1h)"
+                == "'5x' is not a duration; unknown unit 'x'; use a number with a unit: ms, s, m, h, d (e.g. 500ms, 30s, 5m, 1h, 7d)"
         )
         #expect(usageMessage { try parseDuration("3days") }?.contains("unknown unit 'days'") == true)
     }

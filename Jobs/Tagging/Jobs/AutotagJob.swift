@@ -254,6 +254,11 @@ public struct AutotagJob: JobKind {
         library.forgetCheckpoint(job: id)
     }
 
+    /// Drops pruned jobs' checkpoints that `jobEnded` left behind (a crash in between).
+    public func jobsPruned(ids: [String]) {
+        library.forgetCheckpoints(jobs: ids)
+    }
+
     static func result(_ checkpoint: Checkpoint, sidecars: XMPSidecarNaming?) -> JSONValue {
         var result: [String: JSONValue] = [
             "photos": .number(checkpoint.processed), "tagged": .number(checkpoint.tagged),

@@ -84,6 +84,15 @@ public final class PhotoLibraryService {
         _ = try? store.database.query("DELETE FROM job_checkpoints WHERE job_id = ?", [.text(job)])
     }
 
+    /// Deletes the checkpoints of jobs that retention removed from the job store, in one transaction: those whose
+    /// `forgetCheckpoint` never ran (the daemon died between the end and it). Best effort, like `forgetCheckpoint`.
+    public func forgetCheckpoints(jobs: [String]) {
+        guard !jobs.isEmpty, opened != nil || access(path, F_OK) == 0, let store = try? store() else { return }
+        _ = try? store.database.transaction {
+            for job in jobs { try store.database.query("DELETE FROM job_checkpoints WHERE job_id = ?", [.text(job)]) }
+        }
+    }
+
     /// Writes a job's checkpoint; call inside `PhotoStore.transaction` so it commits with the batch it describes.
     ///
     /// - Throws: `SQLiteError` on a write error.

@@ -245,6 +245,11 @@ public struct TagJob: JobKind {
         library.forgetCheckpoint(job: id)
     }
 
+    /// Drops pruned jobs' checkpoints that `jobEnded` left behind (a crash in between).
+    public func jobsPruned(ids: [String]) {
+        library.forgetCheckpoints(jobs: ids)
+    }
+
     /// The sidecar change of each photo at `paths`: hold `tag`, or drop it.
     static func sidecarChanges(_ paths: [String], _ tag: String, _ change: TagChange) -> [XMPSidecarChange] {
         paths.map { XMPSidecarChange(path: $0, add: change == .add ? [tag] : [], remove: change == .remove ? [tag] : []) }
