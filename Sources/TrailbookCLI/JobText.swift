@@ -104,12 +104,13 @@ enum JobText {
         if let same = result["same_content"]?.intValue, same > 0 { parts.append("\(same) already in the library at another path") }
         if let failed = result["failed"]?.intValue, failed > 0 {
             let first = (result["failures"]?.arrayValue ?? []).prefix(3).compactMap { failure -> String? in
-                guard let path = failure["path"]?.stringValue else { return nil }
+                // A path that is not UTF-8 comes as {"base64", "text"}: its text is for display (BytePath).
+                guard let path = failure["path"].flatMap({ $0.stringValue ?? $0["text"]?.stringValue }) else { return nil }
                 return "\(path.split(separator: "/").last.map(String.init) ?? path) (\(failure["code"]?.stringValue ?? "?"))"
             }
             parts.append("\(failed) not imported: \(first.joined(separator: ", "))\(failed > 3 ? ", …" : "")")
         }
-        // What an import passed over (not JPEG, hidden, a name that is not UTF-8, …), by reason.
+        // What an import passed over (not a photo name, hidden, a FIFO, …), by reason.
         if let skipped = result["skipped"]?.intValue, skipped > 0, case .object(let reasons)? = result["skipped_by_reason"] {
             let counts = reasons.sorted { $0.key < $1.key }.map { "\($0.value.intValue ?? 0) \($0.key)" }
             parts.append("\(skipped) passed over: \(counts.joined(separator: ", "))")

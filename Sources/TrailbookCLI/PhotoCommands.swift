@@ -124,8 +124,9 @@ enum PhotoCommands {
     }
 
     static func importDirectory(_ context: CommandContext) throws -> Int32 {
-        let dir = Commands.absolute(context.arguments.positionals[0], cwd: Commands.currentDirectory())
-        return try Commands.submit(kind: "import", params: ["dir": .string(dir)], context)
+        // The folder's exact bytes (its name need not be UTF-8), as `submit upload` sends its files.
+        let dir = Commands.absolutePath(context.positionalPaths[0])
+        return try Commands.submit(kind: "import", params: ["dir": dir.json], context)
     }
 
     static func selectionParams(_ context: CommandContext) throws -> [String: JSONValue] {
@@ -328,7 +329,7 @@ enum PhotoCommands {
             print(
                 """
                 id        \(photo.stableID.text)
-                path      \(TerminalText.escape(photo.path))
+                path      \(TerminalText.escape(photo.path.description))
                 bytes     \(photo.stamp.bytes)
                 size      \(photo.width.map(String.init) ?? "-") x \(photo.height.map(String.init) ?? "-") (orientation \(photo.orientation.map(String.init) ?? "-"))
                 taken at  \(TerminalText.escape(photo.takenAt ?? "-"))

@@ -1,4 +1,5 @@
 import Testing
+import TrailbookLoop
 import TrailbookSQLite
 
 @testable import PhotoLibrary
@@ -6,7 +7,7 @@ import TrailbookSQLite
 struct PhotoStoreTests {
     static func item(_ n: Int, path: String? = nil, bytes: Int64 = 1000) -> PhotoImport {
         PhotoImport(
-            path: path ?? "/photos/IMG_\(n).jpg",
+            path: BytePath(path ?? "/photos/IMG_\(n).jpg"),
             stamp: FileStamp(bytes: bytes, modifiedNanoseconds: 1_700_000_000_000_000_000 + Int64(n), inode: UInt64(n)),
             stableID: StableID(contentsOf: Array("photo \(n)".utf8)),
             metadata: PhotoMetadata(width: 4032, height: 3024, orientation: 6, takenAt: "2024-05-03T18:22:10+01:00",
@@ -239,7 +240,7 @@ struct PhotoScanTests {
             Fixtures.write([0xFF, 0xD8], to: dir + "/" + name)
         }
         symlink(dir, dir + "/b/loop")  // b/loop → the root: a cycle
-        let paths = PhotoScan(root: dir).map { String($0.path.dropFirst(dir.count + 1)) }
+        let paths = PhotoScan(root: dir).map { String(decoding: $0.path.bytes.dropFirst(dir.utf8.count + 1), as: UTF8.self) }
         #expect(paths == ["A.JPEG", "a-c/y.jpeg", "b/x.Jpg", "c.png", "d.HEIC", "e.hif", "f.avif", "z.jpg"])
         var failures = 0
         #expect(Array(PhotoScan(root: dir + "/missing") { _, _ in failures += 1 }).isEmpty)

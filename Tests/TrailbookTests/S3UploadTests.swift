@@ -62,7 +62,7 @@ struct S3UploadTests {
     @Test func twoSourcesOfOneNameAndOverlongKeysAreRefused() throws {
         #expect(throws: JobError.self) { try S3UploadRun.names(of: ["/a/x.jpg", "/b/x.jpg"], prefix: "p/") }
         #expect(throws: JobError.self) {
-            try S3UploadRun.names(of: ["/a/" + String(repeating: "n", count: 200)], prefix: String(repeating: "p/", count: 420))
+            try S3UploadRun.names(of: [BytePath("/a/" + String(repeating: "n", count: 200))], prefix: String(repeating: "p/", count: 420))
         }
         #expect(try S3UploadRun.names(of: ["/a/x.jpg", "/b/y.jpg"], prefix: "p/") == ["x.jpg", "y.jpg"])
         // caf\xe9.jpg in Latin-1: S3 keys are UTF-8, so it is refused with bad_name, not mangled.

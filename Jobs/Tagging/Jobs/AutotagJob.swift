@@ -58,7 +58,8 @@ public struct AutotagJob: JobKind {
 
     struct Bad: Codable {
         var id: String
-        var path: String
+        /// The photo's exact path (JSON: a string, or `{"base64", "text"}` when not UTF-8).
+        var path: BytePath
         var code: String
         var message: String
     }
@@ -169,7 +170,7 @@ public struct AutotagJob: JobKind {
             }
             guard let batch = selected else { break }
             let answers = try await job.runInWorkers(
-                task: InspectPhotoTask.name, records.map { ["path": .string($0.path), "pixels": true] })
+                task: InspectPhotoTask.name, records.map { ["path": $0.path.json, "pixels": true] })
             checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "an autotag batch") {
                 tx, next in
                 next.xmp?.pending = []
@@ -222,7 +223,7 @@ public struct AutotagJob: JobKind {
             if let sidecars { try await checkpoint.xmp?.writePending(naming: sidecars, in: job) }
             job.reportProgress(
                 completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed),
-                current: records.last?.path)
+                current: records.last?.path.description)
         }
         checkpoint.finished = true
         checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")

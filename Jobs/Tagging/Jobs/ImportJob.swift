@@ -16,16 +16,17 @@ import TrailbookEngine
 ///
 /// Params: `dir` (absolute path). Result: `files`, `inserted`, `updated`, `unchanged`, `same_content` (bytes
 /// already in the library at another path), `failed` and `failures` (the first 50: path, code, message).
+/// Paths are bytes (`BytePath`): a file whose name is not UTF-8 is imported like any other, and every path in the
+/// params, the worker payload and the result is a string, or `{"base64", "text"}` for a name that is not UTF-8.
 /// A file that cannot be read is a failure in the result, never the job's. Nothing is passed over in silence:
 /// `skipped` counts every entry the walk did not import (`PhotoScan.Skip.Reason`: `not_photo_name`, `hidden`,
-/// `not_regular`, `unreadable`, `unreadable_directory`, `already_visited`, `name_not_utf8`), `skipped_by_reason`
-/// counts them per reason and `skips` lists the first 50 (`path` — a string, or `{"base64", "text"}` for a name
-/// that is not UTF-8, see `BytePath` —, `reason`, `detail`).
+/// `not_regular`, `unreadable`, `unreadable_directory`, `already_visited`), `skipped_by_reason` counts them per
+/// reason and `skips` lists the first 50 (`path` — a `BytePath` as above —, `reason`, `detail`).
 public struct ImportJob: JobKind {
     /// Parameters, as submitted.
     public struct Params: Codable, Sendable {
-        /// The directory to import, absolute.
-        public var dir: String
+        /// The directory to import, absolute (its exact bytes).
+        public var dir: BytePath
     }
 
     struct Checkpoint: Codable {
@@ -41,7 +42,7 @@ public struct ImportJob: JobKind {
     }
 
     struct Failure: Codable {
-        var path: String
+        var path: BytePath
         var code: String
         var message: String
     }
@@ -66,11 +67,14 @@ public struct ImportJob: JobKind {
     ///
     /// - Throws: `JobError` `source_missing`.
     public func validate(_ params: Params) async throws(JobError) {
-        guard params.dir.hasPrefix("/") else {
+        guard params.dir.isAbsolute else {
             throw JobError(code: "source_missing", message: "\(params.dir) is not an absolute path; give the folder's full path")
         }
+        guard !params.dir.containsNUL else {
+            throw JobError(code: "source_missing", message: "\(params.dir) holds a NUL byte, which no path can; give the folder's path")
+        }
         var info = stat()
-        guard stat(params.dir, &info) == 0 else {
+        guard params.dir.withCString({ stat($0, &info) }) == 0 else {
             throw JobError(
                 code: "source_missing",
                 message: "cannot import \(params.dir): \(String(cString: strerror(errno))); give a folder of photos")
@@ -113,7 +117,7 @@ public struct ImportJob: JobKind {
                 }
             }
             let answers = try await job.runInWorkers(
-                task: InspectPhotoTask.name, toRead.map { ["path": .string($0.path), "pixels": false, "keywords": true] })
+                task: InspectPhotoTask.name, toRead.map { ["path": $0.path.json, "pixels": false, "keywords": true] })
             for (file, answer) in zip(toRead, answers) {
                 do {
                     let inspection = try JSONCoding.convert(try answer.get(), to: PhotoInspection.self)
@@ -136,10 +140,10 @@ public struct ImportJob: JobKind {
             }
             checkpoint.done += batch.count
             try job.saveCheckpoint(checkpoint)
-            job.reportProgress(completed: Int64(checkpoint.done), total: Int64(files.count), current: batch.last?.path)
+            job.reportProgress(completed: Int64(checkpoint.done), total: Int64(files.count), current: batch.last?.path.description)
         }
         return [
-            "dir": .string(root), "files": .number(files.count), "inserted": .number(checkpoint.inserted),
+            "dir": root.json, "files": .number(files.count), "inserted": .number(checkpoint.inserted),
             "updated": .number(checkpoint.updated), "unchanged": .number(checkpoint.unchanged),
             "same_content": .number(checkpoint.sameContent), "failed": .number(checkpoint.failed),
             "keywords": .number(checkpoint.keywords ?? 0),

@@ -4,7 +4,8 @@ import TrailbookEngine
 /// Worker task `photo.inspect`: reads one photo file and returns its `PhotoInspection` (stable ID, stamp, EXIF
 /// metadata and, when asked, the pixel analysis). Runs in a worker process because it parses untrusted bytes.
 ///
-/// Payload: `{"path": String, "pixels": Bool, "keywords": Bool}` (`keywords`: also read the XMP keywords). Errors:
+/// Payload: `{"path": BytePath, "pixels": Bool, "keywords": Bool}` (`path`: a string, or `{"base64", "text"}` for a
+/// name that is not UTF-8; `keywords`: also read the XMP keywords). Errors:
 /// the photo library's codes (`empty`, `unsupported_format`, `io`, `too_large`, …) as `JobError`s. A photo whose
 /// pixels do not decode is a result with `pixelError` set.
 public struct InspectPhotoTask: WorkerTask {
@@ -25,8 +26,8 @@ public struct InspectPhotoTask: WorkerTask {
     /// - Throws: `JobError` with the photo library's code (`empty`, `unsupported_format`, `corrupt`, `io`, `too_large`) or
     ///   `bad_request`.
     public func perform(_ payload: JSONValue) throws -> JSONValue {
-        guard let path = payload["path"]?.stringValue else {
-            throw JobError(code: "bad_request", message: "photo.inspect needs a path")
+        guard let value = payload["path"], let path = try? JSONCoding.convert(value, to: BytePath.self) else {
+            throw JobError(code: "bad_request", message: "photo.inspect needs a path (a string or {\"base64\": …})")
         }
         do {
             let inspection = try PhotoInspection(

@@ -251,7 +251,7 @@ public struct TagJob: JobKind {
     }
 
     /// The sidecar change of each photo at `paths`: hold `tag`, or drop it.
-    static func sidecarChanges(_ paths: [String], _ tag: String, _ change: TagChange) -> [XMPSidecarChange] {
+    static func sidecarChanges(_ paths: [BytePath], _ tag: String, _ change: TagChange) -> [XMPSidecarChange] {
         paths.map { XMPSidecarChange(path: $0, add: change == .add ? [tag] : [], remove: change == .remove ? [tag] : []) }
     }
 

@@ -40,9 +40,10 @@ struct XMPSidecarTally: Codable {
     /// The committed batch's changes whose sidecars may not be written yet.
     var pending: [XMPSidecarChange] = []
 
+    /// Paths as bytes: a string in JSON, or `{"base64", "text"}` for a name that is not UTF-8.
     struct Failure: Codable {
-        var path: String
-        var sidecar: String
+        var path: BytePath
+        var sidecar: BytePath
         var code: String
         var message: String
     }

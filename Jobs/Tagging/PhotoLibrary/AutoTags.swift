@@ -1,3 +1,4 @@
+import TrailbookLoop
 /// The namespaced tags `autotag` derives from a photo's metadata and pixels.
 ///
 /// | tag | from |
@@ -55,8 +56,8 @@ public enum AutoTags {
 ///
 /// Pure and `Codable`, so an isolated worker process can compute it and send it to the daemon as JSON.
 public struct PhotoInspection: Hashable, Sendable, Codable {
-    /// The file's path.
-    public var path: String
+    /// The file's path (its exact bytes; JSON: `BytePath`'s form).
+    public var path: BytePath
     /// Its stamp, from the descriptor that was read.
     public var stamp: FileStamp
     /// Its content ID.
@@ -82,7 +83,7 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
     /// - Throws: `PhotoLibraryError` `.io`/`.tooLarge` if the file cannot be read, `.empty`/`.unsupportedFormat` if it is
     ///   no format the library reads (`PhotoFormat`), `.corrupt` for a HEIF libheif cannot parse. A photo whose
     ///   pixels fail to decode is not an error: see `pixelError`.
-    public init(path: String, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits(), readKeywords: Bool = false)
+    public init(path: BytePath, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits(), readKeywords: Bool = false)
         throws(PhotoLibraryError)
     {
         let file = try PhotoFile.read(path: path)
@@ -99,6 +100,13 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
             pixelError = error.message
             pixelErrorCode = error.code.name
         }
+    }
+
+    /// Reads the file at `path` (text) once and inspects it; see `init(path:analysePixels:limits:readKeywords:)`.
+    public init(path: String, analysePixels: Bool = true, limits: DecodeLimits = DecodeLimits(), readKeywords: Bool = false)
+        throws(PhotoLibraryError)
+    {
+        try self.init(path: BytePath(path), analysePixels: analysePixels, limits: limits, readKeywords: readKeywords)
     }
 
     /// What reading the photo noticed, in words, for `PhotoRecord.warnings`: the metadata's warnings, the pixel

@@ -1,3 +1,5 @@
+import TrailbookLoop
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,9 +24,9 @@ public struct FileStamp: Hashable, Sendable, Codable {
     /// Stats `path`, following symbolic links.
     ///
     /// - Throws: `PhotoLibraryError.io` if `stat` fails.
-    public init(path: String) throws(PhotoLibraryError) {
+    public init(path: BytePath) throws(PhotoLibraryError) {
         var st = stat()
-        guard stat(path, &st) == 0 else {
+        guard path.withCString({ stat($0, &st) }) == 0 else {
             throw PhotoLibraryError(.io, "cannot stat \(path): \(String(cString: strerror(errno)))")
         }
         self.init(st)
@@ -54,17 +56,24 @@ public enum PhotoFile {
     public static func read(path: String, maxBytes: Int64 = defaultMaxBytes) throws(PhotoLibraryError) -> (
         bytes: [UInt8], stamp: FileStamp
     ) {
+        try read(path: BytePath(path), maxBytes: maxBytes)
+    }
+
+    /// Reads the file at `path` (its exact bytes: the name need not be UTF-8) into memory; see `read(path:maxBytes:)`.
+    public static func read(path: BytePath, maxBytes: Int64 = defaultMaxBytes) throws(PhotoLibraryError) -> (
+        bytes: [UInt8], stamp: FileStamp
+    ) {
         // O_NONBLOCK: opening a FIFO put where a photo was would otherwise block until some writer came (holding a
         // worker until its time limit). A regular file under another process's lease (F_SETLEASE: Samba, an NFS
         // server) refuses a non-blocking open with EAGAIN and tells the holder to let go; the open is tried again
         // every 20 ms for up to `leaseWaitSeconds` (below a worker's 30 s limit), never blocking, so a file swapped
         // for a FIFO meanwhile is still refused.
-        var fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        var fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         var waited = 0.0
         while fd < 0, errno == EAGAIN, waited < leaseWaitSeconds {
             usleep(20_000)
             waited += 0.02
-            fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         }
         guard fd >= 0 else { throw PhotoLibraryError(.io, "cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }

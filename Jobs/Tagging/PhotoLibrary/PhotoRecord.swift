@@ -1,3 +1,5 @@
+import TrailbookLoop
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -13,8 +15,8 @@ public struct PhotoRecord: Hashable, Sendable {
     public var localID: PhotoLocalID
     /// The content-derived ID every device agrees on.
     public var stableID: StableID
-    /// Absolute path of the file when it was imported.
-    public var path: String
+    /// Absolute path of the file when it was imported, its exact bytes (a name need not be UTF-8).
+    public var path: BytePath
     /// Size, mtime and inode at import.
     public var stamp: FileStamp
     /// Stored pixel width (before orientation).
@@ -80,7 +82,8 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
 
     public var id: String
     public var localID: Int64
-    public var path: String
+    /// A string when the path is UTF-8, else `{"base64": …, "text": …}` (see `BytePath`).
+    public var path: BytePath
     public var bytes: Int64
     public var width: Int?
     public var height: Int?
@@ -118,7 +121,8 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
     /// object is assembled here in the documented order.
     public func encodedLine() throws -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        // Sorted keys: a path that is not UTF-8 is `{"base64", "text"}` in that order, every time.
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         func value<T: Encodable>(_ v: T) throws -> String { String(decoding: try encoder.encode(v), as: UTF8.self) }
         func object(_ pairs: [(String, String)]) -> String {
             "{" + pairs.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"

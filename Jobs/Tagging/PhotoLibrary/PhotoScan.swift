@@ -19,16 +19,16 @@ import Glibc
 public struct PhotoScan: Sequence {
     /// An image file found by the scan.
     public struct File: Hashable, Sendable {
-        /// The path: the root joined with the names walked.
-        public var path: String
+        /// The path: the root joined with the names walked, byte for byte (names need not be UTF-8).
+        public var path: BytePath
         /// Its stamp (from `stat`, links followed).
         public var stamp: FileStamp
     }
 
     /// The directory to walk.
-    public let root: String
+    public let root: BytePath
     /// Called with a directory's path and `errno` when it cannot be opened.
-    public let unreadable: (String, Int32) -> Void
+    public let unreadable: (BytePath, Int32) -> Void
     /// Called for each entry the walk passes over, with why.
     public let passedOver: (Skip) -> Void
 
@@ -48,9 +48,6 @@ public struct PhotoScan: Sequence {
             case unreadableDirectory = "unreadable_directory"
             /// A directory reached again through a symbolic link (a link loop, or a second way in).
             case alreadyVisited = "already_visited"
-            /// A name that is not UTF-8: the photo library keeps paths as text (its `path` column, the photo
-            /// JSON), so it cannot be stored; rename the file to import it.
-            case nameNotUTF8 = "name_not_utf8"
         }
 
         /// The entry's path, as bytes (its name need not be UTF-8).
@@ -60,11 +57,12 @@ public struct PhotoScan: Sequence {
         public var detail: String
     }
 
+    /// A scan of `root` (a trailing `/` is dropped).
     public init(
-        root: String, unreadable: @escaping (String, Int32) -> Void = { _, _ in },
+        root: BytePath, unreadable: @escaping (BytePath, Int32) -> Void = { _, _ in },
         passedOver: @escaping (Skip) -> Void = { _ in }
     ) {
-        self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        self.root = root.bytes.count > 1 && root.bytes.last == UInt8(ascii: "/") ? BytePath(bytes: root.bytes.dropLast()) : root
         self.unreadable = unreadable
         self.passedOver = passedOver
     }
@@ -83,9 +81,23 @@ public struct PhotoScan: Sequence {
     ]
 
     /// Whether `name`'s extension is in `photoExtensions`, ignoring case.
-    public static func isPhotoName(_ name: String) -> Bool {
-        guard let dot = name.lastIndex(of: ".") else { return false }
-        return photoExtensions.contains(name[name.index(after: dot)...].lowercased())
+    public static func isPhotoName(_ name: String) -> Bool { isPhotoName(BytePath(name)) }
+
+    /// Whether the bytes after `name`'s last `.` spell an extension in `photoExtensions`, ignoring case (the rest
+    /// of the name need not be UTF-8).
+    public static func isPhotoName(_ name: BytePath) -> Bool {
+        guard let dot = name.bytes.lastIndex(of: UInt8(ascii: ".")),
+            let ext = String(validating: name.bytes[(dot + 1)...], as: UTF8.self)
+        else { return false }
+        return photoExtensions.contains(ext.lowercased())
+    }
+
+    /// A scan of `root` (text); see `init(root:unreadable:passedOver:)`.
+    public init(
+        root: String, unreadable: @escaping (BytePath, Int32) -> Void = { _, _ in },
+        passedOver: @escaping (Skip) -> Void = { _ in }
+    ) {
+        self.init(root: BytePath(root), unreadable: unreadable, passedOver: passedOver)
     }
 
     public func makeIterator() -> Iterator { Iterator(scan: self) }
@@ -94,7 +106,7 @@ public struct PhotoScan: Sequence {
     public struct Iterator: IteratorProtocol {
         private let scan: PhotoScan
         /// Directories still to list, and the sorted entries left in the ones being listed.
-        private var stack: [(directory: String, names: [String])] = []
+        private var stack: [(directory: BytePath, names: [BytePath])] = []
         private var visited = Set<[UInt64]>()
         private var started = false
 
@@ -110,9 +122,9 @@ public struct PhotoScan: Sequence {
                     stack.removeLast()
                     continue
                 }
-                let path = stack[stack.count - 1].directory + "/" + name
+                let path = BytePath.join(stack[stack.count - 1].directory, name)
                 var st = stat()
-                guard stat(path, &st) == 0 else {  // dangling link, raced deletion
+                guard path.withCString({ stat($0, &st) }) == 0 else {  // dangling link, raced deletion
                     skip(path, .unreadable, String(cString: strerror(errno)))
                     continue
                 }
@@ -128,13 +140,13 @@ public struct PhotoScan: Sequence {
             return nil
         }
 
-        private func skip(_ path: String, _ reason: Skip.Reason, _ detail: String = "") {
-            scan.passedOver(Skip(path: Array(path.utf8), reason: reason, detail: detail))
+        private func skip(_ path: BytePath, _ reason: Skip.Reason, _ detail: String = "") {
+            scan.passedOver(Skip(path: path.bytes, reason: reason, detail: detail))
         }
 
-        private mutating func enter(_ directory: String) {
+        private mutating func enter(_ directory: BytePath) {
             var st = stat()
-            guard stat(directory, &st) == 0 else {
+            guard directory.withCString({ stat($0, &st) }) == 0 else {
                 scan.unreadable(directory, errno)
                 skip(directory, .unreadableDirectory, String(cString: strerror(errno)))
                 return
@@ -143,28 +155,26 @@ public struct PhotoScan: Sequence {
                 skip(directory, .alreadyVisited)
                 return
             }
-            guard let dir = opendir(directory) else {
+            guard let dir = directory.withCString({ opendir($0) }) else {
                 scan.unreadable(directory, errno)
                 skip(directory, .unreadableDirectory, String(cString: strerror(errno)))
                 return
             }
             defer { closedir(dir) }
-            var names: [String] = []
+            // Names as bytes, never as `String`: a name that is not UTF-8 (`caf\xe9.jpg`) keeps its bytes, and
+            // `café` in NFC and in NFD stay two names (String equality would make them one).
+            var names: [BytePath] = []
             while let entry = readdir(dir) {
                 let bytes = DirectoryEntry.name(entry)
                 if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }  // . and ..
-                guard let name = String(validating: bytes, as: UTF8.self) else {
-                    scan.passedOver(Skip(path: Array(directory.utf8) + [0x2F] + bytes, reason: .nameNotUTF8, detail: ""))
+                if bytes.first == 0x2E {
+                    skip(BytePath.join(directory, BytePath(bytes: bytes)), .hidden)
                     continue
                 }
-                if name.hasPrefix(".") {
-                    skip(directory + "/" + name, .hidden)
-                    continue
-                }
-                names.append(name)
+                names.append(BytePath(bytes: bytes))
             }
             // Reversed, so popLast() yields them in ascending byte order.
-            names.sort { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            names.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
             stack.append((directory, names.reversed()))
         }
     }

@@ -1,3 +1,4 @@
+import TrailbookLoop
 import TrailbookSQLite
 
 #if canImport(FoundationEssentials)
@@ -14,7 +15,10 @@ import TrailbookSQLite
 /// Schema (version 7, applied by `Database.migrate`):
 /// - `photos(id INTEGER PRIMARY KEY, stable_id TEXT UNIQUE, path TEXT UNIQUE, bytes, mtime_ns, inode, width,
 ///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash, warnings)`; `id` is the
-///   local ID; `warnings` is a JSON array of strings (what the last read of the file noticed) or NULL.
+///   local ID; `warnings` is a JSON array of strings (what the last read of the file noticed) or NULL. `path`
+///   holds the file's exact bytes: TEXT when they are valid UTF-8 (every path of a store older than byte paths),
+///   a BLOB otherwise (`caf\xe9.jpg`); a column of TEXT affinity keeps a BLOB as it is, and SQLite compares both
+///   byte by byte, so `UNIQUE` and `path = ?` need no schema change (see `pathValue`).
 /// - Tags are a bitmap index: `tag_names(id INTEGER PRIMARY KEY, name TEXT UNIQUE)` numbers each tag (its name in
 ///   Unicode NFC, see `TagName`), and
 ///   `tag_words(word, tag_id, bits)` (primary key `(word, tag_id)`, `WITHOUT ROWID`) holds, for each run of 64
@@ -228,10 +232,10 @@ public final class PhotoStore {
     /// The local ID of the photo at `path` if its stored stamp equals `stamp` (size, mtime and inode), else `nil`.
     /// An import calls this before reading a file, so unchanged files cost one `stat` and one indexed query.
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
-    public func unchangedPhoto(path: String, stamp: FileStamp) throws(PhotoLibraryError) -> PhotoLocalID? {
+    public func unchangedPhoto(path: BytePath, stamp: FileStamp) throws(PhotoLibraryError) -> PhotoLocalID? {
         try store {
             let rows = try database.query(
-                "SELECT id, bytes, mtime_ns, inode FROM photos WHERE path = ?", [.text(path)])
+                "SELECT id, bytes, mtime_ns, inode FROM photos WHERE path = ?", [PhotoStore.pathValue(path)])
             guard let row = rows.first, row.int(1) == stamp.bytes, row.int(2) == stamp.modifiedNanoseconds,
                 row.int(3) == Int64(bitPattern: stamp.inode)
             else { return nil }
@@ -260,7 +264,7 @@ public final class PhotoStore {
         try store {
             try database.transaction { () throws -> ImportOutcome in
                 let existing = try database.query(
-                    "SELECT id, bytes, mtime_ns, inode FROM photos WHERE path = ?", [.text(item.path)]
+                    "SELECT id, bytes, mtime_ns, inode FROM photos WHERE path = ?", [PhotoStore.pathValue(item.path)]
                 ).first
                 if let existing, let id = existing.int(0), existing.int(1) == item.stamp.bytes,
                     existing.int(2) == item.stamp.modifiedNanoseconds,
@@ -270,13 +274,13 @@ public final class PhotoStore {
                 }
                 if let twin = try database.query(
                     "SELECT id, path FROM photos WHERE stable_id = ? AND path <> ?",
-                    [.text(item.stableID.text), .text(item.path)]
+                    [.text(item.stableID.text), PhotoStore.pathValue(item.path)]
                 ).first, let id = twin.int(0) {
-                    return .sameContent(as: id, path: twin.text(1) ?? "")
+                    return .sameContent(as: id, path: PhotoStore.path(twin, 1))
                 }
                 let m = item.metadata
                 var values: [SQLiteValue] = [
-                    .text(item.stableID.text), .text(item.path), .integer(item.stamp.bytes),
+                    .text(item.stableID.text), PhotoStore.pathValue(item.path), .integer(item.stamp.bytes),
                     .integer(item.stamp.modifiedNanoseconds), .integer(Int64(bitPattern: item.stamp.inode)),
                     m.width.sqlite, m.height.sqlite, m.orientation.sqlite, m.takenAt.sqlite, m.cameraMake.sqlite,
                     m.cameraModel.sqlite, m.gps.map { .real($0.latitude) } ?? .null,
@@ -323,12 +327,12 @@ public final class PhotoStore {
 
     /// The paths of the photos in `localIDs` that exist, in local-ID order (for their XMP sidecars). One query.
     /// - Throws: `PhotoLibraryError.store` on a SQLite error.
-    public func paths(of localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> [String] {
+    public func paths(of localIDs: [PhotoLocalID]) throws(PhotoLibraryError) -> [BytePath] {
         try store {
             try database.query(
                 "SELECT path FROM photos WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
                 [.text(PhotoStoreTransaction.jsonText(localIDs))]
-            ).compactMap { $0.text(0) }
+            ).map { PhotoStore.path($0, 0) }
         }
     }
 
@@ -535,6 +539,19 @@ public final class PhotoStore {
         camera_model, gps_lat, gps_lon, phash, warnings
         """
 
+    /// A path as the `path` column holds it: TEXT when its bytes are valid UTF-8 (as every path was before byte
+    /// paths, so old rows still match), else a BLOB of the exact bytes.
+    static func pathValue(_ path: BytePath) -> SQLiteValue {
+        if let text = path.text { return .text(text) }
+        return .blob(path.bytes)
+    }
+
+    /// The path in column `index` of `row`, TEXT or BLOB (`pathValue`).
+    static func path(_ row: Row, _ index: Int) -> BytePath {
+        if let bytes = row.blob(index) { return BytePath(bytes: bytes) }
+        return BytePath(row.text(index) ?? "")
+    }
+
     /// `warnings` as the column holds them: a JSON array, or NULL when there are none.
     static func warningsValue(_ warnings: [String]) -> SQLiteValue {
         guard !warnings.isEmpty, let json = try? JSONEncoder().encode(warnings) else { return .null }
@@ -550,7 +567,7 @@ public final class PhotoStore {
             }
         return PhotoRecord(
             localID: row.int(0) ?? 0, stableID: StableID(row.text(1) ?? "") ?? StableID(sha256Hex: ""),
-            path: row.text(2) ?? "",
+            path: PhotoStore.path(row, 2),
             stamp: FileStamp(
                 bytes: row.int(3) ?? 0, modifiedNanoseconds: row.int(4) ?? 0,
                 inode: UInt64(bitPattern: row.int(5) ?? 0)),
@@ -786,8 +803,8 @@ public struct PhotoStoreTransaction {
 
 /// One file's import: what the importer read, for `PhotoStore.upsert`.
 public struct PhotoImport: Hashable, Sendable, Codable {
-    /// Absolute path.
-    public var path: String
+    /// Absolute path, its exact bytes.
+    public var path: BytePath
     /// Its stamp when read.
     public var stamp: FileStamp
     /// Its content ID.
@@ -795,7 +812,7 @@ public struct PhotoImport: Hashable, Sendable, Codable {
     /// Its metadata.
     public var metadata: PhotoMetadata
 
-    public init(path: String, stamp: FileStamp, stableID: StableID, metadata: PhotoMetadata) {
+    public init(path: BytePath, stamp: FileStamp, stableID: StableID, metadata: PhotoMetadata) {
         self.path = path
         self.stamp = stamp
         self.stableID = stableID
@@ -812,7 +829,7 @@ public enum ImportOutcome: Hashable, Sendable {
     /// The file's stamp matched; nothing was written.
     case unchanged(PhotoLocalID)
     /// The same bytes are already in the library at another path; nothing was written.
-    case sameContent(as: PhotoLocalID, path: String)
+    case sameContent(as: PhotoLocalID, path: BytePath)
 }
 
 /// Stable IDs resolved to local IDs (`PhotoStore.resolve`).

@@ -1,4 +1,5 @@
 import CExempi
+import TrailbookLoop
 import Synchronization
 
 #if canImport(Glibc)
@@ -12,19 +13,26 @@ public enum XMPSidecarNaming: String, Hashable, Sendable, Codable, CaseIterable 
     /// `IMG_0001.xmp`: the photo's name with its extension replaced (Lightroom, Bridge).
     case lightroom
 
-    /// The sidecar's path for the photo at `photoPath`.
-    public func sidecarPath(for photoPath: String) -> String {
+    /// The sidecar's path for the photo at `photoPath`, as bytes: the photo's exact name (UTF-8 or not) with
+    /// `.xmp` appended, or put in place of its extension.
+    public func sidecarPath(for photoPath: BytePath) -> BytePath {
         switch self {
         case .darktable:
             return photoPath + ".xmp"
         case .lightroom:
-            let slash = photoPath.lastIndex(of: "/").map { photoPath.index(after: $0) } ?? photoPath.startIndex
+            let bytes = photoPath.bytes
+            let slash = bytes.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0
             // A name whose only dot leads it (`.hidden`) has no extension to replace.
-            if let dot = photoPath[slash...].lastIndex(of: "."), dot > slash {
-                return String(photoPath[..<dot]) + ".xmp"
+            if let dot = bytes[slash...].lastIndex(of: UInt8(ascii: ".")), dot > slash {
+                return BytePath(bytes: bytes[..<dot]) + ".xmp"
             }
             return photoPath + ".xmp"
         }
+    }
+
+    /// The sidecar's path for the photo at `photoPath` (text); see `sidecarPath(for:)` on bytes.
+    public func sidecarPath(for photoPath: String) -> String {
+        sidecarPath(for: BytePath(photoPath)).description
     }
 }
 
@@ -32,18 +40,23 @@ public enum XMPSidecarNaming: String, Hashable, Sendable, Codable, CaseIterable 
 /// to take off. Applying the same change twice leaves the same sidecar, which keeps a job exactly-once when a crash
 /// makes it redo a batch.
 public struct XMPSidecarChange: Hashable, Sendable, Codable {
-    /// The photo's path (the sidecar is found from it by the naming convention).
-    public var path: String
+    /// The photo's path, its exact bytes (the sidecar is found from it by the naming convention).
+    public var path: BytePath
     /// Keywords the sidecar must hold, in `dc:subject` (and `lr:hierarchicalSubject` for namespaced ones).
     public var add: [String]
     /// Keywords the sidecar must no longer hold.
     public var remove: [String]
 
     /// A change of the sidecar of the photo at `path`.
-    public init(path: String, add: [String], remove: [String]) {
+    public init(path: BytePath, add: [String], remove: [String]) {
         self.path = path
         self.add = add
         self.remove = remove
+    }
+
+    /// A change of the sidecar of the photo at `path` (text).
+    public init(path: String, add: [String], remove: [String]) {
+        self.init(path: BytePath(path), add: add, remove: remove)
     }
 }
 
@@ -110,9 +123,9 @@ public enum XMPKeywords {
 
     /// The keywords a photo already carries: its embedded packet's `dc:subject`, then each sidecar's (both
     /// namings), without repeats. Unreadable sidecars and packets add nothing (they are someone else's to fix).
-    public static func keywords(ofPhoto path: String, bytes: [UInt8]) -> [String] {
+    public static func keywords(ofPhoto path: BytePath, bytes: [UInt8]) -> [String] {
         var found: [String] = embeddedPacket(in: bytes).flatMap { subjects(inPacket: $0) } ?? []
-        var sidecars: [String] = []
+        var sidecars: [BytePath] = []
         for naming in XMPSidecarNaming.allCases where !sidecars.contains(naming.sidecarPath(for: path)) {
             sidecars.append(naming.sidecarPath(for: path))
         }
@@ -126,7 +139,7 @@ public enum XMPKeywords {
 
     /// The `dc:subject` keywords of the sidecar at `sidecarPath`; `[]` when it does not exist, `nil` when it cannot
     /// be read or parsed.
-    public static func subjects(ofSidecar sidecarPath: String) -> [String]? {
+    public static func subjects(ofSidecar sidecarPath: BytePath) -> [String]? {
         switch readFile(sidecarPath) {
         case .success(nil): return []
         case .success(let packet?): return subjects(inPacket: packet)
@@ -134,12 +147,15 @@ public enum XMPKeywords {
         }
     }
 
+    /// The `dc:subject` keywords of the sidecar at `sidecarPath` (text); see `subjects(ofSidecar:)` on bytes.
+    public static func subjects(ofSidecar sidecarPath: String) -> [String]? { subjects(ofSidecar: BytePath(sidecarPath)) }
+
     /// Merges `change` into a sidecar's packet (`nil`: no sidecar yet) and returns the new packet, or `nil` when
     /// the sidecar already holds the change. Only `dc:subject` items and `lr:hierarchicalSubject` items of the
     /// change's keywords are touched; everything else in the packet is kept as parsed.
     ///
     /// - Throws: `XMPSidecarOutcome.failed` `xmp_unreadable` when `existing` does not parse.
-    static func merged(_ existing: [UInt8]?, _ change: XMPSidecarChange, sidecarPath: String) throws(XMPSidecarFailure) -> [UInt8]? {
+    static func merged(_ existing: [UInt8]?, _ change: XMPSidecarChange, sidecarPath: BytePath) throws(XMPSidecarFailure) -> [UInt8]? {
         guard initialized else { throw XMPSidecarFailure(code: "xmp_write_failed", message: "the XMP toolkit did not start") }
         let parsed: OpaquePointer?
         if let existing {
@@ -225,8 +241,8 @@ public enum XMPKeywords {
     }
 
     /// The bytes of the file at `path`: `nil` when it does not exist; at most `maxPacketBytes`.
-    static func readFile(_ path: String) -> Result<[UInt8]?, XMPSidecarFailure> {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    static func readFile(_ path: BytePath) -> Result<[UInt8]?, XMPSidecarFailure> {
+        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         guard fd >= 0 else {
             if errno == ENOENT { return .success(nil) }
             return .failure(XMPSidecarFailure(code: "xmp_unreadable", message: "cannot open \(path): \(String(cString: strerror(errno)))"))
@@ -301,7 +317,7 @@ public enum XMPSidecarWriter {
 
     private static func applyAlone(_ changes: [XMPSidecarChange], naming: XMPSidecarNaming) -> [XMPSidecarOutcome] {
         var outcomes = [XMPSidecarOutcome](repeating: .unchanged, count: changes.count)
-        var staged: [(index: Int, temporary: String, sidecar: String)] = []
+        var staged: [(index: Int, temporary: BytePath, sidecar: BytePath)] = []
         for (index, change) in changes.enumerated() {
             let sidecar = naming.sidecarPath(for: change.path)
             do {
@@ -316,14 +332,14 @@ public enum XMPSidecarWriter {
         }
         guard !staged.isEmpty else { return outcomes }
         var devices = Set<UInt64>()
-        var directories: [String: Bool] = [:]
+        var directories: [BytePath: Bool] = [:]
         for entry in staged {
             let directory = directoryOf(entry.sidecar)
             if directories[directory] != nil { continue }
             directories[directory] = true
             var info = stat()
-            if stat(directory, &info) == 0, devices.insert(UInt64(info.st_dev)).inserted {
-                let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if directory.withCString({ stat($0, &info) }) == 0, devices.insert(UInt64(info.st_dev)).inserted {
+                let fd = directory.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
                 if fd >= 0 {
                     syncfs(fd)
                     close(fd)
@@ -331,16 +347,16 @@ public enum XMPSidecarWriter {
             }
         }
         for entry in staged {
-            if rename(entry.temporary, entry.sidecar) == 0 {
+            if entry.temporary.withCString({ temporary in entry.sidecar.withCString { rename(temporary, $0) } }) == 0 {
                 outcomes[entry.index] = .written
             } else {
                 let reason = String(cString: strerror(errno))
-                unlink(entry.temporary)
+                entry.temporary.withCString { _ = unlink($0) }
                 outcomes[entry.index] = .failed(code: "xmp_write_failed", message: "cannot replace \(entry.sidecar): \(reason)")
             }
         }
         for directory in directories.keys {
-            let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let fd = directory.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
             if fd >= 0 {
                 fsync(fd)
                 close(fd)
@@ -351,27 +367,27 @@ public enum XMPSidecarWriter {
 
     /// `DIR/.NAME.trailbook.tmp`: hidden (no photo app and no import takes it for a sidecar) and in the same
     /// directory, so the rename is atomic.
-    static func temporaryPath(for sidecar: String) -> String {
-        let directory = directoryOf(sidecar)
-        let name = sidecar.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? sidecar
-        return (directory == "." && !sidecar.hasPrefix("./") ? "" : directory + "/") + "." + name + ".trailbook.tmp"
+    static func temporaryPath(for sidecar: BytePath) -> BytePath {
+        let name = BytePath(bytes: [UInt8(ascii: ".")] + sidecar.lastComponent.bytes) + ".trailbook.tmp"
+        guard let slash = sidecar.bytes.lastIndex(of: UInt8(ascii: "/")) else { return name }
+        return BytePath(bytes: sidecar.bytes[...slash] + name.bytes)
     }
 
-    static func directoryOf(_ path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
+    static func directoryOf(_ path: BytePath) -> BytePath {
+        guard let slash = path.bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        return slash == 0 ? "/" : BytePath(bytes: path.bytes[..<slash])
     }
 
     /// Writes `bytes` to a fresh `temporary` (mode `mode`, or the sidecar's own when it exists).
-    static func writeTemporary(_ bytes: [UInt8], to temporary: String, sidecar: String, mode: mode_t?) throws(XMPSidecarFailure) {
+    static func writeTemporary(_ bytes: [UInt8], to temporary: BytePath, sidecar: BytePath, mode: mode_t?) throws(XMPSidecarFailure) {
         var permissions: mode_t = 0o644
         if let mode {
             permissions = mode
         } else {
             var info = stat()
-            if stat(sidecar, &info) == 0 { permissions = info.st_mode & 0o7777 }
+            if sidecar.withCString({ stat($0, &info) }) == 0 { permissions = info.st_mode & 0o7777 }
         }
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, permissions)
+        let fd = temporary.withCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, permissions) }
         guard fd >= 0 else {
             throw XMPSidecarFailure(
                 code: "xmp_write_failed",
@@ -384,7 +400,7 @@ public enum XMPSidecarWriter {
             guard count > 0 else {
                 let reason = String(cString: strerror(errno))
                 close(fd)
-                unlink(temporary)
+                temporary.withCString { _ = unlink($0) }
                 throw XMPSidecarFailure(code: "xmp_write_failed", message: "cannot write \(sidecar): \(reason)")
             }
             written += count

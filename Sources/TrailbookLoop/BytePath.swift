@@ -139,9 +139,4 @@ public struct BytePath: Hashable, Sendable, Codable, CustomStringConvertible, Ex
     /// A text that tells any two paths apart: the path when it is UTF-8, else `base64:` and its bytes in base64.
     public var key: String { text ?? "base64:" + Data(bytes).base64EncodedString() }
 
-    /// The path's JSON value (see the type's documentation).
-    public var json: JSONValue {
-        if let text { return .string(text) }
-        return ["base64": .string(Data(bytes).base64EncodedString()), "text": .string(description)]
-    }
 }

@@ -1,0 +1,16 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+// BytePath lives in the loop layer, so the photo library (which has no engine dependency) keeps paths as bytes
+// too; re-exported here so that every user of the engine keeps seeing it.
+@_exported import struct TrailbookLoop.BytePath
+
+extension BytePath {
+    /// The path's JSON value (see `BytePath`'s documentation): a string when UTF-8, else `{"base64", "text"}`.
+    public var json: JSONValue {
+        if let text { return .string(text) }
+        return ["base64": .string(Data(bytes).base64EncodedString()), "text": .string(description)]
+    }
+}
