@@ -31,6 +31,39 @@ struct PhotoStoreTests {
         #expect(try store.count() == 1)
     }
 
+    /// Paths are bytes (issue 10): a name that is not UTF-8 is stored as a BLOB and read back exactly; `café` in
+    /// NFC and in NFD are two files, so two photos; a TEXT path (every store before byte paths) still matches.
+    @Test func pathsAreStoredByteExact() throws {
+        let store = try PhotoStore(path: ":memory:")
+        let latin1 = BytePath(bytes: Array("/photos/caf".utf8) + [0xE9] + Array(".jpg".utf8))
+        let nfc = BytePath("/photos/caf\u{E9}.jpg")
+        let nfd = BytePath("/photos/cafe\u{301}.jpg")
+        #expect(nfc != nfd && "/photos/caf\u{E9}.jpg" == "/photos/cafe\u{301}.jpg", "String equality would merge them")
+        var ids: [PhotoLocalID] = []
+        for (n, path) in [latin1, nfc, nfd].enumerated() {
+            var item = Self.item(n + 1)
+            item.path = path
+            guard case .inserted(let id) = try store.upsert(item) else { Issue.record("\(path) not inserted"); return }
+            ids.append(id)
+            #expect(try store.upsert(item) == .unchanged(id))
+            #expect(try store.unchangedPhoto(path: path, stamp: item.stamp) == id)
+        }
+        #expect(try store.count() == 3)
+        #expect(try store.list().map(\.path.bytes) == [latin1.bytes, nfc.bytes, nfd.bytes])
+        #expect(try store.paths(of: ids) == [latin1, nfc, nfd])
+        // How SQLite holds them: the one that is not UTF-8 as a BLOB, the others as TEXT.
+        #expect(
+            try store.database.query("SELECT typeof(path) FROM photos ORDER BY id").compactMap { $0.text(0) }
+                == ["blob", "text", "text"])
+        // The JSON: a string when UTF-8, else {"base64", "text"} in that order.
+        let line = try #require(try store.photo(localID: ids[0])?.json.encodedLine())
+        #expect(line.contains(#""path":{"base64":"L3Bob3Rvcy9jYWbpLmpwZw==","text":"/photos/caf\\xe9.jpg"}"#), "\(line)")
+        // A second copy of the latin-1 photo's bytes is the same content, reported with the first one's exact path.
+        var copy = Self.item(1)
+        copy.path = "/copies/x.jpg"
+        #expect(try store.upsert(copy) == .sameContent(as: ids[0], path: latin1))
+    }
+
     @Test func lookupByIDAndPrefix() throws {
         let store = try PhotoStore(path: ":memory:")
         var ids: [StableID] = []

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import TestSupport
+import TrailbookLoop
 
 @testable import PhotoLibrary
 
@@ -38,6 +39,51 @@ struct XMPSidecarTests {
         #expect(access(dir + "/IMG_0001.xmp", F_OK) != 0, "darktable naming writes only IMG_0001.jpg.xmp")
         // No temporary file is left behind.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["IMG_0001.jpg.xmp"])
+    }
+
+    /// A photo whose name is not UTF-8 (`caf\xe9.jpg`) gets the sidecar named by its exact bytes (darktable:
+    /// the name + `.xmp`; Lightroom: `.jpg` replaced), exiftool finds it by that name, and an import reads it back.
+    @Test func sidecarOfANameThatIsNotUTF8HasItsExactBytes() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let photo = BytePath(bytes: Array((dir + "/caf").utf8) + [0xE9] + Array(".jpg".utf8))
+        #expect(XMPSidecarWriter.apply([XMPSidecarChange(path: photo, add: ["trip"], remove: [])], naming: .darktable) == [.written])
+        #expect(XMPSidecarWriter.apply([XMPSidecarChange(path: photo, add: ["beach"], remove: [])], naming: .lightroom) == [.written])
+        let darktable = photo.bytes + Array(".xmp".utf8)
+        let lightroom = Array((dir + "/caf").utf8) + [0xE9] + Array(".xmp".utf8)
+        #expect(try XMPFixtures.seen("XMP:Subject", bytes: darktable) == "trip")
+        #expect(try XMPFixtures.seen("XMP:Subject", bytes: lightroom) == "beach")
+        // Exactly those two names in the folder (no U+FFFD spelling, no temporary file left).
+        var names: [[UInt8]] = []
+        let listing = opendir(dir)!
+        while let entry = readdir(listing) {
+            let name = DirectoryEntry.name(entry)
+            if name != [0x2E], name != [0x2E, 0x2E] { names.append(name) }
+        }
+        closedir(listing)
+        #expect(Set(names) == [Array("caf".utf8) + [0xE9] + Array(".jpg.xmp".utf8), Array("caf".utf8) + [0xE9] + Array(".xmp".utf8)])
+        #expect(XMPKeywords.keywords(ofPhoto: photo, bytes: []) == ["trip", "beach"])
+    }
+
+    /// A sidecar name near `NAME_MAX` (255 bytes) still gets a temporary name the file system takes.
+    @Test func temporaryNameOfALongSidecarFitsNameMax() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        // 251 bytes + ".jpg": the longest photo name; its Lightroom sidecar has 255 bytes, `.NAME.trailbook.tmp` 270.
+        let stem = String(repeating: "\u{3042}", count: 83) + "ab"  // 83 × 3 + 2 = 251 bytes
+        let photo = BytePath(dir + "/" + stem + ".jpg")
+        #expect(photo.lastComponent.bytes.count == 255)
+        let temporary = XMPSidecarWriter.temporaryPath(for: XMPSidecarNaming.lightroom.sidecarPath(for: photo))
+        #expect(temporary.lastComponent.bytes.count <= 255)
+        #expect(temporary == XMPSidecarWriter.temporaryPath(for: XMPSidecarNaming.lightroom.sidecarPath(for: photo)))
+        #expect(XMPSidecarWriter.apply([XMPSidecarChange(path: photo, add: ["trip"], remove: [])], naming: .lightroom) == [.written])
+        #expect(try Self.seen("XMP:Subject", dir + "/" + stem + ".xmp") == "trip")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [stem + ".xmp"])
+        // The darktable sidecar would be 259 bytes: no file system takes it, and the change says so.
+        let outcome = XMPSidecarWriter.apply([XMPSidecarChange(path: photo, add: ["trip"], remove: [])], naming: .darktable)
+        guard case .failed(let code, let message) = outcome.first else { Issue.record("\(outcome)"); return }
+        #expect(code == "xmp_write_failed")
+        #expect(message.contains("File name too long"), "\(message)")
     }
 
     @Test func foreignContentStaysAndOnlyTheChangeMoves() throws {

@@ -31,4 +31,15 @@ public enum XMPFixtures {
     public static func seen(_ tag: String, _ file: String) throws -> String {
         try exiftool(["-s3", "-sep", ";", "-" + tag, file])
     }
+
+    /// What exiftool prints for one tag of the file whose path is exactly `file` (bytes; need not be UTF-8, must
+    /// hold no newline): the path goes to exiftool in an argument file (`-@`), which it reads as bytes, because a
+    /// process argument given as a Swift `String` cannot hold bytes that are not UTF-8.
+    /// - Throws: when the argument file cannot be written or exiftool cannot be started.
+    public static func seen(_ tag: String, bytes file: [UInt8]) throws -> String {
+        let argfile = NSTemporaryDirectory() + "/exiftool-args-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try Data(Array("-s3\n-sep\n;\n-\(tag)\n".utf8) + file + [0x0A]).write(to: URL(fileURLWithPath: argfile))
+        defer { try? FileManager.default.removeItem(atPath: argfile) }
+        return try exiftool(["-@", argfile])
+    }
 }

@@ -320,7 +320,14 @@ public enum XMPSidecarWriter {
         var staged: [(index: Int, temporary: BytePath, sidecar: BytePath)] = []
         for (index, change) in changes.enumerated() {
             let sidecar = naming.sidecarPath(for: change.path)
-            do {
+            do throws(XMPSidecarFailure) {
+                // A photo name of 252–255 bytes has a darktable sidecar name no file system takes (NAME_MAX).
+                if sidecar.lastComponent.bytes.count > 255 {
+                    throw XMPSidecarFailure(
+                        code: "xmp_write_failed",
+                        message: "cannot write \(sidecar): \(String(cString: strerror(ENAMETOOLONG))) (\(sidecar.lastComponent.bytes.count) "
+                            + "bytes, over the 255 of a file name); use --xmp-naming lightroom, or a shorter photo name")
+                }
                 let existing = try XMPKeywords.readFile(sidecar).get()
                 guard let packet = try XMPKeywords.merged(existing, change, sidecarPath: sidecar) else { continue }
                 let temporary = temporaryPath(for: sidecar)
@@ -366,9 +373,14 @@ public enum XMPSidecarWriter {
     }
 
     /// `DIR/.NAME.trailbook.tmp`: hidden (no photo app and no import takes it for a sidecar) and in the same
-    /// directory, so the rename is atomic.
+    /// directory, so the rename is atomic. When that name would pass `NAME_MAX` (255 bytes: a sidecar named
+    /// after a photo of 240 bytes or more), `DIR/.trailbook-HASH.tmp` instead, HASH the first 32 hex digits of
+    /// the SHA-256 of the sidecar's name: still the same name on every redo, so a crash leaves nothing behind.
     static func temporaryPath(for sidecar: BytePath) -> BytePath {
-        let name = BytePath(bytes: [UInt8(ascii: ".")] + sidecar.lastComponent.bytes) + ".trailbook.tmp"
+        var name = BytePath(bytes: [UInt8(ascii: ".")] + sidecar.lastComponent.bytes) + ".trailbook.tmp"
+        if name.bytes.count > 255 {
+            name = BytePath(".trailbook-" + Digest.hex(Digest.hash(.sha256, sidecar.lastComponent.bytes)).prefix(32) + ".tmp")
+        }
         guard let slash = sidecar.bytes.lastIndex(of: UInt8(ascii: "/")) else { return name }
         return BytePath(bytes: sidecar.bytes[...slash] + name.bytes)
     }
