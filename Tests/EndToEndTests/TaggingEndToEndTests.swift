@@ -1,7 +1,9 @@
 import Foundation
 import PhotoLibrary
 import Testing
+import TestSupport
 import TrailbookEngine
+import TrailbookLoop
 import TrailbookSQLite
 
 /// The tagging job kinds (`import`, `tag`, `autotag`) and the `photos` commands, against the real daemon binary
@@ -11,14 +13,13 @@ struct TaggingEndToEndTests {
     // MARK: import + autotag on camera JPEGs (made at test time: libjpeg pixels, EXIF by exiftool)
 
     /// An import passes over nothing in silence (issue 10, item 4): every entry it does not import is counted
-    /// by reason and listed — a name that is not UTF-8 (which the library, keeping paths as text, cannot store)
-    /// with its exact bytes.
+    /// by reason and listed. A name that is not UTF-8 is not among them: it is imported (see below).
     @Test func importCountsAndListsEveryEntryItPassesOver() throws {
         let folder = TemporaryDirectory("tbj-skips")
         let dir = folder.path
         try Data("not a photo".utf8).write(to: URL(fileURLWithPath: folder.file("notes.txt")))
         try Data("hidden".utf8).write(to: URL(fileURLWithPath: folder.file(".hidden.jpg")))
-        try folder.create(TemporaryDirectory.latin1Name, contents: Array("latin-1".utf8))
+        try folder.create(BytePath(bytes: Array("notes-".utf8) + [0xE9] + Array(".txt".utf8)), contents: Array("latin-1".utf8))
         try FileManager.default.createSymbolicLink(atPath: folder.file("dangling.jpg"), withDestinationPath: "/nonexistent/x.jpg")
         try FileManager.default.createSymbolicLink(atPath: folder.file("loop"), withDestinationPath: ".")
         #expect(mkfifo(folder.file("pipe.jpg"), 0o600) == 0)
@@ -30,20 +31,151 @@ struct TaggingEndToEndTests {
         #expect(result["skipped"]?.intValue == 6, "\(result)")
         #expect(
             result["skipped_by_reason"]
-                == [
-                    "not_photo_name": 1, "hidden": 1, "name_not_utf8": 1, "unreadable": 1, "not_regular": 1,
-                    "already_visited": 1,
-                ])
+                == ["not_photo_name": 2, "hidden": 1, "unreadable": 1, "not_regular": 1, "already_visited": 1])
         let skips = result["skips"]?.arrayValue ?? []
-        let latin1 = skips.first { $0["reason"] == "name_not_utf8" }
-        let expectedPath = Data(Array((dir + "/").utf8) + TemporaryDirectory.latin1Name.bytes).base64EncodedString()
+        // A skipped name that is not UTF-8 is listed with its exact bytes.
+        let latin1 = skips.first { $0["path"]?["base64"] != nil }
+        let expectedPath = Data(Array((dir + "/notes-").utf8) + [0xE9] + Array(".txt".utf8)).base64EncodedString()
         #expect(latin1?["path"]?["base64"]?.stringValue == expectedPath)
-        #expect(latin1?["path"]?["text"]?.stringValue == dir + "/caf\\xe9.jpg")
-        #expect(skips.first { $0["reason"] == "not_photo_name" }?["path"] == .string(dir + "/notes.txt"))
+        #expect(latin1?["path"]?["text"]?.stringValue == dir + "/notes-\\xe9.txt")
+        #expect(latin1?["reason"]?.stringValue == "not_photo_name")
+        #expect(skips.contains { $0["reason"] == "not_photo_name" && $0["path"] == .string(dir + "/notes.txt") })
         #expect(skips.first { $0["reason"] == "unreadable" }?["detail"] == "No such file or directory")
         // The plain summary says so too.
         let summary = try daemon.cli(["photos", "import", dir, "--wait"])
-        #expect(summary.stdout.contains("6 passed over: 1 already_visited, 1 hidden, 1 name_not_utf8, 1 not_photo_name, 1 not_regular, 1 unreadable"), "\(summary.stdout)")
+        #expect(summary.stdout.contains("6 passed over: 1 already_visited, 1 hidden, 2 not_photo_name, 1 not_regular, 1 unreadable"), "\(summary.stdout)")
+    }
+
+    /// A JPEG whose name is not UTF-8 (Latin-1 `caf\xe9.jpg`; issue 10, item 4) is imported, not skipped: its path
+    /// round-trips byte for byte through `photos list --json` and `photos show --json` (`{"base64", "text"}`), is
+    /// shown escaped, `tag --xmp` writes the sidecar named by its exact bytes + `.xmp` (exiftool reads it by that
+    /// name), autotag reads the photo, and a second import finds it unchanged.
+    @Test func importKeepsANameThatIsNotUTF8ByteExact() throws {
+        let folder = TemporaryDirectory("tbj-latin1")
+        let dir = folder.path
+        let jpeg = Fixtures.withEXIF(try Fixtures.scene(64, 48).jpegData(), .init(make: "Canon", model: "Canon EOS 40D"))
+        try folder.create(TemporaryDirectory.latin1Name, contents: jpeg)
+        let exact = Array((dir + "/").utf8) + TemporaryDirectory.latin1Name.bytes
+        let base64 = Data(exact).base64EncodedString()
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(imported["state"]?.stringValue == "succeeded", "\(imported)")
+        #expect(imported["result"]?["files"]?.intValue == 1)
+        #expect(imported["result"]?["inserted"]?.intValue == 1)
+        #expect(imported["result"]?["skipped"]?.intValue == 0)
+        #expect(imported["result"]?["failed"]?.intValue == 0)
+
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        #expect(photos.count == 1)
+        let photo = try #require(photos.first)
+        #expect(photo["path"] == ["base64": .string(base64), "text": .string(dir + "/caf\\xe9.jpg")], "\(photo)")
+        let id = try #require(photo["id"]?.stringValue)
+        let shown = try daemon.cliJSON(["photos", "show", id, "--json"])
+        #expect(shown == photo)
+        #expect(shown["path"]?["base64"]?.stringValue.flatMap { Data(base64Encoded: $0) }.map(Array.init) == exact)
+        // For people: the byte that is not UTF-8 as \xe9, on one line.
+        let plainShow = try daemon.cli(["photos", "show", id])
+        #expect(plainShow.stdout.contains("path      \(dir)/caf\\xe9.jpg\n"), "\(plainShow.stdout)")
+        let plainList = try daemon.cli(["photos", "list"])
+        #expect(plainList.stdout.contains("\(dir)/caf\\xe9.jpg"), "\(plainList.stdout)")
+
+        let tagged = try daemon.cliJSON(["submit", "tag", "--tag", "trip", "--ids", id, "--xmp", "--wait", "--json"])
+        #expect(tagged["state"]?.stringValue == "succeeded", "\(tagged)")
+        #expect(tagged["result"]?["tagged"]?.intValue == 1)
+        #expect(tagged["result"]?["xmp"]?["sidecars"]?.intValue == 1, "\(tagged)")
+        #expect(tagged["result"]?["xmp"]?["failed"]?.intValue == 0)
+        let sidecar = exact + Array(".xmp".utf8)
+        #expect(try XMPFixtures.seen("XMP:Subject", bytes: sidecar) == "trip")
+        // The sidecar is the only other entry: named by the exact bytes, no U+FFFD spelling beside it.
+        #expect(Set(Self.names(in: dir)) == [TemporaryDirectory.latin1Name.bytes, TemporaryDirectory.latin1Name.bytes + Array(".xmp".utf8)])
+
+        let autotag = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
+        #expect(autotag["state"]?.stringValue == "succeeded", "\(autotag)")
+        #expect(autotag["result"]?["photos"]?.intValue == 1)
+        #expect(autotag["result"]?["unreadable"]?.arrayValue?.isEmpty == true, "\(autotag)")
+        #expect(autotag["result"]?["retryable_count"]?.intValue ?? 0 == 0, "\(autotag)")
+        let tags = try daemon.cliJSON(["photos", "show", id, "--json"])["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(tags.contains("camera:Canon EOS 40D") && tags.contains("aspect:landscape") && tags.contains("trip"), "\(tags)")
+
+        let again = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(again["result"]?["unchanged"]?.intValue == 1, "\(again)")
+        #expect(again["result"]?["inserted"]?.intValue == 0)
+        #expect(try daemon.cliJSON(["photos", "list", "--json"]).arrayValue?.count == 1)
+    }
+
+    /// The neighbours of a name that is not UTF-8 (issue 10, item 4): control characters (newline, ESC, BEL), a
+    /// leading dash, a name of 255 bytes (NAME_MAX) and `Cão` in NFC and in NFD (two files, so two photos) are
+    /// all imported with their exact bytes, listed one photo a line with the controls escaped, and get sidecars;
+    /// the one sidecar no file system can name (255 + 4 bytes) is a listed failure, and Lightroom's naming fits.
+    @Test func importKeepsEveryKindOfOddName() throws {
+        let folder = TemporaryDirectory("tbj-oddnames")
+        let dir = folder.path
+        let long = String(repeating: "\u{3042}", count: 83) + "ab.jpg"  // 83 × 3 + 2 + 4 = 255 bytes
+        let names = [
+            "new\nline.jpg", "esc\u{1B}]0;pwned\u{07}.jpg", "bel\u{07}.jpg", "-dash.jpg", long, "C\u{E3}o.jpg",
+            "Ca\u{303}o.jpg",
+        ]
+        #expect(Array(long.utf8).count == 255)
+        #expect(names[5] == names[6] && Array(names[5].utf8) != Array(names[6].utf8), "canonically equal, distinct bytes")
+        let jpeg = try Fixtures.scene(64, 48).jpegData()
+        for (n, name) in names.enumerated() {
+            // Distinct bytes after the image data: each file is its own photo.
+            try folder.create(BytePath(name), contents: jpeg + Array("variant \(n)".utf8))
+        }
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", dir, "--wait", "--json"])
+        #expect(imported["result"]?["files"]?.intValue == Int64(names.count), "\(imported)")
+        #expect(imported["result"]?["inserted"]?.intValue == Int64(names.count))
+        #expect(imported["result"]?["skipped"]?.intValue == 0)
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        let paths = photos.compactMap { $0["path"]?.stringValue.map { Array($0.utf8) } }
+        #expect(Set(paths) == Set(names.map { Array((dir + "/" + $0).utf8) }), "\(photos)")
+        #expect(paths.count == names.count)
+
+        // One photo a line; no raw control byte reaches the terminal.
+        let plain = try daemon.cli(["photos", "list"])
+        #expect(plain.stdout.split(separator: "\n").count == names.count, "\(plain.stdout)")
+        #expect(!plain.stdout.utf8.contains(0x1B) && !plain.stdout.utf8.contains(0x07))
+        #expect(plain.stdout.contains("new\\nline.jpg") && plain.stdout.contains("esc\\x1b]0;pwned\\x07.jpg"), "\(plain.stdout)")
+        #expect(plain.stdout.contains(dir + "/-dash.jpg"))
+
+        let tagged = try daemon.cliJSON(["submit", "tag", "--tag", "trip", "--all", "--xmp", "--wait", "--json"])
+        #expect(tagged["result"]?["tagged"]?.intValue == Int64(names.count), "\(tagged)")
+        let xmp = tagged["result"]?["xmp"] ?? .null
+        #expect(xmp["sidecars"]?.intValue == Int64(names.count - 1), "\(xmp)")
+        #expect(xmp["failed"]?.intValue == 1)
+        let failure = xmp["failures"]?.arrayValue?.first
+        #expect(failure?["path"]?.stringValue == dir + "/" + long)
+        #expect(failure?["code"]?.stringValue == "xmp_write_failed")
+        #expect(failure?["message"]?.stringValue?.contains("File name too long") == true, "\(xmp)")
+        let onDisk = Set(Self.names(in: dir))
+        for name in names where name != long {
+            #expect(onDisk.contains(Array((name + ".xmp").utf8)), "no sidecar for \(name.debugDescription)")
+        }
+        #expect(try XMPFixtures.seen("XMP:Subject", bytes: Array((dir + "/C\u{E3}o.jpg.xmp").utf8)) == "trip")
+        #expect(try XMPFixtures.seen("XMP:Subject", bytes: Array((dir + "/Ca\u{303}o.jpg.xmp").utf8)) == "trip")
+        let lightroom = try daemon.cliJSON(
+            ["submit", "tag", "--tag", "trip", "--all", "--xmp", "--xmp-naming", "lightroom", "--wait", "--json"])
+        #expect(lightroom["result"]?["xmp"]?["failed"]?.intValue == 0, "\(lightroom)")
+        #expect(try XMPFixtures.seen("XMP:Subject", bytes: Array((dir + "/" + long.dropLast(4) + ".xmp").utf8)) == "trip")
+        // Nothing left behind but photos and sidecars (no temporary file).
+        #expect(Self.names(in: dir).allSatisfy { String(decoding: $0, as: UTF8.self).hasSuffix(".jpg") || String(decoding: $0, as: UTF8.self).hasSuffix(".xmp") })
+
+        let autotag = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
+        #expect(autotag["result"]?["photos"]?.intValue == Int64(names.count), "\(autotag)")
+        #expect(autotag["result"]?["unreadable"]?.arrayValue?.isEmpty == true, "\(autotag)")
+    }
+
+    /// The names in `dir` (bytes, without `.` and `..`).
+    static func names(in dir: String) -> [[UInt8]] {
+        guard let listing = opendir(dir) else { return [] }
+        defer { closedir(listing) }
+        var names: [[UInt8]] = []
+        while let entry = readdir(listing) {
+            let name = DirectoryEntry.name(entry)
+            if name != [0x2E], name != [0x2E, 0x2E] { names.append(name) }
+        }
+        return names
     }
 
     @Test func importAndAutotagOfCameraPhotos() throws {
