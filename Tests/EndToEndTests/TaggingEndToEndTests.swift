@@ -103,6 +103,27 @@ struct TaggingEndToEndTests {
         #expect(try daemon.cliJSON(["photos", "list", "--json"]).arrayValue?.count == 1)
     }
 
+    /// A folder whose own name is not UTF-8 is imported through the protocol with its exact bytes (`dir` as
+    /// `{"base64"}`, as the CLI sends the bytes of its argument): the result names it so, and its photo's path
+    /// starts with those bytes.
+    @Test func importOfAFolderWhoseNameIsNotUTF8() throws {
+        let folder = TemporaryDirectory("tbj-latin1-dir")
+        let sub = BytePath.join(BytePath(folder.path), BytePath(bytes: Array("r".utf8) + [0xE9, 0xE9] + Array("l".utf8)))
+        #expect(sub.withCString { mkdir($0, 0o755) } == 0)
+        let jpeg = try Fixtures.scene(64, 48).jpegData()
+        let photo = BytePath.join(sub, "a.jpg")
+        let fd = photo.withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
+        #expect(fd >= 0 && jpeg.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == jpeg.count)
+        close(fd)
+        let daemon = try DaemonHarness()
+        let id = try daemon.submit("import", ["dir": sub.json])
+        let done = try daemon.waitForState(id, "succeeded")
+        #expect(done["result"]?["dir"] == sub.json, "\(done)")
+        #expect(done["result"]?["inserted"]?.intValue == 1, "\(done)")
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        #expect(photos.first?["path"] == photo.json, "\(photos)")
+    }
+
     /// The neighbours of a name that is not UTF-8 (issue 10, item 4): control characters (newline, ESC, BEL), a
     /// leading dash, a name of 255 bytes (NAME_MAX) and `Cão` in NFC and in NFD (two files, so two photos) are
     /// all imported with their exact bytes, listed one photo a line with the controls escaped, and get sidecars;
