@@ -310,7 +310,11 @@ public enum ArgumentParser {
     ) throws(UsageError) -> (CommandSpec, [String]) {
         let matches = commands.filter { !$0.path.isEmpty && arguments.starts(with: $0.path) }
         if let best = matches.max(by: { $0.path.count < $1.path.count }) {
-            return (best, Array(arguments.dropFirst(best.path.count)))
+            let rest = Array(arguments.dropFirst(best.path.count))
+            // A command that is also a group (`submit --from F` beside `submit upload`) takes only options: a word
+            // after it is a subcommand, mistyped or missing, and gets the group's error and suggestion.
+            let isGroup = commands.contains { $0.path.count > best.path.count && $0.path.starts(with: best.path) }
+            if !isGroup || rest.first?.hasPrefix("-") == true { return (best, rest) }
         }
         if let root = commands.first(where: { $0.path.isEmpty }), arguments.first?.hasPrefix("-") ?? true {
             return (root, arguments)

@@ -88,10 +88,11 @@ public enum CLI {
     static func groupHelp(_ arguments: [String]) -> String? {
         guard arguments.count == 2, ["--help", "-h"].contains(arguments[1]) else { return nil }
         let group = arguments[0]
-        guard !Commands.all.contains(where: { $0.path == [group] }) else { return nil }
         let members = Commands.all.filter { $0.path.count > 1 && $0.path[0] == group && !$0.summary.contains("internal") }
         guard !members.isEmpty else { return nil }
-        return "Usage: trailbook-jobs \(group) SUBCOMMAND [options]\n\n" + ArgumentParser.commandList(members)
+        // A group that is also a command itself (`submit --from`): its own help first.
+        let own = Commands.all.first { $0.path == [group] }.map { $0.helpText + "\n" } ?? ""
+        return own + "Usage: trailbook-jobs \(group) SUBCOMMAND [options]\n\n" + ArgumentParser.commandList(members)
             + "\nRun 'trailbook-jobs \(group) SUBCOMMAND --help' for a subcommand's options."
     }
 

@@ -11,6 +11,9 @@ import UploadJob
 enum Commands {
     static let json = OptionSpec("json", help: "print JSON instead of text")
     static let socket = OptionSpec("socket", .value(placeholder: "PATH"), help: "the daemon's socket (default $TRAILBOOK_JOBS_HOME/daemon.sock)")
+    static let key = OptionSpec(
+        "key", .value(placeholder: "KEY"),
+        help: "idempotency key: submitting again with it returns the job it made instead of a new one (default: a new key per run, reused when the reply is lost)")
     static let submitCommon: [OptionSpec] = [
         OptionSpec("priority", .value(placeholder: "N"), help: "higher runs first; may preempt lower (default 0)"),
         OptionSpec("timeout", .value(placeholder: "DUR"), help: "deadline of one attempt, e.g. 30m (default 1h: uploads and tagging are long-running)"),
@@ -18,6 +21,7 @@ enum Commands {
         OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
         OptionSpec("give-up-after", .value(placeholder: "DUR"), help: "wait out a server's outage (5xx, 429, no connection) this long before failing (default 24h)"),
         OptionSpec("allow-duplicate", help: "queue it even if an unfinished job already does the same (same file to the same place)"),
+        key,
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
         OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
         OptionSpec("expand", help: "with --watch on a terminal: one sub-row per file or item"),
@@ -67,11 +71,23 @@ enum Commands {
                 OptionSpec("max-parts", .value(placeholder: "N"), help: "s3: most parts the provider allows per upload (default 10000)"),
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
+                OptionSpec("each", help: "one job per FILE, submitted as one batch (all queued or none); prints their IDs in order"),
             ] + submitCommon,
             details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
                 + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header 'Authorization: Bearer $TOKEN'\n"
                 + "         trailbook-jobs submit upload big.mov --to s3://my-bucket/photos/ --chunk-size 16MiB\n"
+                + "         trailbook-jobs submit upload a.jpg b.jpg c.jpg --to file:///srv/photos --each\n"
                 + "S3 credentials are read by the daemon (its environment, ~/.aws), never passed on the command line.\n"
+                + exitCodes),
+        CommandSpec(
+            path: ["submit"], summary: "submit many jobs at once from a file of submit objects (--from)",
+            options: [
+                OptionSpec("from", .value(placeholder: "FILE"), required: true, help: "NDJSON: one submit object per line ({\"kind\", \"params\", \"options\", \"key\"}); - reads standard input"),
+            ] + submitCommon.filter { !["wait", "watch", "expand"].contains($0.name) },
+            details: "The jobs go in one batch: all are queued, or none (the first bad line is named). Prints their IDs in order.\n"
+                + "A line without a key gets KEY/INDEX (--key, or this run's own key; INDEX counts the jobs from 0); options\n"
+                + "given here fill in those a line does not set.\n"
+                + "Example: printf '%s\\n' '{\"kind\": \"upload\", \"params\": {\"files\": [\"/p/a.jpg\"], \"to\": \"file:///srv\"}, \"key\": \"a-1\"}' | trailbook-jobs submit --from -\n"
                 + exitCodes),
         CommandSpec(
             path: ["list"], summary: "list jobs, oldest first",
@@ -132,6 +148,7 @@ enum Commands {
         switch path {
         case ["daemon"]: return daemon
         case ["submit", "upload"]: return submitUpload
+        case ["submit"]: return { try BatchSubmit.submit(try BatchSubmit.entries(fromFile: $0.arguments.value("from")!), $0) }
         case ["list"]: return list
         case ["show"]: return show
         case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }
@@ -168,6 +185,10 @@ enum Commands {
             enabled: arguments.flag("xmp"), naming: try PhotoCommands.xmpNaming(arguments) ?? .darktable)
         let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
         let home = configuration.home
+        // Tests only: exit with this status right after a submit's commit, before its reply (a lost reply).
+        if testKinds, let status = context.environment["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT"].flatMap({ Int32($0) }) {
+            configuration.scheduler.exitAfterSubmitCommitForTests = status
+        }
         return Daemon.run(configuration) { scheduler in
             scheduler.register(UploadJob())
             let library = PhotoLibraryService(path: home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
@@ -231,9 +252,10 @@ enum Commands {
     static func submitUpload(_ context: CommandContext) throws -> Int32 {
         let arguments = context.arguments
         let cwd = currentDirectory()
+        // Paths as bytes: a name that is not UTF-8 travels as {"base64": …} (see BytePath).
+        let files = context.positionalPaths.map { absolutePath($0) }
         var params: [String: JSONValue] = [
-            // Paths as bytes: a name that is not UTF-8 travels as {"base64": …} (see BytePath).
-            "files": .array(context.positionalPaths.map { absolutePath($0).json }),
+            "files": .array(files.map(\.json)),
             "to": .string(try destinationURL(arguments.value("to")!, cwd: cwd)),
         ]
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
@@ -256,6 +278,14 @@ enum Commands {
                 throw UsageError("--endpoint, --region, --profile, --path-style, --virtual-hosted, --max-parts, --min-part-size and --parts-in-flight apply only to s3:// destinations")
             }
             params["s3"] = s3
+        }
+        if arguments.flag("each") {
+            let entries = zip(files, context.arguments.positionals).map { file, typed in
+                var one = params
+                one["files"] = [file.json]
+                return BatchSubmit.Entry(request: ["kind": "upload", "params": .object(one)], label: typed)
+            }
+            return try BatchSubmit.submit(entries, context)
         }
         return try submit(kind: "upload", params: .object(params), context)
     }
@@ -282,9 +312,22 @@ enum Commands {
         let follow = context.arguments.flag("wait") || context.arguments.flag("watch")
         // Subscribe before submitting, so no event of the new job can be missed.
         let watcher = follow ? try Watch.subscribe(context, jobs: [], kinds: [kind], since: nil) : nil
-        let reply = try context.call(["op": "submit", "kind": .string(kind), "params": params, "options": try submitOptions(context.arguments)])
-        let job = reply["job"] ?? .null
+        let key = BatchSubmit.key(context.arguments)
+        let request: JSONValue = [
+            "op": "submit", "kind": .string(kind), "params": params, "options": try submitOptions(context.arguments),
+            "key": .string(key),
+        ]
+        let reply = try BatchSubmit.send(request, key: key, context)
+        try CommandContext.check(reply)
+        var job = reply["job"] ?? .null
         let id = job["id"]?.stringValue ?? ""
+        let existing = reply["existing"]?.boolValue == true
+        if existing { CLI.printError("job \(id) had been submitted before with key \(key); nothing new was queued") }
+        if case .object(var members) = job {
+            // Marked for scripts: `existing` is true when the key found the job a previous run made.
+            members["existing"] = .bool(existing)
+            job = .object(members)
+        }
         if context.arguments.flag("watch"), let watcher, Watch.usesScreen(context) {
             return try LiveWatch.run(
                 context, scope: LiveWatch.Scope(follow: id), subscription: watcher, expand: context.arguments.flag("expand"))

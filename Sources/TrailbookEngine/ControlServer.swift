@@ -21,7 +21,7 @@ import TrailbookLoop
 @LoopActor
 public final class ControlServer {
     /// Longest accepted request line, in bytes.
-    public static let maxLineBytes = 1 << 20
+    public nonisolated static let maxLineBytes = 1 << 20
 
     let scheduler: Scheduler
     /// Prunes ended jobs for the `prune` op.
@@ -288,8 +288,12 @@ public final class ControlServer {
         do {
             let response = try await respond(to: request, on: connection)
             if !response.isNull { reply(connection, JSONCoding.encode(response) + [0x0A]) }
-        } catch {
+        } catch let error as BatchError {
+            reply(connection, Self.errorLine(error.error, index: error.index))
+        } catch let error as JobError {
             reply(connection, Self.errorLine(error))
+        } catch {
+            reply(connection, Self.errorLine(JobError(code: "internal", message: "\(error)")))
         }
     }
 
@@ -340,7 +344,9 @@ public final class ControlServer {
         return text.count > 64 ? String(text.prefix(64)) + "…" : text
     }
 
-    private func respond(to request: JSONValue, on connection: Connection) async throws(JobError) -> JSONValue {
+    /// The reply to one request.
+    /// - Throws: `JobError`, or `BatchError` for a refused `submit_batch`.
+    private func respond(to request: JSONValue, on connection: Connection) async throws -> JSONValue {
         guard case .object = request else {
             throw JobError(code: "bad_request", message: "a request is a JSON object with an \"op\"")
         }
@@ -354,36 +360,35 @@ public final class ControlServer {
                 "kinds": .array(scheduler.kindNames.map { .string($0) }), "feed_seq": .number(Double(scheduler.feed.lastSeq)),
             ]
         case "submit":
-            guard let kind = try string(request, "kind") else {
-                throw JobError(code: "bad_request", message: "submit needs a \"kind\" string")
+            let submitted = try await scheduler.submit(try submitRequest(request, op: "submit"))
+            // `existing`: the key was known, and this is the job it made before (a retried submit).
+            return ["ok": true, "job": submitted.job.json, "existing": .bool(submitted.existing)]
+        case "submit_batch":
+            guard let entries = try member(request, "jobs", "an array of objects", \.arrayValue) else {
+                throw JobError(code: "bad_request", message: "submit_batch needs \"jobs\": an array of submit objects")
             }
-            let params = try member(request, "params", "an object") { value -> JSONValue? in
-                if case .object = value { return value } else { return nil }
+            guard !entries.isEmpty else {
+                throw JobError(code: "bad_request", message: "submit_batch needs at least one job in \"jobs\"")
             }
-            let optionsObject = try member(request, "options", "an object") { value -> JSONValue? in
-                if case .object = value { return value } else { return nil }
-            }
-            for key in ["priority", "max_attempts"] {
-                if let value = optionsObject?[key], !value.isNull,
-                    value.intValue.map({ abs($0) > 1_000_000_000 }) ?? true
-                {
-                    let text = String(decoding: JSONCoding.encode(value), as: UTF8.self)
-                    throw JobError(code: "invalid_options", message: "options.\(key) must be a whole number, got \(text)")
+            var requests: [SubmitRequest] = []
+            requests.reserveCapacity(entries.count)
+            for (index, entry) in entries.enumerated() {
+                do {
+                    requests.append(try submitRequest(entry, op: "a submit_batch job"))
+                } catch {
+                    throw Self.batchError(SubmitRefusal(index: index, error: error))
                 }
             }
-            let options: SubmitOptions
+            let submitted: [Submitted]
             do {
-                options = try JSONCoding.convert(optionsObject ?? [:], to: SubmitOptions.self)
+                submitted = try await scheduler.submit(requests)
             } catch {
-                throw JobError(code: "invalid_options", message: "bad options: \(JSONCoding.describe(error))")
+                throw Self.batchError(error)
             }
-            let allowDuplicate = optionsObject?["allow_duplicate"] ?? .null
-            guard allowDuplicate.isNull || allowDuplicate.boolValue != nil else {
-                throw JobError(code: "invalid_options", message: "options.allow_duplicate must be true or false")
-            }
-            let job = try await scheduler.submit(
-                kind: kind, params: params ?? [:], options: options, allowDuplicate: allowDuplicate.boolValue ?? false)
-            return ["ok": true, "job": job.json]
+            return [
+                "ok": true, "ids": .array(submitted.map { .string($0.job.id) }),
+                "existing": .array(submitted.map { .bool($0.existing) }),
+            ]
         case "list":
             let states = try strings(request, "states")?.map { (name: String) throws(JobError) -> JobState in
                 guard let state = JobState(rawValue: name) else {
@@ -447,8 +452,63 @@ public final class ControlServer {
             }
             return .null
         default:
-            throw JobError(code: "unknown_op", message: "unknown op '\(op)'; known: ping, submit, list, show, cancel, pause, resume, watch, prune")
+            throw JobError(
+                code: "unknown_op",
+                message: "unknown op '\(op)'; known: ping, submit, submit_batch, list, show, cancel, pause, resume, watch, prune")
         }
+    }
+
+    /// A `submit` request, or one job of a `submit_batch`: `kind`, `params`, `options`, `key`.
+    /// - Throws: `bad_request` for a member of the wrong type, `invalid_options` for bad options.
+    private func submitRequest(_ request: JSONValue, op: String) throws(JobError) -> SubmitRequest {
+        guard case .object = request else {
+            throw JobError(code: "bad_request", message: "\(op) is a JSON object with a \"kind\"")
+        }
+        guard let kind = try string(request, "kind") else {
+            throw JobError(code: "bad_request", message: "\(op) needs a \"kind\" string")
+        }
+        let params = try member(request, "params", "an object") { value -> JSONValue? in
+            if case .object = value { return value } else { return nil }
+        }
+        let optionsObject = try member(request, "options", "an object") { value -> JSONValue? in
+            if case .object = value { return value } else { return nil }
+        }
+        for key in ["priority", "max_attempts"] {
+            if let value = optionsObject?[key], !value.isNull,
+                value.intValue.map({ abs($0) > 1_000_000_000 }) ?? true
+            {
+                let text = String(decoding: JSONCoding.encode(value), as: UTF8.self)
+                throw JobError(code: "invalid_options", message: "options.\(key) must be a whole number, got \(text)")
+            }
+        }
+        let options: SubmitOptions
+        do {
+            options = try JSONCoding.convert(optionsObject ?? [:], to: SubmitOptions.self)
+        } catch {
+            throw JobError(code: "invalid_options", message: "bad options: \(JSONCoding.describe(error))")
+        }
+        let allowDuplicate = optionsObject?["allow_duplicate"] ?? .null
+        guard allowDuplicate.isNull || allowDuplicate.boolValue != nil else {
+            throw JobError(code: "invalid_options", message: "options.allow_duplicate must be true or false")
+        }
+        return SubmitRequest(
+            kind: kind, params: params ?? [:], options: options, allowDuplicate: allowDuplicate.boolValue ?? false,
+            key: try string(request, "key"))
+    }
+
+    /// A refused batch as one error: the entry's code, its index in `index` and at the start of the message.
+    static func batchError(_ refusal: SubmitRefusal) -> BatchError {
+        guard let index = refusal.index else { return BatchError(error: refusal.error, index: nil) }
+        var error = refusal.error
+        error.message = "job \(index) of the batch (from 0): \(error.message); nothing was queued"
+        return BatchError(error: error, index: index)
+    }
+
+    /// An error reply that names the refused entry of a batch: `{"ok": false, "error": {"code", "message",
+    /// "index"}}`.
+    struct BatchError: Error {
+        var error: JobError
+        var index: Int?
     }
 
     /// Refuses a filter naming a job kind this daemon does not have (a typo would otherwise match nothing, silently).
@@ -460,8 +520,13 @@ public final class ControlServer {
         }
     }
 
-    static func errorLine(_ error: JobError) -> [UInt8] {
-        JSONCoding.encode(["ok": false, "error": JSONCoding.value(of: error)] as JSONValue) + [0x0A]
+    static func errorLine(_ error: JobError, index: Int? = nil) -> [UInt8] {
+        var object = JSONCoding.value(of: error)
+        if let index, case .object(var members) = object {
+            members["index"] = .number(Double(index))
+            object = .object(members)
+        }
+        return JSONCoding.encode(["ok": false, "error": object] as JSONValue) + [0x0A]
     }
 }
 

@@ -243,6 +243,9 @@ public struct JobRecord: Sendable, Equatable {
     public var sequence: Int64
     /// Whether the next start continues the current attempt (the last run was reclaimed, paused or crashed).
     public var resumesAttempt: Bool = false
+    /// The idempotency key it was submitted with (`submit --key`, or the one the CLI made), if any: a submit
+    /// retried with it returns this job instead of making another.
+    public var key: String? = nil
 
     /// The job's lifecycle state machine, at this record's state.
     public var lifecycle: JobLifecycle {
@@ -284,7 +287,7 @@ public struct JobRecord: Sendable, Equatable {
             "error": error.map { JSONCoding.value(of: $0) } ?? .null,
             "created_at": .string(createdAt), "updated_at": .string(updatedAt),
             "retry_at": retryAt.map { .string(Timestamp.iso8601(unixSeconds: $0)) } ?? .null,
-            "params": Self.redacted(params), "result": result,
+            "params": Self.redacted(params), "result": result, "key": key.map { .string($0) } ?? .null,
         ]
     }
 

@@ -50,6 +50,13 @@ public final class JobStore {
         // 5: retention finds ended jobs by state and end time without a scan (JobStore.pruneEnded); partial, so
         // queued and running jobs, written most often, never touch it.
         "CREATE INDEX jobs_ended ON jobs (state, updated_at) WHERE state IN ('succeeded', 'failed', 'cancelled');",
+        // 6: idempotency keys (issue 14): a submit retried with its key finds the job it made. The digest is of the
+        // request (kind, params, options), so the same key with a different request is told apart.
+        """
+        ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
+        ALTER TABLE jobs ADD COLUMN submit_digest TEXT;
+        CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+        """,
     ]
 
     let database: Database
@@ -57,7 +64,8 @@ public final class JobStore {
     static func decodeRecord(_ row: Row) -> JobRecord? { record(row) }
     private static let columns = """
         id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
-        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt, give_up_after_s
+        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt, give_up_after_s,
+        idempotency_key
         """
 
     /// Opens (creating and migrating if needed) the store at `path`.
@@ -81,22 +89,47 @@ public final class JobStore {
     }
 
     /// Adds a new job; fills in its `sequence` (submission order).
-    /// - Throws: `SQLiteError` (for example, a duplicate id or a full disk).
-    public func insert(_ job: inout JobRecord) throws {
+    /// - Throws: `SQLiteError` (for example, a duplicate id or idempotency key, or a full disk).
+    public func insert(_ job: inout JobRecord, digest: String? = nil) throws {
         try database.query(
             """
             INSERT INTO jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params,
-                progress, created_at, updated_at, give_up_after_s)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                progress, created_at, updated_at, give_up_after_s, idempotency_key, submit_digest)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
                 .real(job.options.timeoutSeconds), .real(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(Self.text(job.params)),
                 .text(Self.text(job.progress.json)), .real(Timestamp.now()), .real(Timestamp.now()),
-                .real(job.options.giveUpAfterSeconds),
+                .real(job.options.giveUpAfterSeconds), job.key.map { .text($0) } ?? .null,
+                digest.map { .text($0) } ?? .null,
             ])
         job.sequence = database.lastInsertRowID
+    }
+
+    /// Adds new jobs in one transaction, all or none (a batch submit); fills in each one's `sequence`.
+    /// `digests[i]` is `jobs[i]`'s request digest (see `insert(_:digest:)`), `nil` for a job without a key.
+    /// - Throws: `SQLiteError`; then no job of the batch is stored.
+    public func insert(_ jobs: inout [JobRecord], digests: [String?]) throws {
+        var inserted = jobs
+        try database.transaction {
+            for index in inserted.indices {
+                try insert(&inserted[index], digest: index < digests.count ? digests[index] : nil)
+            }
+        }
+        jobs = inserted
+    }
+
+    /// The job submitted with idempotency key `key` and its request digest, or `nil` if no stored job has it (it
+    /// was never used, or its job has been pruned).
+    /// - Throws: `SQLiteError`.
+    public func job(key: String) throws -> (job: JobRecord, digest: String?)? {
+        guard let row = try database.query(
+            "SELECT \(Self.columns), submit_digest FROM jobs WHERE idempotency_key = ?", [.text(key)]).first,
+            let job = Self.record(row)
+        else { return nil }
+        return (job, row.text(20))
     }
 
     /// Writes a job's lifecycle fields: state, attempt, cancellation, error, result, retry time and progress.
@@ -262,7 +295,7 @@ public final class JobStore {
             createdAt: Timestamp.iso8601(unixSeconds: row.double(14) ?? 0),
             updatedAt: Timestamp.iso8601(unixSeconds: row.double(15) ?? 0),
             params: json(row, 8) ?? .null, result: json(row, 12) ?? .null, retryAt: row.double(13),
-            sequence: row.int(16) ?? 0, resumesAttempt: (row.int(17) ?? 0) != 0)
+            sequence: row.int(16) ?? 0, resumesAttempt: (row.int(17) ?? 0) != 0, key: row.text(19))
     }
 }
 

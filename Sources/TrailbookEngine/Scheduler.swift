@@ -40,6 +40,9 @@ public struct SchedulerOptions: Sendable {
     /// How long a submit waits for another process to release the store's write lock before it is refused with
     /// `store_busy`, in seconds (the loop goes on serving meanwhile).
     public var storeLockWaitSeconds: Double = 10
+    /// Tests only (`TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT`, honoured with the test kinds): the daemon exits with
+    /// this status right after a submit's commit, before its reply, as a `kill -9` at that moment would.
+    public var exitAfterSubmitCommitForTests: Int32?
 
     /// The furthest ahead a retry may be due, in seconds: the backoff's cap. A stored due time further ahead
     /// than this (the wall clock stepped back while the daemon was down) is brought back to it on start.
@@ -75,6 +78,71 @@ public struct SubmitOptions: Codable, Sendable, Equatable {
 
     /// The same JSON keys as `JobOptions`.
     typealias CodingKeys = JobOptions.CodingKeys
+}
+
+/// One job to submit: a `submit` request, or one entry of a `submit_batch`.
+public struct SubmitRequest: Sendable, Equatable {
+    /// The job kind's name.
+    public var kind: String
+    /// The kind's params.
+    public var params: JSONValue
+    /// Overrides of the daemon's defaults.
+    public var options: SubmitOptions
+    /// Skip the duplicate check (`options.allow_duplicate`).
+    public var allowDuplicate: Bool
+    /// The idempotency key: a submit with a key already stored returns that key's job instead of a new one.
+    public var key: String?
+
+    /// A request; see the members.
+    public init(
+        kind: String, params: JSONValue, options: SubmitOptions = SubmitOptions(), allowDuplicate: Bool = false,
+        key: String? = nil
+    ) {
+        self.kind = kind
+        self.params = params
+        self.options = options
+        self.allowDuplicate = allowDuplicate
+        self.key = key
+    }
+
+    /// A fresh idempotency key: a random (version 4) UUID in lower case.
+    public static func newKey() -> String { UUID.random() }
+
+    /// SHA-256 (hex) of the request's kind, params and options as canonical JSON (sorted keys): what a retry with
+    /// the same key must repeat. `allow_duplicate` is left out (it does not describe the job).
+    public var digest: String {
+        let canonical: JSONValue = ["kind": .string(kind), "params": params, "options": JSONCoding.value(of: options)]
+        return SHA256.hexDigest(of: JSONCoding.encode(canonical))
+    }
+}
+
+/// A job a submit returned: new, or found by its idempotency key.
+public struct Submitted: Sendable, Equatable {
+    /// The job.
+    public var job: JobRecord
+    /// Whether it was already stored (a submit retried with its key) rather than made now.
+    public var existing: Bool
+
+    /// A result; see the members.
+    public init(job: JobRecord, existing: Bool) {
+        self.job = job
+        self.existing = existing
+    }
+}
+
+/// Why a submit (of one job or a batch) queued nothing.
+public struct SubmitRefusal: Error, Sendable, Equatable {
+    /// The refused entry's index in the batch (from 0); `nil` when no one entry is to blame (the store refused
+    /// the write, the daemon is shutting down).
+    public var index: Int?
+    /// The reason, with its stable code.
+    public var error: JobError
+
+    /// A refusal; see the members.
+    public init(index: Int?, error: JobError) {
+        self.index = index
+        self.error = error
+    }
 }
 
 /// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
@@ -149,6 +217,9 @@ public final class Scheduler {
     /// `next_at` is wall-clock time for the next start).
     private var cleanUpDueAt: [String: Double] = [:]
     private var isShuttingDown = false
+    /// Idempotency keys of submits under way (validated, not yet stored), and the submits waiting for them.
+    private var keysInFlight: Set<String> = []
+    private var keyWaiters: [CheckedContinuation<Void, Never>] = []
 
     // Writes the store refused (another process holds its lock, or its disk is full). The new state is kept
     // here, already announced, and written by the store retry timer; reads overlay it on the store's last
@@ -230,22 +301,177 @@ public final class Scheduler {
 
     // MARK: - Requests
 
-    /// Validates and queues a new job.
+    /// Validates and queues a new job; with `key`, a job already submitted with that key is returned instead.
     ///
     /// - Parameter allowDuplicate: queue it even if an unfinished job of its kind works on the same thing (see
     ///   `JobKind.duplicateKeys`); the protocol's `options.allow_duplicate`. Not stored with the job.
-    /// - Returns: the job as stored (state `queued`).
+    /// - Parameter key: the idempotency key (see `submit(_:)`).
+    /// - Returns: the job as stored (state `queued`), and whether it already existed (found by its key).
     /// - Throws: `JobError` `unknown_kind`, `invalid_params`, `invalid_options`, the kind's own validation codes,
-    ///   `duplicate_<kind>`, `shutting_down`, `store_write_failed` (the store cannot be written: disk full, I/O
-    ///   error), or `store_busy` (another process held the store's lock for `storeLockWaitSeconds`).
+    ///   `duplicate_<kind>`, `bad_key`, `key_reused`, `shutting_down`, `store_write_failed` (the store cannot be
+    ///   written: disk full, I/O error), or `store_busy` (another process held the store's lock for
+    ///   `storeLockWaitSeconds`).
     public func submit(
-        kind name: String, params: JSONValue, options submitted: SubmitOptions, allowDuplicate: Bool = false
-    ) async throws(JobError) -> JobRecord {
-        guard !isShuttingDown else { throw JobError(code: "shutting_down", message: "the daemon is shutting down") }
-        guard let kind = kinds[name] else {
-            throw JobError(
-                code: "unknown_kind", message: "unknown job kind '\(name)'; known: \(kindNames.joined(separator: ", "))")
+        kind name: String, params: JSONValue, options submitted: SubmitOptions, allowDuplicate: Bool = false,
+        key: String? = nil
+    ) async throws(JobError) -> Submitted {
+        try await submit(
+            SubmitRequest(kind: name, params: params, options: submitted, allowDuplicate: allowDuplicate, key: key))
+    }
+
+    /// `submit(kind:params:options:allowDuplicate:key:)` of one request.
+    /// - Throws: `JobError`, as that does.
+    public func submit(_ request: SubmitRequest) async throws(JobError) -> Submitted {
+        do {
+            return try await submit([request])[0]
+        } catch {
+            throw error.error
         }
+    }
+
+    /// Validates and queues many jobs at once (the protocol's `submit_batch`): all of them are stored in one
+    /// transaction, or none is.
+    ///
+    /// An entry with an idempotency `key` already stored is not queued again: its job is returned (marked
+    /// `existing`), as long as its request (kind, params, options) is the same; keys are remembered as long as
+    /// their job is kept. Entries are checked in order; the first refused one refuses the whole batch.
+    /// - Returns: one `Submitted` per entry, in order.
+    /// - Throws: `SubmitRefusal`: the index of the entry refused (`nil` when no one entry is to blame: the store,
+    ///   a shutdown) and the `JobError` of `submit(kind:params:options:allowDuplicate:key:)`; within the batch,
+    ///   a key given twice is `key_reused` and two entries doing the same thing are `duplicate_<kind>`.
+    public func submit(_ requests: [SubmitRequest]) async throws(SubmitRefusal) -> [Submitted] {
+        guard !isShuttingDown else {
+            throw SubmitRefusal(index: nil, error: JobError(code: "shutting_down", message: "the daemon is shutting down"))
+        }
+        var firstIndexOfKey: [String: Int] = [:]
+        for (index, request) in requests.enumerated() {
+            guard let key = request.key else { continue }
+            if let problem = Self.keyProblem(key) {
+                throw SubmitRefusal(index: index, error: JobError(code: "bad_key", message: problem))
+            }
+            if let earlier = firstIndexOfKey[key] {
+                throw SubmitRefusal(
+                    index: index,
+                    error: JobError(
+                        code: "key_reused",
+                        message: "job \(index) of the batch has the same key as job \(earlier) ('\(key)'); give each job its own key"))
+            }
+            firstIndexOfKey[key] = index
+        }
+        // One submit per key at a time: a retry that arrives while the first try is still being validated waits
+        // for it and then finds its job, instead of both passing the lookup and queueing two.
+        let keys = Set(firstIndexOfKey.keys)
+        while !keys.isDisjoint(with: keysInFlight) {
+            await withCheckedContinuation { keyWaiters.append($0) }
+        }
+        keysInFlight.formUnion(keys)
+        defer {
+            keysInFlight.subtract(keys)
+            let waiters = keyWaiters
+            keyWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
+
+        var results: [Submitted?] = Array(repeating: nil, count: requests.count)
+        var fresh: [(index: Int, job: JobRecord, digest: String?, kind: AnyJobKind)] = []
+        var activeByKind: [String: [String: JobRecord]] = [:]
+        var claimed: [String: (kind: String, index: Int)] = [:]
+        for (index, request) in requests.enumerated() {
+            let digest = request.key.map { _ in request.digest }
+            if let key = request.key, let known = try lookUp(key: key, index: index) {
+                guard known.digest == digest else {
+                    throw SubmitRefusal(
+                        index: index,
+                        error: JobError(
+                            code: "key_reused",
+                            message: "key '\(key)' was used for job \(known.job.id) (\(known.job.kind)) with different "
+                                + "params or options; use a new key for a new job"))
+                }
+                results[index] = Submitted(job: current(known.job.id) ?? known.job, existing: true)
+                continue
+            }
+            do throws(JobError) {
+                let (job, kind) = try await prepare(request)
+                let duplicateKeys = request.allowDuplicate ? [] : kind.duplicateKeys(job.params)
+                if !duplicateKeys.isEmpty {
+                    if activeByKind[kind.name] == nil { activeByKind[kind.name] = try activeJobs(of: kind) }
+                    for key in duplicateKeys {
+                        if let other = activeByKind[kind.name]?[key] {
+                            throw JobError(
+                                code: "duplicate_\(kind.name)",
+                                message: "job \(other.id) (\(other.state.rawValue)) is already doing the same: \(key); wait for "
+                                    + "it or cancel it, or submit again with --allow-duplicate")
+                        }
+                        if let other = claimed[key], other.kind == kind.name {
+                            throw JobError(
+                                code: "duplicate_\(kind.name)",
+                                message: "job \(other.index) of the batch already does the same: \(key); submit it once, or "
+                                    + "with --allow-duplicate")
+                        }
+                    }
+                }
+                for key in kind.duplicateKeys(job.params) where claimed[key] == nil { claimed[key] = (kind.name, index) }
+                fresh.append((index, job, digest, kind))
+            } catch {
+                throw SubmitRefusal(index: index, error: error)
+            }
+        }
+        guard !fresh.isEmpty else { return results.map { $0! } }
+        var jobs = fresh.map(\.job)
+        do {
+            try await insertWaitingForLock(&jobs, digests: fresh.map(\.digest))
+        } catch {
+            throw SubmitRefusal(index: nil, error: error)
+        }
+        if let hook = options.exitAfterSubmitCommitForTests {
+            // Test hook (TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT): die as a kill would, after the commit and before
+            // the reply, so tests can show that a retried key finds the job.
+            DaemonLog.write("test hook: exiting with status \(hook) after committing a submit, before its reply")
+            _exit(hook)
+        }
+        for (job, entry) in zip(jobs, fresh) {
+            feed.submitted(job)
+            DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
+            results[entry.index] = Submitted(job: job, existing: false)
+        }
+        schedule()
+        // As stored (its timestamps), except for a batch, whose records are already exact but for those.
+        if jobs.count == 1, let stored = try? store.job(id: jobs[0].id), let index = fresh.first?.index {
+            results[index] = Submitted(job: stored, existing: false)
+        }
+        return results.map { $0! }
+    }
+
+    /// What is wrong with an idempotency key, or `nil`: 1 to 200 bytes of printable ASCII.
+    static func keyProblem(_ key: String) -> String? {
+        let bytes = Array(key.utf8)
+        guard !bytes.isEmpty, bytes.count <= 200, bytes.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            return "an idempotency key is 1 to 200 printable ASCII characters without spaces (a UUID will do)"
+        }
+        return nil
+    }
+
+    private func lookUp(key: String, index: Int) throws(SubmitRefusal) -> (job: JobRecord, digest: String?)? {
+        do {
+            return try store.job(key: key)
+        } catch {
+            let sqlite = error as? SQLiteError
+            throw SubmitRefusal(
+                index: nil,
+                error: JobError(
+                    code: sqlite?.isLocked == true ? "store_busy" : "store_error",
+                    message: "cannot look up the key of job \(index): \(sqlite?.cause ?? "") (\(error)); submit again"))
+        }
+    }
+
+    /// A new job record for `request`, its options resolved and its params validated by its kind.
+    private func prepare(_ request: SubmitRequest) async throws(JobError) -> (JobRecord, AnyJobKind) {
+        guard let kind = kinds[request.kind] else {
+            throw JobError(
+                code: "unknown_kind",
+                message: "unknown job kind '\(request.kind)'; known: \(kindNames.joined(separator: ", "))")
+        }
+        let submitted = request.options
         let jobOptions = JobOptions(
             priority: submitted.priority ?? 0,
             timeoutSeconds: submitted.timeoutSeconds ?? options.timeoutSeconds ?? kind.traits.defaultTimeoutSeconds,
@@ -263,39 +489,30 @@ public final class Scheduler {
                 message: "timeouts must be more than 0 and at most \(Int(longest)) s (a year), max_attempts between 1 "
                     + "and 1000, priority within ±1000000")
         }
-        try await kind.validate(params)
-        if !allowDuplicate { try refuseDuplicate(of: params, kind: kind) }
+        try await kind.validate(request.params)
         let now = Timestamp.nowISO8601()
-        var job = JobRecord(
-            id: UUID.random(), kind: name, state: .queued, options: jobOptions, attempt: 0,
+        let job = JobRecord(
+            id: UUID.random(), kind: request.kind, state: .queued, options: jobOptions, attempt: 0,
             progress: JobProgress(unit: kind.traits.unit), cancellation: nil, error: nil, createdAt: now,
-            updatedAt: now, params: params, result: .null, retryAt: nil, sequence: 0)
-        try await insertWaitingForLock(&job)
-        feed.submitted(job)
-        DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
-        schedule()
-        return (try? store.job(id: job.id)) ?? job
+            updatedAt: now, params: request.params, result: .null, retryAt: nil, sequence: 0, key: request.key)
+        return (job, kind)
     }
 
-    /// Throws `duplicate_<kind>` when a job of `kind` that has not ended shares a `duplicateKeys` key with
-    /// `params` (issue 11: a second submit of the same file to the same place would upload it twice).
-    private func refuseDuplicate(of params: JSONValue, kind: AnyJobKind) throws(JobError) {
-        let keys = Set(kind.duplicateKeys(params))
-        guard !keys.isEmpty else { return }
+    /// The jobs of `kind` that have not ended, by each of their `duplicateKeys` (issue 11: a second submit of the
+    /// same file to the same place would upload it twice). Read once per kind per submit.
+    private func activeJobs(of kind: AnyJobKind) throws(JobError) -> [String: JobRecord] {
         let active: [JobRecord]
         do {
             active = try store.jobs(states: [.queued, .running, .paused, .needsRetry], kind: kind.name, limit: Int.max)
         } catch {
             throw JobError(code: "store_error", message: "cannot look for duplicate jobs: \(error)")
         }
+        var byKey: [String: JobRecord] = [:]
         // A job whose end the store has not taken yet is over all the same.
         for job in active where !(unsavedRecords[job.id]?.state.isTerminal ?? false) {
-            guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
-            throw JobError(
-                code: "duplicate_\(kind.name)",
-                message: "job \(job.id) (\(job.state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
-                    + "submit again with --allow-duplicate")
+            for key in kind.duplicateKeys(job.params) where byKey[key] == nil { byKey[key] = job }
         }
+        return byKey
     }
 
     /// The job whose id is `idOrPrefix` or starts with it, with live progress if it is running.
@@ -912,29 +1129,32 @@ extension Scheduler {
         stop(active, .resourceReclaim, detail: failure.message)
     }
 
-    /// Inserts a new job; while another process holds the store's lock, tries again on a timer (the loop serves
-    /// everything else meanwhile) for up to `storeLockWaitSeconds`.
-    /// - Throws: `JobError` `store_busy` when the lock outlasts the wait, `store_write_failed` for any other refusal.
-    fileprivate func insertWaitingForLock(_ job: inout JobRecord) async throws(JobError) {
+    /// Inserts new jobs in one transaction; while another process holds the store's lock, tries again on a timer
+    /// (the loop serves everything else meanwhile) for up to `storeLockWaitSeconds`.
+    /// - Throws: `JobError` `store_busy` when the lock outlasts the wait, `store_write_failed` for any other refusal;
+    ///   then none of the jobs is stored.
+    fileprivate func insertWaitingForLock(_ jobs: inout [JobRecord], digests: [String?]) async throws(JobError) {
         let started = Timestamp.monotonic()
         var delay = Self.firstStoreRetryDelay
+        let what = jobs.count == 1 ? "a new job" : "\(jobs.count) new jobs"
         while true {
-            var inserted = job
-            guard let error = write("a new job", { try store.insert(&inserted) }) else {
-                job = inserted
+            var inserted = jobs
+            guard let error = write(what, { try store.insert(&inserted, digests: digests) }) else {
+                jobs = inserted
                 return
             }
+            let nothing = jobs.count == 1 ? "nothing was submitted" : "none of the \(jobs.count) jobs was submitted"
             guard error.isLocked else {
                 throw JobError(
                     code: "store_write_failed",
-                    message: "cannot store the job: \(error.cause) (\(error)); nothing was submitted: free space where "
+                    message: "cannot store the job: \(error.cause) (\(error)); \(nothing): free space where "
                         + "the daemon keeps its state (TRAILBOOK_JOBS_HOME) and submit again")
             }
             guard Timestamp.monotonic() - started < options.storeLockWaitSeconds else {
                 throw JobError(
                     code: "store_busy",
                     message: "cannot store the job: another process has held the job store's write lock for "
-                        + "\(Self.seconds(options.storeLockWaitSeconds)) (\(error)); nothing was submitted: end that "
+                        + "\(Self.seconds(options.storeLockWaitSeconds)) (\(error)); \(nothing): end that "
                         + "process (an open sqlite3 shell, a backup) and submit again")
             }
             await Self.wait(seconds: delay)

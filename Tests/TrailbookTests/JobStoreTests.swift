@@ -36,6 +36,30 @@ struct JobStoreTests {
         #expect(loaded.retryAt == 1_000)
     }
 
+    /// A batch is stored in one transaction: a key already taken (the unique index) stores none of it; a batch
+    /// that fits is stored in order, and each key finds its job with the request's digest.
+    @Test func aBatchIsStoredWhollyOrNotAtAllAndKeysFindTheirJobs() throws {
+        let store = try JobStore(path: temporaryPath())
+        var taken = makeJob("0b000000-0000-4000-8000-000000000001")
+        taken.key = "k1"
+        try store.insert(&taken, digest: "d1")
+        var batch = [makeJob("0b000000-0000-4000-8000-000000000002"), makeJob("0b000000-0000-4000-8000-000000000003")]
+        batch[0].key = "k2"
+        batch[1].key = "k1"
+        #expect(throws: SQLiteError.self) { try store.insert(&batch, digests: ["d2", "d1"]) }
+        #expect(try store.jobs().map(\.id) == [taken.id], "nothing of the refused batch is stored")
+        #expect(try store.job(key: "k2") == nil)
+        batch[1].key = "k3"
+        try store.insert(&batch, digests: ["d2", "d3"])
+        #expect(batch[0].sequence < batch[1].sequence)
+        #expect(try store.jobs().map(\.id) == [taken.id, batch[0].id, batch[1].id])
+        let found = try #require(try store.job(key: "k3"))
+        #expect(found.job.id == batch[1].id)
+        #expect(found.job.key == "k3")
+        #expect(found.digest == "d3")
+        #expect(try store.job(key: "k1")?.digest == "d1")
+    }
+
     /// A job's end that needs a clean-up is recorded with it (one transaction); the pending clean-up survives a
     /// reopen of the store, is rescheduled with its tries and last error, and is forgotten once done.
     @Test func aPendingCleanUpIsRecordedWithTheEndAndSurvivesAReopen() throws {

@@ -1,0 +1,162 @@
+import TrailbookEngine
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// Submits with idempotency keys: one job (`submit KIND …`), or a batch (`submit upload … --each`,
+/// `submit --from FILE.ndjson`) in one `submit_batch` request, queued all or none.
+///
+/// Every submit carries a key (`--key`, else a new random one per invocation). When the reply is lost after the
+/// request went out (the daemon died between its commit and its answer), the same request, with the same key, is
+/// sent again on a new connection: every 0.25 s doubling to 2 s, for up to `retryWindowSeconds`. The daemon
+/// answers a known key with the job it already made, so a retried submit never queues a second job.
+enum BatchSubmit {
+    /// How long a submit whose reply was lost keeps reconnecting to ask again, in seconds.
+    static let retryWindowSeconds = 30.0
+
+    /// The key of this invocation: `--key`, or a new random one.
+    static func key(_ arguments: ParsedArguments) -> String {
+        arguments.value("key") ?? SubmitRequest.newKey()
+    }
+
+    /// Sends a submit (or submit_batch) request and returns the daemon's reply, asking again with the same
+    /// request (the same keys) when the reply is lost.
+    /// - Throws: `ClientError` when the daemon is not reachable at first (nothing was sent), or stays unreachable
+    ///   for `retryWindowSeconds` after a lost reply (the message names the key to submit again with).
+    static func send(_ request: JSONValue, key: String, _ context: CommandContext) throws -> JSONValue {
+        let client = try context.connect()
+        let lost: ClientError
+        do {
+            return try client.request(request)
+        } catch {
+            lost = error
+        }
+        CLI.printError("\(lost.message): the daemon may have queued the job; asking again with the same key (\(key)) "
+            + "for up to \(Int(retryWindowSeconds)) s")
+        let deadline = Timestamp.monotonic() + retryWindowSeconds
+        var delay = 0.25
+        while Timestamp.monotonic() < deadline {
+            usleep(UInt32(min(delay, max(0, deadline - Timestamp.monotonic())) * 1_000_000))
+            delay = min(delay * 2, 2)
+            guard let reply = try? context.connect().request(request) else { continue }
+            // A daemon stopping (SIGTERM) refuses before it looks at the key: ask its successor.
+            if reply["error"]?["code"]?.stringValue == "shutting_down" { continue }
+            return reply
+        }
+        throw ClientError(
+            message: "lost the daemon's reply to the submit and could not ask again for \(Int(retryWindowSeconds)) s; "
+                + "the job may have been queued: once the daemon runs, submit the same again with --key \(key) "
+                + "(it returns the job if there is one, else queues it)")
+    }
+
+    /// One entry of a batch, with what names it in messages (`b.jpg`, `jobs.ndjson line 7`).
+    struct Entry {
+        var request: [String: JSONValue]
+        var label: String
+    }
+
+    /// Submits `entries` as one batch and prints their IDs in order (`--json`: `{"ids", "existing"}`).
+    ///
+    /// Each entry lacking a key gets `KEY/INDEX` (its index in the batch, from 0); each lacking an option given on
+    /// the command line (`--priority`, …) gets it.
+    /// - Throws: `UsageError` when the batch is over the daemon's request limit, `DaemonReply` when the daemon
+    ///   refuses it (the message names the entry), `ClientError` as `send`.
+    static func submit(_ entries: [Entry], _ context: CommandContext) throws -> Int32 {
+        let arguments = context.arguments
+        guard !arguments.flag("wait"), !arguments.flag("watch") else {
+            throw UsageError("--wait and --watch follow one job; follow a batch's jobs with 'trailbook-jobs watch ID…'")
+        }
+        let key = Self.key(arguments)
+        guard case .object(let common) = try Commands.submitOptions(arguments) else { return ExitCode.usage }
+        var jobs: [JSONValue] = []
+        jobs.reserveCapacity(entries.count)
+        for (index, entry) in entries.enumerated() {
+            var request = entry.request
+            if request["key"] == nil { request["key"] = .string("\(key)/\(index)") }
+            if !common.isEmpty {
+                var options: [String: JSONValue] = [:]
+                if case .object(let given) = request["options"] ?? .null { options = given }
+                options.merge(common) { given, _ in given }
+                request["options"] = .object(options)
+            }
+            jobs.append(.object(request))
+        }
+        let request: JSONValue = ["op": "submit_batch", "jobs": .array(jobs)]
+        let size = JSONCoding.encode(request).count
+        guard size < ControlServer.maxLineBytes else {
+            throw UsageError(
+                "these \(entries.count) jobs make a request of \(size) bytes, over the daemon's limit of "
+                    + "\(ControlServer.maxLineBytes); submit them in parts of at most "
+                    + "\(max(1, entries.count * ControlServer.maxLineBytes / size / 2)) jobs")
+        }
+        let reply = try send(request, key: key, context)
+        if reply["ok"]?.boolValue != true {
+            var error = reply["error"].flatMap { try? JSONCoding.convert($0, to: JobError.self) }
+                ?? JobError(code: "bad_reply", message: "unexpected reply from the daemon")
+            if let index = reply["error"]?["index"]?.intValue, entries.indices.contains(Int(index)) {
+                error.message = "\(entries[Int(index)].label): \(error.message)"
+            }
+            throw DaemonReply(error: error)
+        }
+        let ids = reply["ids"]?.arrayValue ?? []
+        let existing = reply["existing"]?.arrayValue?.map { $0.boolValue == true } ?? []
+        if context.json {
+            print(JSONCoding.encodePretty(["ids": .array(ids), "existing": .array(existing.map { .bool($0) })] as JSONValue))
+        } else {
+            for id in ids { print(id.stringValue ?? "") }
+        }
+        let known = existing.filter { $0 }.count
+        if known > 0 {
+            CLI.printError(
+                "\(known) of the \(ids.count) jobs had been submitted before with the same key; \(ids.count - known) queued now")
+        }
+        return ExitCode.success
+    }
+
+    /// The entries of an NDJSON file (`-`: standard input): one submit object per line (`kind`, `params`,
+    /// `options`, `key`; an `op` of `submit` is allowed), blank lines skipped.
+    /// - Throws: `UsageError` naming the line that is not a submit object, or a file that cannot be read.
+    static func entries(fromFile path: String) throws -> [Entry] {
+        let name = path == "-" ? "standard input" : path
+        let bytes = try readAll(path)
+        var entries: [Entry] = []
+        var number = 0
+        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
+            number += 1
+            guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { continue }
+            let label = "\(name) line \(number)"
+            let value: JSONValue
+            do {
+                value = try JSONParser.parse(line)
+            } catch {
+                throw UsageError("\(label) is not JSON: \(error.message)")
+            }
+            guard case .object(var members) = value, members["kind"]?.stringValue != nil else {
+                throw UsageError("\(label) is not a submit object: {\"kind\": …, \"params\": {…}, \"options\": {…}, \"key\": …}")
+            }
+            if let op = members.removeValue(forKey: "op"), op.stringValue != "submit" {
+                throw UsageError("\(label) has op \(String(decoding: JSONCoding.encode(op), as: UTF8.self)); only submit objects go in a batch")
+            }
+            entries.append(Entry(request: members, label: label))
+        }
+        guard !entries.isEmpty else { throw UsageError("\(name) holds no jobs (one submit object per line)") }
+        return entries
+    }
+
+    /// The whole content of `path`, or of standard input for `-`.
+    private static func readAll(_ path: String) throws(UsageError) -> [UInt8] {
+        let fd = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw UsageError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { if fd != 0 { close(fd) } }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw UsageError("cannot read \(path): \(String(cString: strerror(errno)))") }
+            if n == 0 { return bytes }
+            bytes += chunk[..<n]
+        }
+    }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import Testing
+import TrailbookCLI
+import TrailbookEngine
+import TrailbookSQLite
+
+/// Batch submit (`submit_batch`, `submit upload … --each`, `submit --from`) and exactly-once submit with
+/// idempotency keys (issue 14), against the real daemon binary.
+@Suite(.serialized)
+struct SubmitBatchEndToEndTests {
+    static func sleepEntry(_ units: Int, key: String? = nil) -> JSONValue {
+        var entry: [String: JSONValue] = ["kind": "sleep", "params": ["units": .number(Double(units)), "unit_ms": 1]]
+        if let key { entry["key"] = .string(key) }
+        return .object(entry)
+    }
+
+    static func jobCount(_ daemon: DaemonHarness) throws -> Int {
+        try daemon.request(["op": "list", "limit": 100_000])["jobs"]?.arrayValue?.count ?? -1
+    }
+
+    @Test func aBatchIsQueuedInOrderAndAnsweredWithItsIDs() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let reply = try daemon.request([
+            "op": "submit_batch", "jobs": .array((1...5).map { Self.sleepEntry($0) }),
+        ])
+        #expect(reply["ok"]?.boolValue == true, "\(reply)")
+        let ids = try #require(reply["ids"]?.arrayValue?.compactMap { $0.stringValue })
+        #expect(ids.count == 5)
+        #expect(Set(ids).count == 5)
+        #expect(reply["existing"]?.arrayValue == Array(repeating: .bool(false), count: 5))
+        // Stored in the batch's order (submission order, so they also run in it) with each entry's own params.
+        let jobs = try #require(daemon.request(["op": "list"])["jobs"]?.arrayValue)
+        #expect(jobs.compactMap { $0["id"]?.stringValue } == ids)
+        #expect(jobs.compactMap { $0["params"]?["units"]?.intValue } == [1, 2, 3, 4, 5])
+        for id in ids { try daemon.waitForState(id, "succeeded") }
+    }
+
+    @Test func oneBadEntryRefusesTheWholeBatchNamingItsIndex() throws {
+        let daemon = try DaemonHarness()
+        let cases: [(jobs: [JSONValue], index: Int, code: String)] = [
+            ([Self.sleepEntry(1), Self.sleepEntry(1), ["kind": "sleep", "params": ["units": -1]]], 2, "invalid_params"),
+            ([Self.sleepEntry(1), ["kind": "nope"]], 1, "unknown_kind"),
+            ([Self.sleepEntry(1), ["kind": "sleep", "params": [1]]], 1, "bad_request"),
+            ([["kind": "sleep", "params": ["units": 1], "options": ["max_attempts": 0]], Self.sleepEntry(1)], 0, "invalid_options"),
+            ([Self.sleepEntry(1, key: "same"), Self.sleepEntry(2, key: "same")], 1, "key_reused"),
+            ([Self.sleepEntry(1), Self.sleepEntry(1, key: "has space")], 1, "bad_key"),
+            ([Self.sleepEntry(1), 7], 1, "bad_request"),
+        ]
+        for (jobs, index, code) in cases {
+            let reply = try daemon.request(["op": "submit_batch", "jobs": .array(jobs)])
+            #expect(reply["ok"]?.boolValue == false)
+            #expect(reply["error"]?["code"]?.stringValue == code, "\(reply)")
+            #expect(reply["error"]?["index"]?.intValue == Int64(index), "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains("job \(index) of the batch") == true)
+        }
+        #expect(try daemon.request(["op": "submit_batch", "jobs": []])["error"]?["code"]?.stringValue == "bad_request")
+        #expect(try Self.jobCount(daemon) == 0, "nothing queued by a refused batch")
+    }
+
+    /// Issue 11's duplicate refusal holds within a batch too: two entries uploading the same file to the same
+    /// place refuse the batch (index of the second), and one duplicating an unfinished job refuses it as well.
+    @Test func duplicateUploadsAreRefusedWithinABatchAndAgainstQueuedJobs() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let source = daemon.home.file("a.jpg")
+        let other = daemon.home.file("b.jpg")
+        try Data(repeating: 7, count: 4096).write(to: URL(fileURLWithPath: source))
+        try Data(repeating: 8, count: 4096).write(to: URL(fileURLWithPath: other))
+        let dest = daemon.home.file("dest")
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
+        func upload(_ path: String, to: String = "file://" + dest) -> JSONValue {
+            ["kind": "upload", "params": ["files": [.string(path)], "to": .string(to), "max_rate": 1024]]
+        }
+        var reply = try daemon.request(["op": "submit_batch", "jobs": [upload(source), upload(other), upload(source)]])
+        #expect(reply["error"]?["code"]?.stringValue == "duplicate_upload", "\(reply)")
+        #expect(reply["error"]?["index"]?.intValue == 2)
+        #expect(reply["error"]?["message"]?.stringValue?.contains("job 0 of the batch already does the same") == true)
+        // The same directory written another way is the same place.
+        reply = try daemon.request(["op": "submit_batch", "jobs": [upload(source), upload(source, to: "file://" + dest + "/")]])
+        #expect(reply["error"]?["code"]?.stringValue == "duplicate_upload", "\(reply)")
+        #expect(try Self.jobCount(daemon) == 0)
+        // allow_duplicate on the second lets both in.
+        var second = upload(source)
+        if case .object(var members) = second {
+            members["options"] = ["allow_duplicate": true]
+            second = .object(members)
+        }
+        reply = try daemon.request(["op": "submit_batch", "jobs": [upload(source), second]])
+        #expect(reply["ok"]?.boolValue == true, "\(reply)")
+        let queued = try #require(reply["ids"]?.arrayValue?.first?.stringValue)
+        // Against the unfinished job now queued: refused at its index, nothing more queued.
+        reply = try daemon.request(["op": "submit_batch", "jobs": [upload(other), upload(source)]])
+        #expect(reply["error"]?["code"]?.stringValue == "duplicate_upload")
+        #expect(reply["error"]?["index"]?.intValue == 1)
+        #expect(reply["error"]?["message"]?.stringValue?.contains(queued) == true)
+        #expect(try Self.jobCount(daemon) == 2)
+        for id in try daemon.request(["op": "list"])["jobs"]?.arrayValue?.compactMap({ $0["id"]?.stringValue }) ?? [] {
+            _ = try daemon.request(["op": "cancel", "job": .string(id)])
+        }
+    }
+
+    @Test func aKnownKeyReturnsTheSameJobAndADifferentRequestWithItIsRefused() throws {
+        let daemon = try DaemonHarness()
+        let first = try daemon.request(["op": "submit", "kind": "sleep", "params": ["units": 2, "unit_ms": 1], "key": "k-1"])
+        let id = try #require(first["job"]?["id"]?.stringValue)
+        #expect(first["existing"]?.boolValue == false)
+        #expect(first["job"]?["key"]?.stringValue == "k-1")
+        try daemon.waitForState(id, "succeeded")
+        // Again, after it ended: the same job, marked existing, nothing new.
+        let again = try daemon.request(["op": "submit", "kind": "sleep", "params": ["units": 2, "unit_ms": 1], "key": "k-1"])
+        #expect(again["job"]?["id"]?.stringValue == id)
+        #expect(again["job"]?["state"]?.stringValue == "succeeded")
+        #expect(again["existing"]?.boolValue == true)
+        // The same key with other params or options: refused, with a stable code.
+        for request: JSONValue in [
+            ["op": "submit", "kind": "sleep", "params": ["units": 3], "key": "k-1"],
+            ["op": "submit", "kind": "sleep", "params": ["units": 2], "options": ["priority": 1], "key": "k-1"],
+        ] {
+            let reply = try daemon.request(request)
+            #expect(reply["error"]?["code"]?.stringValue == "key_reused", "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains(id) == true)
+        }
+        // In a batch: known keys give their jobs (existing), new ones are queued, in order.
+        let batch = try daemon.request([
+            "op": "submit_batch", "jobs": [Self.sleepEntry(5, key: "k-2"), Self.sleepEntry(2, key: "k-1")],
+        ])
+        let ids = try #require(batch["ids"]?.arrayValue?.compactMap { $0.stringValue })
+        #expect(ids.count == 2)
+        #expect(ids[1] == id)
+        #expect(batch["existing"]?.arrayValue == [false, true])
+        let repeated = try daemon.request([
+            "op": "submit_batch", "jobs": [Self.sleepEntry(5, key: "k-2"), Self.sleepEntry(2, key: "k-1")],
+        ])
+        #expect(repeated["ids"]?.arrayValue?.compactMap(\.stringValue) == ids)
+        #expect(repeated["existing"]?.arrayValue == [true, true])
+        #expect(try Self.jobCount(daemon) == 2)
+        // Keys are stored with the job (a unique index): they survive a restart.
+        try daemon.crash()
+        try daemon.start()
+        let after = try daemon.request(["op": "submit", "kind": "sleep", "params": ["units": 5, "unit_ms": 1], "key": "k-2"])
+        #expect(after["job"]?["id"]?.stringValue == ids[0])
+        #expect(after["existing"]?.boolValue == true)
+        #expect(try Self.jobCount(daemon) == 2)
+    }
+
+    /// Concurrent submits of one key (a retry racing the first try, a script run twice): one job.
+    @Test func concurrentSubmitsOfOneKeyMakeOneJob() throws {
+        let daemon = try DaemonHarness()
+        let line = Array(#"{"op":"submit","kind":"sleep","params":{"units":1},"key":"race"}"#.utf8) + [0x0A]
+        let descriptors = try (0..<8).map { _ in try daemon.rawConnection() }
+        for fd in descriptors { DaemonHarness.send(fd, line) }
+        var ids: Set<String> = []
+        var existing = 0
+        for fd in descriptors {
+            shutdown(fd, Int32(SHUT_WR))
+            let lines = DaemonHarness.readLines(fd)
+            close(fd)
+            let reply = try JSONCoding.decode(JSONValue.self, from: try #require(lines.first))
+            ids.insert(reply["job"]?["id"]?.stringValue ?? "none")
+            if reply["existing"]?.boolValue == true { existing += 1 }
+        }
+        #expect(ids.count == 1)
+        #expect(existing == 7)
+        #expect(try Self.jobCount(daemon) == 1)
+    }
+
+    @Test func eachMakesOneJobPerFileAndFromReadsNDJSON() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let dest = daemon.home.file("dest")
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
+        let names = ["a.jpg", "b.jpg", "c.jpg"]
+        for (n, name) in names.enumerated() {
+            try Data(repeating: UInt8(n), count: 1000 + n).write(to: URL(fileURLWithPath: daemon.home.file(name)))
+        }
+        let sources = names.map { daemon.home.file($0) }
+        var result = try daemon.cli(["submit", "upload"] + sources + ["--to", dest, "--each", "--key", "trip"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let ids = result.stdout.split(separator: "\n").map(String.init)
+        #expect(ids.count == 3)
+        for (id, source) in zip(ids, sources) {
+            let job = try daemon.waitForState(id, "succeeded")
+            #expect(job["params"]?["files"]?.arrayValue?.compactMap(\.stringValue) == [source])
+            #expect(job["key"]?.stringValue == "trip/\(ids.firstIndex(of: id)!)")
+        }
+        // Run again with the same key: the same IDs, exit 0, and said so.
+        result = try daemon.cli(["submit", "upload"] + sources + ["--to", dest, "--each", "--key", "trip", "--json"])
+        #expect(result.status == 0)
+        let reply = try JSONCoding.decode(JSONValue.self, from: Array(result.stdout.utf8))
+        #expect(reply["ids"]?.arrayValue?.compactMap(\.stringValue) == ids)
+        #expect(reply["existing"]?.arrayValue == [true, true, true])
+        #expect(result.stderr.contains("3 of the 3 jobs had been submitted before"))
+        // A missing file refuses the batch, naming the file; nothing queued.
+        result = try daemon.cli(["submit", "upload", sources[0], daemon.home.file("missing.jpg"), "--to", dest, "--each"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("missing.jpg: job 1 of the batch"), "\(result.stderr)")
+        #expect(result.stderr.contains("[source_missing]"))
+        #expect(try Self.jobCount(daemon) == 3)
+
+        // --from: a file of submit objects; a line's own key is kept, the others get KEY/INDEX.
+        let file = daemon.home.file("jobs.ndjson")
+        try """
+            {"kind": "sleep", "params": {"units": 1}, "key": "mine"}
+
+            {"op": "submit", "kind": "sleep", "params": {"units": 2}, "options": {"priority": 3}}
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        result = try daemon.cli(["submit", "--from", file, "--key", "run", "--priority", "1"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let fromIDs = result.stdout.split(separator: "\n").map(String.init)
+        #expect(fromIDs.count == 2)
+        let first = try daemon.show(fromIDs[0])
+        let second = try daemon.show(fromIDs[1])
+        #expect(first["key"]?.stringValue == "mine")
+        #expect(second["key"]?.stringValue == "run/1")
+        #expect(first["priority"]?.intValue == 1, "the command line's option fills in")
+        #expect(second["priority"]?.intValue == 3, "the line's own option wins")
+        // A bad line is named by its line number; nothing queued.
+        try """
+            {"kind": "sleep", "params": {"units": 1}}
+            {"kind": "sleep", "params": {"units": -5}}
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        result = try daemon.cli(["submit", "--from", file])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("jobs.ndjson line 2: job 1 of the batch"), "\(result.stderr)")
+        #expect(result.stderr.contains("[invalid_params]"))
+        try "{\"kind\": \"sleep\", \"params\": {\"units\": 1},}\n".write(toFile: file, atomically: true, encoding: .utf8)
+        result = try daemon.cli(["submit", "--from", file])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("jobs.ndjson line 1 is not JSON"), "\(result.stderr)")
+        #expect(try Self.jobCount(daemon) == 5)
+    }
+
+    /// The lost reply (issue 14): the daemon commits a submit and dies before answering (a test hook makes it exit
+    /// right after the commit). The CLI, which made its own key, reconnects to the restarted daemon with the same
+    /// key and gets the job: exit 0, marked existing, and exactly one job exists. Then the same for a batch.
+    @Test func aSubmitWhoseReplyIsLostIsRetriedWithItsKeyAndMakesOneJob() throws {
+        let home = TemporaryDirectory()
+        var hooked: DaemonHarness? = try DaemonHarness(
+            home: home, environment: ["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT": "86"])
+        let source = home.file("photo.jpg")
+        try Data(repeating: 1, count: 5000).write(to: URL(fileURLWithPath: source))
+        let dest = home.file("dest")
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
+        let environment = try #require(hooked?.environment)
+
+        let second = home.file("photo2.jpg")
+        try Data(repeating: 2, count: 10).write(to: URL(fileURLWithPath: second))
+        try FileManager.default.createDirectory(atPath: dest + "/sub", withIntermediateDirectories: true)
+        for (round, arguments) in [[source, "--to", dest], [source, second, "--to", dest + "/sub", "--each"]].enumerated() {
+            if round == 1 {
+                hooked = try DaemonHarness(home: home, environment: ["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT": "86"])
+            }
+            let before = try Self.jobCount(try #require(hooked))
+            let output = home.file("cli-\(round).out")
+            let cli = try ChildProcess.spawn(Binary.path, ["submit", "upload"] + arguments, environment: environment, output: output)
+            // The daemon exits by the hook, after its commit and before its reply.
+            let process = try #require(hooked?.process)
+            let deadline = Date().addingTimeInterval(20)
+            while process.isRunning && Date() < deadline { usleep(5_000) }
+            #expect(!process.isRunning)
+            #expect(process.terminationStatus == 86, "the hook's exit status")
+            var status: Int32 = 0
+            #expect(try String(contentsOfFile: home.file("daemon.log"), encoding: .utf8).contains("test hook: exiting"))
+            // Restarted without the hook (as systemd would): the CLI's retry finds the job.
+            let daemon = try DaemonHarness(home: home)
+            #expect(waitpid(cli, &status, 0) == cli)
+            let printed = try String(contentsOfFile: output, encoding: .utf8)
+            #expect((status >> 8) & 0xFF == 0, "the CLI exits 0: \(printed)")
+            #expect(printed.contains("asking again with the same key"), "\(printed)")
+            let ids = printed.split(separator: "\n").map(String.init).filter { $0.count == 36 && !$0.contains(" ") }
+            let expected = round == 0 ? 1 : 2
+            #expect(ids.count == expected, "\(printed)")
+            #expect(printed.contains(round == 0 ? "had been submitted before with key" : "2 of the 2 jobs had been submitted before"), "\(printed)")
+            let jobs = try #require(daemon.request(["op": "list", "limit": 1000])["jobs"]?.arrayValue)
+            #expect(jobs.count == before + expected, "exactly one job per entry: \(jobs.count)")
+            #expect(Set(jobs.suffix(expected).compactMap { $0["id"]?.stringValue }) == Set(ids))
+            for id in ids { try daemon.waitForState(id, "succeeded") }
+            hooked = nil
+            _ = try daemon.stop()
+        }
+    }
+}
