@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Crash loop: kill -9 the daemon at random moments during tus, s3:// and file:// uploads, then check nothing was lost.
+"""Crash loop: kill -9 the daemon at random moments during tus, s3:// and file:// uploads and batched submits, then check
+nothing was lost or doubled.
 
     python3 scripts/crash-loop.py [--kills 8] [--seed N] [--binary PATH] [--keep]
 
@@ -10,16 +11,27 @@ What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards 
   Tests/Support/s3-server/setup.sh makes) with 1 MiB parts allowed;
 - submits rounds of uploads: three tus uploads of random files (one job each) through the proxy, one s3:// upload
   of a multipart file and a one-PUT file, and one directory (file://) upload of several files, all in 1 MiB chunks under --max-rate, so they run for seconds;
-- --kills times: waits a random 0.2-1.5 s, sometimes arms a proxy fault (a 503 or a reset in the middle of a
+- --kills times: waits a random 0.2-1.5 s (and 3 times in 10 then waits for a batch submit to start, and 0-60 ms
+  more, to aim the kill at it), sometimes arms a proxy fault (a 503 or a reset in the middle of a
   PATCH) or an S3 fault (a 503 SlowDown to an UploadPart), kill -9s the daemon and starts it again. When a round's jobs have all ended it is checked and a new
   round is submitted, so a long run (--kills 1000) keeps uploads in flight for every kill;
+- meanwhile a second thread submits batches of `sleep` test jobs through the CLI (`submit --from -`, 1-30 jobs a
+  batch, each with its own idempotency key), and now and then submits an acknowledged batch again with the same
+  keys; a batch the CLI could not hand over (exit 3: the daemon was down) is sent again with the same keys until it
+  is acknowledged. A kill that lands between a submit's commit and its reply is recovered by the CLI itself, which
+  asks again with the same keys (counted as "lost replies");
 - after the last kill, lets the daemon finish and checks every round:
   * every job ended `succeeded`;
   * every uploaded object's SHA-256 (the tus server's stored file, the S3 object, the destination directory's
     file) equals its source's, and the job's result reports the same digest;
   * no orphan: the tus server holds exactly the uploads the results name, the S3 server no multipart upload in
     progress, and the destination directory holds no `.part` file;
-  * a job's `bytes_resent` is at most one chunk per kill and per injected fault during its life.
+  * a job's `bytes_resent` is at most one chunk per kill and per injected fault during its life;
+  and every batched job:
+  * every acknowledged key names exactly one job in the store, the one its acknowledgement gave, and a batch sent
+    again got the same IDs back, marked existing (a resubmitted key never doubles a job);
+  * there is no job with a key that was never submitted, and none without a key;
+  * every one ended `succeeded`, and its end was logged by the daemon at most once (never run twice).
 Prints one summary line and exits 0 when every check held, 1 otherwise (each failed check is printed), 2 when it
 could not run (no venv, no binary).
 
@@ -38,6 +50,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -74,7 +87,8 @@ class Daemon:
 
     def __init__(self, binary, home, log, s3_port):
         self.binary, self.home, self.log = binary, home, log
-        self.env = dict(os.environ, TRAILBOOK_JOBS_HOME=home, NO_COLOR="1", AWS_ACCESS_KEY_ID="crash",
+        self.env = dict(os.environ, TRAILBOOK_JOBS_HOME=home, NO_COLOR="1", TRAILBOOK_JOBS_TEST_KINDS="1",
+                        AWS_ACCESS_KEY_ID="crash",
                         AWS_SECRET_ACCESS_KEY="loop", AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_port}",
                         AWS_REGION="us-east-1", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
                         AWS_CONFIG_FILE="/nonexistent", AWS_PROFILE="", AWS_SESSION_TOKEN="")
@@ -167,6 +181,112 @@ class Round:
     def ended(self, daemon):
         jobs = {j["id"]: j for j in daemon.request({"op": "list", "limit": 100000})["jobs"]}
         return all(jobs[i]["state"] in ("succeeded", "failed", "cancelled") for i in self.sources)
+
+
+class Batches(threading.Thread):
+    """Submits batches of `sleep` jobs with idempotency keys through the CLI until stopped, while the main thread
+    kills the daemon; records what each acknowledgement said."""
+
+    def __init__(self, daemon, seed):
+        super().__init__(daemon=True)
+        self.daemon_, self.rng = daemon, random.Random(seed)
+        self.stopping = threading.Event()
+        self.sending = threading.Event()  # set while a CLI submit runs, so a kill can be aimed at it
+        self.acked = {}  # key -> job id, from the first acknowledgement
+        self.submitted = set()  # every key sent
+        self.sent = []  # the NDJSON text of each acknowledged batch, to send again
+        self.batches = self.resubmits = self.lost_replies = self.lost_after_commit = self.unreachable = 0
+        self.ends_logged = 0
+        self.problems = []
+
+    def submit(self, text, again):
+        """Sends one batch until it is acknowledged (the CLI retries a lost reply itself; exit 3 means it never
+        reached a daemon, so it is sent again here, with the same keys)."""
+        while True:
+            self.sending.set()
+            try:
+                out = subprocess.run([self.daemon_.binary, "submit", "--from", "-", "--json"], input=text,
+                                     env=self.daemon_.env, capture_output=True, text=True, timeout=90)
+            finally:
+                self.sending.clear()
+            if "asking again with the same key" in out.stderr:
+                self.lost_replies += 1
+            if out.returncode == 3:
+                self.unreachable += 1
+                time.sleep(0.05)
+                continue
+            if out.returncode != 0:
+                self.problems.append(f"batch submit failed ({out.returncode}): {out.stderr.strip()[:300]}")
+                return
+            reply = json.loads(out.stdout)
+            keys = [json.loads(line)["key"] for line in text.splitlines()]
+            if "asking again with the same key" in out.stderr and not again and any(reply["existing"]):
+                self.lost_after_commit += 1  # the kill fell between the commit and the reply
+            if len(reply["ids"]) != len(keys):
+                self.problems.append(f"batch of {len(keys)} answered with {len(reply['ids'])} ids")
+                return
+            for key, job, existing in zip(keys, reply["ids"], reply["existing"]):
+                known = self.acked.setdefault(key, job)
+                if known != job:
+                    self.problems.append(f"key {key} acknowledged as job {known}, then as job {job} (doubled)")
+                if again and not existing:
+                    self.problems.append(f"key {key} sent again was not marked existing")
+            return
+
+    def run(self):
+        while not self.stopping.is_set():
+            if self.sent and self.rng.random() < 0.2:
+                self.resubmits += 1
+                self.submit(self.rng.choice(self.sent), again=True)
+            else:
+                lines = []
+                for n in range(self.rng.randint(1, 30)):
+                    key = f"b{self.batches}-{n}"
+                    self.submitted.add(key)
+                    lines.append(json.dumps({"kind": "sleep", "key": key,
+                                             "params": {"units": self.rng.randint(0, 3), "unit_ms": 5}}))
+                text = "\n".join(lines) + "\n"
+                self.batches += 1
+                self.submit(text, again=False)
+                self.sent.append(text)
+            time.sleep(self.rng.uniform(0.05, 0.4))
+
+    def ended(self, daemon):
+        jobs = daemon.request({"op": "list", "kind": "sleep", "limit": 100000})["jobs"]
+        return all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs)
+
+    def check(self, daemon, log_path):
+        problems = list(self.problems)
+        jobs = daemon.request({"op": "list", "kind": "sleep", "limit": 100000})["jobs"]
+        by_key = {}
+        for job in jobs:
+            if job.get("key") is None:
+                problems.append(f"sleep job {job['id']} has no key")
+                continue
+            by_key.setdefault(job["key"], []).append(job)
+        for key, job_id in self.acked.items():
+            found = by_key.get(key, [])
+            if len(found) != 1:
+                problems.append(f"acknowledged key {key} names {len(found)} jobs (job {job_id})")
+            elif found[0]["id"] != job_id:
+                problems.append(f"acknowledged key {key} gave job {job_id}, the store holds {found[0]['id']}")
+        for key in set(by_key) - self.submitted:
+            problems.append(f"job(s) with key {key}, never submitted")
+        if set(self.acked) != self.submitted:
+            problems.append(f"{len(self.submitted - set(self.acked))} submitted key(s) never acknowledged")
+        with open(log_path, "rb") as f:
+            log = f.read().decode(errors="replace")
+        prefixes = {}
+        for job in jobs:
+            prefixes.setdefault(job["id"][:8], []).append(job["id"])
+            if job["state"] != "succeeded":
+                problems.append(f"sleep job {job['id']} ended {job['state']}: {job.get('error')}")
+        for prefix, ids in prefixes.items():
+            ends = log.count(f"job {prefix} sleep running -> succeeded")
+            self.ends_logged += 1 if len(ids) == 1 and ends == 1 else 0
+            if len(ids) == 1 and ends > 1:
+                problems.append(f"sleep job {ids[0]} ended {ends} times")
+        return problems, len(jobs)
 
 
 def s3_get(s3_port, path):
@@ -270,8 +390,13 @@ def main():
     try:
         daemon.start()
         rounds = [Round(0, work, rng, daemon, proxy_url)]
+        batches = Batches(daemon, rng.randrange(1 << 30))
+        batches.start()
         for kill in range(args.kills):
             time.sleep(rng.uniform(0.2, 1.5))
+            if rng.random() < 0.3 and batches.sending.wait(2):
+                # Aimed at a batch submit under way: before, during or after its commit, before its reply.
+                time.sleep(rng.uniform(0.0, 0.06))
             if rng.random() < 0.3:
                 fault = rng.choice(["status?code=503&count=1&method=PATCH",
                                     f"drop?after={rng.randint(1, CHUNK - 1)}&count=1"])
@@ -290,13 +415,19 @@ def main():
             daemon.start()
             if rounds[-1].ended(daemon) and kill < args.kills - 1:
                 rounds.append(Round(len(rounds), work, rng, daemon, proxy_url))
+        batches.stopping.set()
+        batches.join()
         deadline = time.monotonic() + args.settle
-        while not rounds[-1].ended(daemon) or not all(r.ended(daemon) for r in rounds):
+        while not all(r.ended(daemon) for r in rounds) or not batches.ended(daemon):
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         problems = check(rounds, daemon, tus_files, s3_port)
+        batch_problems, batch_jobs = batches.check(daemon, os.path.join(work, "daemon.log"))
+        problems += batch_problems
     finally:
+        if "batches" in locals():
+            batches.stopping.set()
         daemon.stop()
         for p in (proxy, server, s3_server):
             p.stdin.close()
@@ -307,7 +438,10 @@ def main():
     for problem in problems:
         print("crash-loop: FAIL " + problem)
     print(f"crash-loop: seed {seed}: {args.kills} kills, {faults} injected faults, {len(rounds)} rounds, {jobs} jobs, "
-          f"{len(problems)} problems, {time.monotonic() - started:.0f} s")
+          f"{batches.batches} batches ({batch_jobs} jobs, {batches.resubmits} sent again, {batches.lost_replies} lost "
+          f"replies recovered ({batches.lost_after_commit} after the commit), {batches.ends_logged} ends logged once, "
+          f"{batches.unreachable} sends to a stopped daemon), {len(problems)} problems, "
+          f"{time.monotonic() - started:.0f} s")
     if args.keep or problems:
         print(f"crash-loop: work directory kept: {work} (daemon.log there)")
     else:
