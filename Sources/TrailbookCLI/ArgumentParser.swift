@@ -190,6 +190,10 @@ public struct ParsedArguments: Sendable {
     public var positionals: [String]
     /// For each positional, its index in the arguments parsed (to find its raw bytes: see `CLI.run`).
     public var positionalIndices: [Int] = []
+    /// For each value of an option, by long name and in order: the index of the argument that holds it and how
+    /// many bytes of that argument precede it (0 for `--name VALUE`, `--name=`'s length for `--name=VALUE`);
+    /// `nil` for a short option's attached value. To find its raw bytes (see `CommandContext.valuePath`).
+    public var valueSources: [String: [(index: Int, offset: Int)?]] = [:]
     /// Whether `--help` or `-h` was given; the other fields may then be incomplete.
     public var wantsHelp: Bool
     /// The flags given, by long name.
@@ -458,7 +462,7 @@ private struct ArgumentScan {
                     fail("unknown option --\(name)" + (suggestion.map { "; did you mean --\($0)?" } ?? ""))
                     continue
                 }
-                accept(option, inline: inline, arguments, &index)
+                accept(option, inline: inline, arguments, &index, inlineOffset: 2 + name.utf8.count + 1)
             } else {
                 var letters = token.dropFirst()
                 while let letter = letters.first {
@@ -484,7 +488,9 @@ private struct ArgumentScan {
     }
 
     /// Records one use of `option`, taking its value from `inline` or the next argument.
-    mutating func accept(_ option: OptionSpec, inline: String?, _ arguments: [String], _ index: inout Int) {
+    mutating func accept(
+        _ option: OptionSpec, inline: String?, _ arguments: [String], _ index: inout Int, inlineOffset: Int? = nil
+    ) {
         if option.name == "help" && option.kind == .flag {
             result.wantsHelp = true
             return
@@ -504,8 +510,10 @@ private struct ArgumentScan {
         case .value(let placeholder):
             if let inline {
                 result.valuesByName[option.name, default: []].append(inline)
+                result.valueSources[option.name, default: []].append(inlineOffset.map { (index - 1, $0) })
             } else if index < arguments.count && !Self.looksLikeOption(arguments[index]) {
                 result.valuesByName[option.name, default: []].append(arguments[index])
+                result.valueSources[option.name, default: []].append((index, 0))
                 index += 1
             } else {
                 var message = "option --\(option.name) needs a value (\(placeholder))"

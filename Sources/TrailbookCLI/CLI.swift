@@ -59,6 +59,9 @@ public enum CLI {
             if let rawArguments, rawArguments.count == arguments.count {
                 let offset = arguments.count - rest.count
                 context.rawPositionals = parsed.positionalIndices.map { rawArguments[offset + $0] }
+                context.rawValues = parsed.valueSources.mapValues { sources in
+                    sources.map { source in source.map { Array(rawArguments[offset + $0.index].dropFirst($0.offset)) } }
+                }
             }
             return try Commands.handler(for: spec.path)(context)
         } catch let error as UsageError {
@@ -128,6 +131,15 @@ struct CommandContext {
     /// The positionals as paths, with their exact bytes (a name need not be UTF-8).
     var positionalPaths: [BytePath] {
         rawPositionals.map { $0.map { BytePath(bytes: $0) } } ?? arguments.positionals.map { BytePath($0) }
+    }
+    /// Each option's values' bytes as the process received them (`nil` where unknown), by long name.
+    var rawValues: [String: [[UInt8]?]] = [:]
+
+    /// The (last) value of `--name` as a path, with its exact bytes when known; `nil` when not given.
+    func valuePath(_ name: String) -> BytePath? {
+        guard let text = arguments.value(name) else { return nil }
+        if let raw = rawValues[name]?.last, let raw { return BytePath(bytes: raw) }
+        return BytePath(text)
     }
 
     var home: String { Endpoint.home(environment: environment) }

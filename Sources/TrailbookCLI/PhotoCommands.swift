@@ -144,8 +144,9 @@ enum PhotoCommands {
             let store = entries.allSatisfy { StableID($0) != nil } ? nil : try openStore(context)
             return ["ids": .array(try entries.map { .string(try fullStableID($0, in: store)) })]
         }
-        if let file = arguments.value("ids-file") {
-            return ["ids_file": .string(Commands.absolute(file, cwd: Commands.currentDirectory()))]
+        // The file's exact bytes (its name need not be UTF-8).
+        if let file = context.valuePath("ids-file") {
+            return ["ids_file": Commands.absolutePath(file).json]
         }
         return ["all": true]
     }
@@ -197,8 +198,8 @@ enum PhotoCommands {
             }
             params = try selectionParams(context)
         }
-        if let places = context.arguments.value("places") {
-            params["places"] = .string(Commands.absolute(places, cwd: Commands.currentDirectory()))
+        if let places = context.valuePath("places") {
+            params["places"] = Commands.absolutePath(places).json
         }
         try sidecarParams(context.arguments, into: &params)
         return try Commands.submit(kind: "autotag", params: .object(params), context)

@@ -122,6 +122,22 @@ struct TaggingEndToEndTests {
         #expect(done["result"]?["inserted"]?.intValue == 1, "\(done)")
         let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
         #expect(photos.first?["path"] == photo.json, "\(photos)")
+        // The ID file and the places file given to tag and autotag may have such names too (`--ids-file`,
+        // `--places` send their bytes as the import's folder is sent).
+        let stableID = try #require(photos.first?["id"]?.stringValue)
+        let idsFile = BytePath.join(sub, BytePath(bytes: Array("ids-".utf8) + [0xE9] + Array(".txt".utf8)))
+        let places = BytePath.join(sub, BytePath(bytes: Array("pl".utf8) + [0xE9] + Array("ces.csv".utf8)))
+        for (file, text) in [(idsFile, stableID + "\n"), (places, "name,lat,lon\nHome,52.0,4.3\n")] {
+            let fd = file.withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
+            #expect(fd >= 0 && write(fd, text, text.utf8.count) == text.utf8.count)
+            close(fd)
+        }
+        let tag = try daemon.waitForState(try daemon.submit("tag", ["tag": "trip", "ids_file": idsFile.json]), "succeeded")
+        #expect(tag["result"]?["tagged"]?.intValue == 1, "\(tag)")
+        #expect(tag["params"]?["ids_file"] == idsFile.json)
+        let autotag = try daemon.waitForState(try daemon.submit("autotag", ["all": true, "places": places.json]), "succeeded")
+        #expect(autotag["result"]?["tagged"]?.intValue == 1, "\(autotag)")
+        #expect(autotag["params"]?["places"] == places.json)
     }
 
     /// The neighbours of a name that is not UTF-8 (issue 10, item 4): control characters (newline, ESC, BEL), a

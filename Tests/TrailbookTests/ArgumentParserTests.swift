@@ -76,6 +76,28 @@ struct ArgumentParserTests {
         #expect(!parsed.wantsHelp)
     }
 
+    /// Each value records where its bytes are (argument index, bytes before it), so a path given to an option
+    /// keeps bytes that are not UTF-8 (`--ids-file caf\xe9.txt`), as positionals do.
+    @Test func valueSourcesPointAtTheRawBytes() throws {
+        let raw: [[UInt8]] = [
+            Array("f".utf8), Array("--to=caf".utf8) + [0xE9], Array("--header".utf8), Array("X: ".utf8) + [0xE9],
+            Array("-Hb".utf8),
+        ]
+        let text = raw.map { String(decoding: $0, as: UTF8.self) }
+        let parsed = try ArgumentParser.parse(text, for: Self.upload)
+        let to = try #require(parsed.valueSources["to"]?.first ?? nil)
+        #expect(Array(raw[to.index].dropFirst(to.offset)) == Array("caf".utf8) + [0xE9])
+        let headers = parsed.valueSources["header"] ?? []
+        #expect(headers.count == 2)
+        let first = try #require(headers.first ?? nil)
+        #expect(Array(raw[first.index].dropFirst(first.offset)) == Array("X: ".utf8) + [0xE9])
+        #expect(headers.last! == nil, "a short option's attached value has no raw source: its text is used")
+        var context = CommandContext(arguments: parsed, environment: [:])
+        context.rawValues = parsed.valueSources.mapValues { $0.map { $0.map { Array(raw[$0.index].dropFirst($0.offset)) } } }
+        #expect(context.valuePath("to")?.bytes == Array("caf".utf8) + [0xE9])
+        #expect(context.valuePath("chunk-size") == nil)
+    }
+
     @Test func doubleDashEndsOptions() throws {
         let parsed = try ArgumentParser.parse(["--to", "d", "--", "--json", "-w", "--"], for: Self.upload)
         #expect(parsed.positionals == ["--json", "-w", "--"])

@@ -25,8 +25,8 @@ public struct AutotagJob: JobKind {
     public struct Params: Codable, Sendable {
         /// Which photos.
         public var selection: PhotoSelection
-        /// A user's places table (CSV `name,lat,lon`), absolute path.
-        public var places: String?
+        /// A user's places table (CSV `name,lat,lon`), absolute path, its exact bytes.
+        public var places: BytePath?
         /// Write each photo's tag changes to its XMP sidecar too; `nil`: the daemon's default (`daemon --xmp`).
         public var xmp: Bool?
         /// The sidecars' naming; `nil`: the daemon's default (darktable, `IMG_0001.jpg.xmp`).
@@ -40,7 +40,7 @@ public struct AutotagJob: JobKind {
         /// Decodes the flat params object (`places`, `xmp`, `xmp_naming` plus the selection keys).
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            places = try container.decodeIfPresent(String.self, forKey: .places)
+            places = try container.decodeIfPresent(BytePath.self, forKey: .places)
             xmp = try container.decodeIfPresent(Bool.self, forKey: .xmp)
             xmpNaming = try container.decodeIfPresent(XMPSidecarNaming.self, forKey: .xmpNaming)
             selection = try PhotoSelection(from: decoder)

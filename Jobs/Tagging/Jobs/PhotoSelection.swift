@@ -20,7 +20,8 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
     /// Stable IDs, in full (the CLI turns `--ids` prefixes into full IDs before it submits).
     public var ids: [String]?
     /// Absolute path of a file with one stable ID a line; blank lines and lines starting with `#` are skipped.
-    public var idsFile: String?
+    /// Its exact bytes (JSON: a string, or `{"base64", "text"}` for a name that is not UTF-8).
+    public var idsFile: BytePath?
     /// Every photo in the library, in local-ID order.
     public var all: Bool?
 
@@ -40,7 +41,7 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
         }
         if let idsFile {
             try Self.checkRegularFile(idsFile)
-            if access(idsFile, R_OK) != 0 {
+            if idsFile.withCString({ access($0, R_OK) }) != 0 {
                 throw JobError(
                     code: "invalid_params",
                     message: "cannot read the ID file \(idsFile): \(String(cString: strerror(errno)))")
@@ -50,9 +51,9 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
 
     /// Refuses an ID file that is not a regular file: reading a FIFO or a device would block a pool thread for
     /// good (and `/dev/zero` never ends), and the daemon's own stdin is not the user's.
-    static func checkRegularFile(_ path: String, what: String = "ID file") throws(JobError) {
+    static func checkRegularFile(_ path: BytePath, what: String = "ID file") throws(JobError) {
         var info = stat()
-        guard stat(path, &info) == 0 else {
+        guard !path.containsNUL, path.withCString({ stat($0, &info) }) == 0 else {
             throw JobError(
                 code: "source_missing", message: "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
         }

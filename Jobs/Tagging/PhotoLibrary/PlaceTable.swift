@@ -1,3 +1,4 @@
+import TrailbookLoop
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -101,7 +102,7 @@ public struct PlaceTable: Sendable {
     /// Reads and parses a places CSV file (see `parseCSV`).
     ///
     /// - Throws: `PhotoLibraryError.io` if the file cannot be read, `.badPlaceFile` if it does not parse.
-    public static func load(csvAt path: String, maxDistanceKilometres: Double = 50) throws(PhotoLibraryError)
+    public static func load(csvAt path: BytePath, maxDistanceKilometres: Double = 50) throws(PhotoLibraryError)
         -> PlaceTable
     {
         let bytes = try PhotoFile.read(path: path, maxBytes: 64 << 20).bytes
