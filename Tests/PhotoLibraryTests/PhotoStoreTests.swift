@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TrailbookLoop
 import TrailbookSQLite
@@ -260,6 +261,39 @@ struct PerceptualHashIndexTests {
 }
 
 struct PhotoScanTests {
+    /// Names are bytes: one that is not UTF-8 (in a folder that is not UTF-8 either) is yielded with its exact
+    /// bytes, `café` in NFC and NFD are two files, and the order is by bytes.
+    @Test func yieldsNamesByTheirExactBytes() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        let sub = BytePath.join(BytePath(dir), BytePath(bytes: [0x72, 0xE9]))  // r\xe9
+        #expect(sub.withCString { mkdir($0, 0o755) } == 0)
+        let names: [[UInt8]] = [
+            Array("caf".utf8) + [0xE9] + Array(".jpg".utf8), Array("caf\u{E9}.jpg".utf8), Array("cafe\u{301}.jpg".utf8),
+            Array("caf".utf8) + [0xE9] + Array(".txt".utf8),
+        ]
+        for name in names {
+            let fd = BytePath.join(sub, BytePath(bytes: name)).withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
+            #expect(fd >= 0)
+            close(fd)
+        }
+        var skipped: [PhotoScan.Skip] = []
+        let found = Array(PhotoScan(root: sub, passedOver: { skipped.append($0) })).map(\.path)
+        #expect(found == names.prefix(3).sorted { $0.lexicographicallyPrecedes($1) }.map { BytePath.join(sub, BytePath(bytes: $0)) })
+        #expect(skipped == [PhotoScan.Skip(path: BytePath.join(sub, BytePath(bytes: names[3])).bytes, reason: .notPhotoName, detail: "")])
+    }
+
+    /// A byte path survives a checkpoint's JSON (a tag job's pending sidecar changes, an import's failures).
+    @Test func bytePathsRoundTripThroughJSON() throws {
+        let change = XMPSidecarChange(path: BytePath(bytes: Array("/p/caf".utf8) + [0xE9] + Array(".jpg".utf8)), add: ["trip"], remove: [])
+        let json = try JSONEncoder().encode(change)
+        #expect(String(decoding: json, as: UTF8.self).contains(#""base64":"L3AvY2Fm6S5qcGc=""#))
+        #expect(try JSONDecoder().decode(XMPSidecarChange.self, from: json) == change)
+        // A checkpoint written before byte paths (a plain string) still decodes.
+        let old = try JSONDecoder().decode(XMPSidecarChange.self, from: Data(#"{"path":"/p/a.jpg","add":["x"],"remove":[]}"#.utf8))
+        #expect(old.path == "/p/a.jpg")
+    }
+
     /// Image names are candidates (what they are is read from their content later); other files are not.
     @Test func walksImageFilesInStableOrderWithoutLooping() throws {
         let dir = Fixtures.temporaryDirectory()
