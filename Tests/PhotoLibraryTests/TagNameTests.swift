@@ -86,7 +86,7 @@ struct TagNameTests {
         }
         let store = try PhotoStore(path: path)
         #expect(try store.database.query("PRAGMA user_version").first?.int(0) == Int64(PhotoStore.migrations.count))
-        #expect(PhotoStore.migrations.count == 7)
+        #expect(PhotoStore.migrations.count >= 7, "migration 7 (the one under test) ran")
         #expect(try Self.tagNameRows(store.database) == [Self.bytes(Self.nfc), Self.bytes("trip"), Self.bytes("\u{E9}")])
         #expect(try Self.tagBytes(store, 1) == [Self.bytes(Self.nfc)])
         #expect(try Self.tagBytes(store, 2) == [Self.bytes(Self.nfc), Self.bytes("trip")])

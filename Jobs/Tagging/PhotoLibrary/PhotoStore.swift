@@ -12,7 +12,7 @@ import TrailbookSQLite
 /// Single writer: the process that owns the store (the daemon) is the only one that writes it; workers send it
 /// results. Not `Sendable` (it owns a `Database`, used from one thread).
 ///
-/// Schema (version 7, applied by `Database.migrate`):
+/// Schema (version 8, applied by `Database.migrate`):
 /// - `photos(id INTEGER PRIMARY KEY, stable_id TEXT UNIQUE, path TEXT UNIQUE, bytes, mtime_ns, inode, width,
 ///   height, orientation, taken_at, camera_make, camera_model, gps_lat, gps_lon, phash, warnings)`; `id` is the
 ///   local ID; `warnings` is a JSON array of strings (what the last read of the file noticed) or NULL. `path`
@@ -29,6 +29,9 @@ import TrailbookSQLite
 ///   (See `TagBitmap` for the bit arithmetic.)
 /// - View `tags(photo_id, stable_id, tag)`: one row per photo and tag, for reading the store with the `sqlite3`
 ///   shell.
+/// - `photo_uploads(stable_id, destination, job, uploaded_at_ms, location, bytes, sha256)`, primary key
+///   `(stable_id, destination)`, `WITHOUT ROWID`: where each photo went (see `PhotoUpload`). Keyed by stable ID, not
+///   local ID: a photo whose bytes change gets a new stable ID, and is a new photo to upload.
 /// - Trigger `photos_delete_tags` clears a deleted photo's bits. Every statement that sets a bit takes the photo
 ///   ID from `photos` in the same transaction, so no bit names a missing photo.
 ///
@@ -135,6 +138,21 @@ public final class PhotoStore {
         // 7: tag names in NFC; names that normalize alike are merged (SQLite compares text byte by byte, so it
         // cannot do this itself).
         .code(mergeTagTwins),
+        // 8: where each photo was uploaded (`PhotoStore+Uploads.swift`): one row per photo and destination,
+        // written when the upload job finished that photo's file. The destination is the upload job's normalised
+        // identity, never a credential.
+        """
+        CREATE TABLE photo_uploads (
+            stable_id TEXT NOT NULL,
+            destination TEXT NOT NULL,
+            job TEXT NOT NULL,
+            uploaded_at_ms INTEGER NOT NULL,
+            location BLOB NOT NULL,
+            bytes INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            PRIMARY KEY (stable_id, destination)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// Renames every tag to its NFC spelling (`TagName.nfc`); tags whose names become equal are merged into the
