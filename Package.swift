@@ -46,9 +46,11 @@ let package = Package(
             path: "Jobs/Tagging/PhotoLibrary"
         ),
 
-        // The tagging job kinds (import, tag, autotag) and their worker tasks.
+        // The tagging job kinds (import, tag, autotag) and their worker tasks. UploadJob only for the seam it
+        // implements (`UploadPhotoLibrary`): uploads of library photos resolve and remember them here.
         .target(
-            name: "TaggingJobs", dependencies: ["TrailbookEngine", "TrailbookLoop", "PhotoLibrary", "TrailbookSQLite"],
+            name: "TaggingJobs",
+            dependencies: ["TrailbookEngine", "TrailbookLoop", "PhotoLibrary", "TrailbookSQLite", "UploadJob"],
             path: "Jobs/Tagging/Jobs"),
 
         .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),

@@ -55,9 +55,13 @@ enum Commands {
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
-            path: ["submit", "upload"], summary: "upload files in resumable chunks",
-            positionals: [PositionalSpec(name: "FILE", min: 1, max: nil, help: "files to upload")],
+            path: ["submit", "upload"], summary: "upload files, or photos of the library, in resumable chunks",
+            positionals: [PositionalSpec(name: "FILE", min: 0, max: nil, help: "files to upload (or give --ids, --ids-file or --tag)")],
             options: [
+                OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
+                OptionSpec("ids-file", .value(placeholder: "FILE"), help: "photos of the library listed in FILE, one stable ID a line"),
+                OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG (repeated: with every TAG)"),
+                OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
@@ -77,6 +81,9 @@ enum Commands {
                 + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header 'Authorization: Bearer $TOKEN'\n"
                 + "         trailbook-jobs submit upload big.mov --to s3://my-bucket/photos/ --chunk-size 16MiB\n"
                 + "         trailbook-jobs submit upload a.jpg b.jpg c.jpg --to file:///srv/photos --each\n"
+                + "         trailbook-jobs submit upload --tag pick --to s3://my-bucket/picks/\n"
+                + "Give files, or photos of the library (one of --ids, --ids-file, --tag): a photo already uploaded to the\n"
+                + "same destination is skipped (already_uploaded) unless --again.\n"
                 + "S3 credentials are read by the daemon (its environment, ~/.aws), never passed on the command line.\n"
                 + exitCodes),
         CommandSpec(
@@ -190,9 +197,10 @@ enum Commands {
             configuration.scheduler.exitAfterSubmitCommitForTests = status
         }
         return Daemon.run(configuration) { scheduler in
-            scheduler.register(UploadJob())
             let library = PhotoLibraryService(path: home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
             library.openIfPresent()
+            // The upload kind reaches the library only through its `UploadPhotoLibrary` seam.
+            scheduler.register(UploadJob(photos: library))
             scheduler.register(ImportJob(library: library))
             scheduler.register(TagJob(library: library))
             scheduler.register(AutotagJob(library: library))
@@ -258,6 +266,21 @@ enum Commands {
             "files": .array(files.map(\.json)),
             "to": .string(try destinationURL(arguments.value("to")!, cwd: cwd)),
         ]
+        if let photos = try PhotoCommands.uploadSelection(context) {
+            guard context.positionalPaths.isEmpty else {
+                throw UsageError("give files or photos (--ids, --ids-file, --tag), not both")
+            }
+            guard !arguments.flag("each") else {
+                throw UsageError("--each makes one job per FILE; an upload of photos of the library is one job")
+            }
+            params["files"] = nil
+            params["photos"] = photos
+            if arguments.flag("again") { params["again"] = true }
+        } else if context.positionalPaths.isEmpty {
+            throw UsageError("give the files to upload (FILE…), or photos of the library with --ids, --ids-file or --tag")
+        } else if arguments.flag("again") {
+            throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag)")
+        }
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
         if let rate = try arguments.size("max-rate") { params["max_rate"] = .number(Double(rate)) }
         let headers = arguments.values("header")

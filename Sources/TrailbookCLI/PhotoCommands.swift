@@ -151,6 +151,28 @@ enum PhotoCommands {
         return ["all": true]
     }
 
+    /// The `photos` param of `submit upload` from `--ids`, `--ids-file` or `--tag` (repeatable: every tag), or
+    /// `nil` when none is given. Tags are spelled as the store spells them (trimmed, NFC).
+    /// - Throws: `UsageError` for more than one kind of selection or a bad tag; what `selectionParams` throws.
+    static func uploadSelection(_ context: CommandContext) throws -> JSONValue? {
+        let arguments = context.arguments
+        let tags = arguments.values("tag")
+        let byID = arguments.value("ids") != nil || arguments.value("ids-file") != nil
+        guard byID || !tags.isEmpty else { return nil }
+        guard !(byID && !tags.isEmpty) else { throw UsageError("give one of --ids, --ids-file, --tag") }
+        if byID { return .object(try selectionParams(context)) }
+        return [
+            "tags": .array(
+                try tags.map { tag -> JSONValue in
+                    do throws(PhotoLibraryError) {
+                        return .string(try TagName.validated(tag))
+                    } catch {
+                        throw UsageError("bad tag \"\(tag)\": \(error.message)")
+                    }
+                })
+        ]
+    }
+
     /// A full stable ID for `text` (trimmed): itself when it is one (known or not: the job reports unknown IDs),
     /// else the photo whose ID starts with it in `store`, as `photos show` accepts (`--ids 1567995a`).
     /// - Throws: `UsageError` when it is neither; `DaemonReply` `no_such_photo` (exit 4) when no photo or several

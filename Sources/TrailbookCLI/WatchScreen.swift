@@ -447,6 +447,12 @@ struct WatchScreen {
             let name = first.split(separator: "/").last.map(String.init) ?? first
             return files.count > 1 ? "\(name) +\(files.count - 1)" : name
         }
+        // An upload of library photos: by tags, or by ID.
+        if let photos = params["photos"] {
+            if let tags = photos["tags"]?.arrayValue?.compactMap(\.stringValue) { return "photos " + tags.joined(separator: " + ") }
+            if let ids = photos["ids"]?.arrayValue { return "\(ids.count) photos" }
+            if let file = photos["ids_file"]?.stringValue { return "photos in " + (file.split(separator: "/").last.map(String.init) ?? file) }
+        }
         if let tag = params["tag"]?.stringValue { return "tag \(tag)" }
         if let ids = params["ids"]?.arrayValue { return "\(ids.count) photos" }
         if let units = params["units"]?.intValue { return "\(units) units" }

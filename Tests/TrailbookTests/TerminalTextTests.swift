@@ -135,6 +135,13 @@ struct TerminalTextTests {
         #expect(WatchScreen.label(kind: "upload", params: params) == "caf\\xe9.jpg")
     }
 
+    /// An upload of library photos has no files in its params: it is labelled by its selection.
+    @Test func labelOfAPhotoUpload() {
+        #expect(WatchScreen.label(kind: "upload", params: ["photos": ["tags": ["trip:Lisbon", "pick"]]]) == "photos trip:Lisbon + pick")
+        #expect(WatchScreen.label(kind: "upload", params: ["photos": ["ids": ["a", "b", "c"]]]) == "3 photos")
+        #expect(WatchScreen.label(kind: "upload", params: ["photos": ["ids_file": "/home/me/picks.txt"]]) == "photos in picks.txt")
+    }
+
     /// At 20 columns the state word stays whole (README: "the percent and the state or reason stay").
     @Test func stateWordStaysAtTwentyColumns() {
         var screen = WatchScreen()

@@ -21,6 +21,8 @@ struct DirectoryUpload: UploadTransfer {
     let names: [BytePath]
     /// The destination directory, as parsed from the URL.
     let directory: String
+    /// Told of each file renamed into place (see `FileLanded`).
+    var landed: FileLanded?
 
     /// Bytes hashed per pool call when re-hashing a kept prefix on resume.
     static let rehashStep: Int64 = 8 << 20
@@ -186,6 +188,7 @@ struct DirectoryUpload: UploadTransfer {
             name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,
             bytesResent: checkpoint.fileBytesResent)
         finish(index, record, checkpoint: &checkpoint, progress: &progress)
+        await landed?(index, record)
         // Small files are many: the checkpoint (which lists every source and every finished file) is saved once a
         // chunk's worth of files has finished since the last save, not after each file, so a job of 20 000 small
         // files is not quadratic. A crash then re-copies at most one chunk of finished files (not counted in
@@ -241,6 +244,7 @@ struct DirectoryUpload: UploadTransfer {
             bytesResent: checkpoint.fileBytesResent)
         finish(index, record, checkpoint: &checkpoint, progress: &progress)
         try job.saveCheckpoint(checkpoint)
+        await landed?(index, record)
     }
 
     /// Deletes every `.part` file this job may have written (after it ended `failed` or `cancelled`); `.retry`

@@ -32,6 +32,8 @@ struct S3UploadRun: UploadTransfer {
     let names: [String]
     let bucket: String
     let prefix: String
+    /// Told of each object made and checked (see `FileLanded`).
+    var landed: FileLanded?
 
     /// Tries of one request in a row before giving up (the first and 5 retries).
     static let maxTries = 6
@@ -338,6 +340,7 @@ struct S3UploadRun: UploadTransfer {
         checkpoint.s3Plan = nil
         checkpoint.s3UploadID = nil
         try job.saveCheckpoint(checkpoint)
+        if let landed, let file = checkpoint.finished.last { await landed(index, file) }
     }
 
     /// The server's ETag of a piece must be its MD5 (for unencrypted objects; other forms are not checked).

@@ -52,6 +52,8 @@ struct TusUploadRun: UploadTransfer {
     let params: UploadJob.Params
     let names: [BytePath]
     let endpoint: String
+    /// Told of each upload the server completed (see `FileLanded`).
+    var landed: FileLanded?
 
     /// Most progress reports per second from the send callback (curl reports every few KiB).
     static let progressInterval = 0.02
@@ -291,6 +293,7 @@ struct TusUploadRun: UploadTransfer {
                     checkpoint.sentThrough = nil
                     progress.acknowledged(index, bytes)
                     try job.saveCheckpoint(checkpoint)
+                    await landed?(index, file)
                     return
 
                 case .fail(let error):

@@ -195,6 +195,9 @@ public struct FileNode: Codable, Sendable, Equatable {
 /// An s3 upload adds, for the file in progress, `"s3_plan": {"size", "part_size"}` (saved before the first
 /// request) and `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created); which parts the
 /// server has is asked with `ListParts` on resume, never assumed.
+///
+/// An upload of library photos adds `"photos"` (`PhotoUploadPlan`): the photos it resolved on its first run, whose
+/// files are its sources.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -230,6 +233,9 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     public var s3Plan: S3PartPlan?
     /// s3: the current file's multipart UploadId, once created.
     public var s3UploadID: String?
+    /// A photo upload (`photos` param): the photos resolved on the first run and the files they are, saved with
+    /// the first checkpoint so every attempt uploads the same ones; `nil` for an upload of files.
+    public var photos: PhotoUploadPlan?
 
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
@@ -257,6 +263,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case checksumVerified = "checksum_verified"
         case s3Plan = "s3_plan"
         case s3UploadID = "s3_upload_id"
+        case photos
         case failingSince = "failing_since_ms"
     }
 

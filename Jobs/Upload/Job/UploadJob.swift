@@ -21,11 +21,24 @@ import TrailbookEngine
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
 /// (the file's when exactly one, else null).
+///
+/// Photos of the library instead of files (`Params.photos`, through the `UploadPhotoLibrary` seam): resolved on the
+/// first run (`photoPlan`), skipped with a reason when they cannot or need not go (`already_uploaded` unless
+/// `again`, `not_in_library`, `file_missing`, `file_unreadable`, `bad_name`, `duplicate_name`), remembered by the
+/// library as each file lands; the result adds `photo_id` per file, `photos` and `skipped`
+/// (`PhotoUploadPlan.annotate`).
 public struct UploadJob: JobKind {
     /// Parameters as submitted (JSON, snake_case keys).
     public struct Params: Codable, Sendable, Equatable {
-        /// Absolute paths of the files to upload, in order. Each is stored under its last path component.
+        /// Absolute paths of the files to upload, in order. Each is stored under its last path component. Empty
+        /// when `photos` is given.
         public var files: [BytePath]
+        /// Photos of the library to upload instead of files (`--ids`, `--ids-file`, `--tag`), resolved to their
+        /// files when the job first runs; `nil` for an upload of `files`.
+        public var photos: UploadPhotoSelection?
+        /// With `photos`: upload also the photos the library remembers as uploaded to this destination already
+        /// (`--again`); by default they are skipped (`already_uploaded`).
+        public var again: Bool
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
         /// Bytes between checkpoints (each ends with an fsync): 4 KiB…1 GiB, default 8 MiB. A resume writes at
@@ -54,9 +67,12 @@ public struct UploadJob: JobKind {
 
         public init(
             files: [BytePath], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil,
-            headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil
+            headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil, photos: UploadPhotoSelection? = nil,
+            again: Bool = false
         ) {
             self.files = files
+            self.photos = photos
+            self.again = again
             self.to = to
             self.chunkSize = chunkSize
             self.maxRate = maxRate
@@ -66,13 +82,14 @@ public struct UploadJob: JobKind {
         }
 
         enum CodingKeys: String, CodingKey {
-            case files, to, headers, s3
+            case files, to, headers, s3, photos, again
             case chunkSize = "chunk_size"
             case maxRate = "max_rate"
             case caBundle = "ca_bundle"
         }
 
-        /// Encodes the params as JSON; `headers` and `ca_bundle` only when given, so file:// jobs look as before.
+        /// Encodes the params as JSON; `headers`, `ca_bundle`, `photos` and `again` only when given, so file:// jobs
+        /// look as before.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(files, forKey: .files)
@@ -82,11 +99,17 @@ public struct UploadJob: JobKind {
             if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
             try container.encodeIfPresent(caBundle, forKey: .caBundle)
             try container.encodeIfPresent(s3, forKey: .s3)
+            try container.encodeIfPresent(photos, forKey: .photos)
+            if again { try container.encode(again, forKey: .again) }
         }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            files = try container.decode([BytePath].self, forKey: .files)
+            photos = try container.decodeIfPresent(UploadPhotoSelection.self, forKey: .photos)
+            // A photo upload names no files; an upload of files must.
+            files = try photos == nil ? container.decode([BytePath].self, forKey: .files)
+                : container.decodeIfPresent([BytePath].self, forKey: .files) ?? []
+            again = try container.decodeIfPresent(Bool.self, forKey: .again) ?? false
             to = try container.decode(String.self, forKey: .to)
             chunkSize = try container.decodeIfPresent(Int64.self, forKey: .chunkSize) ?? Self.defaultChunkSize
             maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
@@ -121,10 +144,18 @@ public struct UploadJob: JobKind {
             }
         }
 
-        /// Checks what needs no file system: at least one file, absolute paths, chunk size and rate limits.
+        /// Checks what needs no file system: at least one file (or photos, not both), absolute paths, chunk size
+        /// and rate limits.
         /// - Throws: `JobError` `invalid_params`.
         public func checkLimits() throws(JobError) {
-            guard !files.isEmpty else {
+            if let photos {
+                guard files.isEmpty else {
+                    throw JobError(code: "invalid_params", message: "give files or photos (ids, ids_file, tags), not both")
+                }
+                try photos.check()
+            } else if again {
+                throw JobError(code: "invalid_params", message: "again applies to photos of the library only (--ids, --ids-file, --tag)")
+            } else if files.isEmpty {
                 throw JobError(code: "invalid_params", message: "no files to upload; give at least one file")
             }
             for file in files where !file.isAbsolute || file.containsNUL {
@@ -150,13 +181,26 @@ public struct UploadJob: JobKind {
     public static let traits = JobKindTraits(
         unit: .bytes, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool], cleansUpAfterEnd: true)
 
-    nonisolated public init() {}
+    /// The photo library that `photos` params are resolved in and uploads are remembered by; `nil` in a process
+    /// without one (such a job is refused at submit).
+    let library: (any UploadPhotoLibrary)?
+
+    /// An upload kind; with `photos`, it can upload photos of that library (`photos` params).
+    nonisolated public init(photos: (any UploadPhotoLibrary)? = nil) {
+        library = photos
+    }
 
     /// Refuses a bad upload at submit time: see `Params.checkLimits()`, `UploadDestination(parsing:)` and, for a
     /// directory, `UploadNames.names(ofSources:)` and `DirectoryUpload.validate` (for tus, `TusUploadRun.validate`).
     /// - Throws: `JobError` with one of the kind's codes and a message saying what to do.
     public func validate(_ params: Params) async throws(JobError) {
         try params.checkLimits()
+        if let selection = params.photos {
+            guard let library else {
+                throw JobError(code: "invalid_params", message: "this daemon has no photo library; upload files instead")
+            }
+            try await library.check(selection)
+        }
         let destination = try UploadDestination(parsing: params.to)
         switch destination {
         case .directory(let path):
@@ -210,6 +254,12 @@ public struct UploadJob: JobKind {
         // The same bucket name on another endpoint is another place.
         case .s3(let bucket, let prefix): place = "s3://\(bucket)/\(prefix)" + (params.s3?.endpoint.map { " at \($0)" } ?? "")
         }
+        if let photos = params.photos {
+            // The same photos (by ID, ID file or tags) to the same place.
+            if let ids = photos.ids { return ids.map { "upload of photo \($0) to \(place)" } }
+            if let file = photos.idsFile { return ["upload of the photos listed in \(file) to \(place)"] }
+            return ["upload of the photos tagged \((photos.tags ?? []).sorted().joined(separator: " + ")) to \(place)"]
+        }
         return params.files.map { "upload of \($0.key) to \(place)" }
     }
 
@@ -218,10 +268,39 @@ public struct UploadJob: JobKind {
     /// - Throws: `JobError` (the codes above), or `JobStopped` when stopped.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         try params.checkLimits()
-        let transfer = try Self.transfer(for: params)
+        var params = params
+        var plan: PhotoUploadPlan?
+        var landed: FileLanded?
+        if let selection = params.photos {
+            guard let library else {
+                throw JobError(code: "invalid_params", message: "this daemon has no photo library; upload files instead")
+            }
+            let resolved = try await Self.photoPlan(params, selection: selection, library: library, in: job)
+            plan = resolved
+            params.files = resolved.files
+            if resolved.files.isEmpty {
+                return resolved.annotate(Self.result(files: [], bytesResent: 0, destination: params.to))
+            }
+            landed = { index, file in
+                let upload = RememberedUpload(
+                    photoID: resolved.ids[index], destination: resolved.destination, job: job.id,
+                    uploadedAtMilliseconds: Int64(Timestamp.now() * 1000), location: file.path, bytes: file.bytes,
+                    sha256: file.sha256)
+                do throws(JobError) {
+                    try library.remember([upload])
+                } catch {
+                    // Written again with every finished file at the end of the job.
+                    job.log(.warning, "\(file.name): cannot remember the upload of photo \(upload.photoID) yet: \(error.message)")
+                }
+            }
+        }
+        let transfer = try Self.transfer(for: params, landed: landed)
         do {
             // Its own task, cancelled on any stop, so a stop aborts a request in flight at once.
-            return try await job.runCancellingOnStop { try await transfer.run(in: job) }
+            let result = try await job.runCancellingOnStop { try await transfer.run(in: job) }
+            guard let plan, let library else { return result }
+            try Self.rememberFinished(plan, library: library, in: job)
+            return plan.annotate(result)
         } catch var error as JobError where error.retryable && job.stopReason == nil && job.attempt >= job.maxAttempts {
             // The last attempt: the job ends `failed` and `cleanUp` removes the partial file, so the message must
             // not promise a resume.
@@ -236,24 +315,34 @@ public struct UploadJob: JobKind {
     /// unfinished upload on a tus server (`DELETE`, termination; `.retry` until the server answers 204, 404 or
     /// 410). After `timeout` and `resource_reclaim` the engine does not call it: the next attempt resumes.
     public func cleanUp(after state: JobState, params: Params, in job: JobContext) async -> CleanUpOutcome {
+        var params = params
+        if params.photos != nil {
+            // A photo upload's files are the ones its first run resolved; with none, nothing was written.
+            guard let plan = try? job.loadCheckpoint(as: UploadCheckpoint.self)?.photos, !plan.files.isEmpty else {
+                return .done
+            }
+            params.files = plan.files
+        }
         guard let transfer = try? Self.transfer(for: params) else { return .done }
         return await transfer.discardPartial(in: job)
     }
 
     /// The transfer for `params.to`.
     /// - Throws: `bad_destination`, `bad_name`, `duplicate_name`.
-    static func transfer(for params: Params) throws(JobError) -> any UploadTransfer {
+    /// - Parameter landed: told of each file that landed (see `FileLanded`).
+    static func transfer(for params: Params, landed: FileLanded? = nil) throws(JobError) -> any UploadTransfer {
         switch try UploadDestination(parsing: params.to) {
         case .directory(let path):
-            return DirectoryUpload(params: params, names: try UploadNames.names(ofSources: params.files), directory: path)
+            return DirectoryUpload(
+                params: params, names: try UploadNames.names(ofSources: params.files), directory: path, landed: landed)
         case .tus(let endpoint):
             // Each file gets its own upload URL from the server; its name is only metadata, so two sources may
             // share one.
             let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
-            return TusUploadRun(params: params, names: names, endpoint: endpoint)
+            return TusUploadRun(params: params, names: names, endpoint: endpoint, landed: landed)
         case .s3(let bucket, let prefix):
             let names = try S3UploadRun.names(of: params.files, prefix: prefix)
-            return S3UploadRun(params: params, names: names, bucket: bucket, prefix: prefix)
+            return S3UploadRun(params: params, names: names, bucket: bucket, prefix: prefix, landed: landed)
         }
     }
 

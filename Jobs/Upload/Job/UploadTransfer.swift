@@ -22,6 +22,12 @@ protocol UploadTransfer {
     func discardPartial(in job: JobContext) async -> CleanUpOutcome
 }
 
+/// Called by a transfer once file `index` has landed — renamed into place, its tus upload complete, its object
+/// made and its size checked — with its record, before the job moves on. An upload of library photos remembers
+/// the photo there (`UploadPhotoLibrary.remember`), so a crash forgets at most the file that just landed, which
+/// the resumed job finds complete and records then.
+typealias FileLanded = @LoopActor (_ index: Int, _ file: UploadedFile) async -> Void
+
 extension UploadCheckpoint {
     /// The job's checkpoint, checked against the sources, or a new one: the start every transfer shares.
     ///
