@@ -1,4 +1,5 @@
 import Testing
+import TrailbookLoop
 import TrailbookSQLite
 
 @testable import PhotoLibrary
@@ -54,14 +55,14 @@ struct PhotoUploadStoreTests {
         let one = PhotoStoreTests.item(1).stableID.text
         let two = PhotoStoreTests.item(2).stableID.text
         // A location that is not UTF-8 (a file name in Latin-1) is kept byte for byte.
-        let latin1: [UInt8] = Array("/srv/photos/caf".utf8) + [0xE9] + Array(".jpg".utf8)
+        let latin1 = BytePath(bytes: Array("/srv/photos/caf".utf8) + [0xE9] + Array(".jpg".utf8))
         try store.remember([
             PhotoUpload(
                 stableID: one, destination: "file:///srv/photos", job: "job-a", uploadedAtMilliseconds: 1_000,
                 location: latin1, bytes: 10, sha256: String(repeating: "a", count: 64)),
             PhotoUpload(
                 stableID: one, destination: "s3://photos/picks", job: "job-b", uploadedAtMilliseconds: 2_000,
-                location: Array("s3://photos/picks/IMG_1.jpg".utf8), bytes: 10, sha256: String(repeating: "a", count: 64)),
+                location: "s3://photos/picks/IMG_1.jpg", bytes: 10, sha256: String(repeating: "a", count: 64)),
         ])
         let atFile = try store.uploads(of: [one, two], to: "file:///srv/photos")
         #expect(Array(atFile.keys) == [one], "photo 2 was never uploaded")
@@ -73,7 +74,7 @@ struct PhotoUploadStoreTests {
         try store.remember([
             PhotoUpload(
                 stableID: one, destination: "file:///srv/photos", job: "job-c", uploadedAtMilliseconds: 3_000,
-                location: Array("/srv/photos/IMG_1.jpg".utf8), bytes: 10, sha256: String(repeating: "b", count: 64))
+                location: "/srv/photos/IMG_1.jpg", bytes: 10, sha256: String(repeating: "b", count: 64))
         ])
         #expect(try store.uploads(of: [one], to: "file:///srv/photos")[one]?.job == "job-c")
         #expect(try store.database.query("SELECT count(*) FROM photo_uploads").first?.int(0) == 2)
@@ -81,8 +82,8 @@ struct PhotoUploadStoreTests {
         try store.database.execute("CREATE TRIGGER refuse BEFORE INSERT ON photo_uploads WHEN new.job = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END;")
         #expect(throws: PhotoLibraryError.self) {
             try store.remember([
-                PhotoUpload(stableID: two, destination: "d", job: "good", uploadedAtMilliseconds: 1, location: [], bytes: 1, sha256: "x"),
-                PhotoUpload(stableID: two, destination: "e", job: "bad", uploadedAtMilliseconds: 1, location: [], bytes: 1, sha256: "x"),
+                PhotoUpload(stableID: two, destination: "d", job: "good", uploadedAtMilliseconds: 1, location: "", bytes: 1, sha256: "x"),
+                PhotoUpload(stableID: two, destination: "e", job: "bad", uploadedAtMilliseconds: 1, location: "", bytes: 1, sha256: "x"),
             ])
         }
         #expect(try store.uploads(of: [two], to: "d").isEmpty, "all or nothing")

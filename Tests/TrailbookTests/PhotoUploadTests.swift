@@ -11,6 +11,8 @@ import TrailbookLoop
 final class MemoryPhotoLibrary: UploadPhotoLibrary {
     /// Photos: stable ID → path, and the IDs a tag selects.
     var photos: [String: String] = [:]
+    /// Photos whose paths are given as bytes (not UTF-8).
+    var photosByBytes: [String: BytePath] = [:]
     var tagged: [String: [String]] = [:]
     var remembered: [RememberedUpload] = []
     var resolveCalls = 0
@@ -26,7 +28,9 @@ final class MemoryPhotoLibrary: UploadPhotoLibrary {
     func resolve(_ selection: UploadPhotoSelection, in job: JobContext) async throws -> [ResolvedUploadPhoto] {
         resolveCalls += 1
         let ids = selection.ids ?? selection.tags.map { tags in tags.flatMap { tagged[$0] ?? [] } } ?? []
-        return ids.map { id in photos[id].map { .found(id: id, path: BytePath($0)) } ?? .notInLibrary(id: id) }
+        return ids.map { id in
+            (photosByBytes[id] ?? photos[id].map { BytePath($0) }).map { .found(id: id, path: $0) } ?? .notInLibrary(id: id)
+        }
     }
 
     func uploads(of photoIDs: [String], to destination: String) throws(JobError) -> [String: RememberedUpload] {
@@ -160,6 +164,32 @@ struct PhotoUploadTests {
         let now = try #require(remembered.last)
         #expect(now.destination == "file://" + scratch.dst && now.job == "test-job" && now.bytes == 70_000)
         #expect(now.sha256 == SHA256.hexDigest(of: a.bytes) && now.location == BytePath(scratch.dst + "/IMG_0001.jpg"))
+    }
+
+    /// A photo whose file name is not UTF-8 (the library keeps its exact bytes) goes to a directory as it is; S3
+    /// keys are UTF-8, so there it is skipped with `bad_name`, before any request.
+    @Test func aNameThatIsNotUTF8GoesToADirectoryAndIsSkippedForS3() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let latin1 = BytePath(bytes: Array((scratch.src + "/caf").utf8) + [0xE9] + Array(".jpg".utf8))
+        let fd = latin1.withCString { open($0, O_WRONLY | O_CREAT, 0o644) }
+        #expect(fd >= 0)
+        _ = write(fd, "abc", 3)
+        close(fd)
+        let library = await MemoryPhotoLibrary()
+        await onLoopSet(library) { $0.photosByBytes = [Self.a: latin1] }
+        let selection = UploadPhotoSelection(ids: [Self.a])
+        let (toS3, toDirectory) = try await onLoop { @LoopActor () -> (JSONValue, JSONValue) in
+            let job = UploadJob(photos: library)
+            let s3 = try await job.run(UploadJob.Params(files: [], to: "s3://photos/", photos: selection), in: RecordingHost().context())
+            let directory = try await job.run(
+                UploadJob.Params(files: [], to: "file://" + scratch.dst, photos: selection), in: RecordingHost().context())
+            return (s3, directory)
+        }
+        #expect(toS3["files"] == [] && toS3["skipped"]?.arrayValue?.first?["reason"] == "bad_name", "\(toS3)")
+        #expect(toDirectory["files"]?.arrayValue?.first?["photo_id"] == .string(Self.a))
+        let landed = BytePath(bytes: Array((scratch.dst + "/caf").utf8) + [0xE9] + Array(".jpg".utf8))
+        #expect(landed.withCString { access($0, F_OK) } == 0)
     }
 
     @Test func againUploadsWhatWasUploadedBefore() async throws {

@@ -33,7 +33,7 @@ extension PhotoLibraryService: UploadPhotoLibrary {
         do {
             if let tags = selection.tags {
                 return try store.uploadSources(of: try store.localIDs(withEveryTag: tags)).map {
-                    .found(id: $0.stableID, path: BytePath($0.path))
+                    .found(id: $0.stableID, path: $0.path)
                 }
             }
             guard let ids = try await PhotoSelection(ids: selection.ids, idsFile: selection.idsFile, all: nil).stableIDs(in: job)
@@ -50,7 +50,7 @@ extension PhotoLibraryService: UploadPhotoLibrary {
                     let text = ids.text(at: index)
                     let key = text.lowercased()
                     if let source = sources[key] {
-                        resolved.append(.found(id: source.stableID, path: BytePath(source.path)))
+                        resolved.append(.found(id: source.stableID, path: source.path))
                     } else {
                         resolved.append(.notInLibrary(id: text))
                     }
@@ -70,7 +70,7 @@ extension PhotoLibraryService: UploadPhotoLibrary {
             try store().uploads(of: photoIDs, to: destination).mapValues { upload in
                 RememberedUpload(
                     photoID: upload.stableID, destination: upload.destination, job: upload.job,
-                    uploadedAtMilliseconds: upload.uploadedAtMilliseconds, location: BytePath(bytes: upload.location),
+                    uploadedAtMilliseconds: upload.uploadedAtMilliseconds, location: upload.location,
                     bytes: upload.bytes, sha256: upload.sha256)
             }
         }
@@ -82,7 +82,7 @@ extension PhotoLibraryService: UploadPhotoLibrary {
         let rows = uploads.map { upload in
             PhotoUpload(
                 stableID: upload.photoID, destination: upload.destination, job: upload.job,
-                uploadedAtMilliseconds: upload.uploadedAtMilliseconds, location: upload.location.bytes,
+                uploadedAtMilliseconds: upload.uploadedAtMilliseconds, location: upload.location,
                 bytes: upload.bytes, sha256: upload.sha256)
         }
         try asJobError { try store().remember(rows) }

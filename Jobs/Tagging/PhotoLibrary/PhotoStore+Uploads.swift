@@ -1,3 +1,4 @@
+import TrailbookLoop
 import TrailbookSQLite
 
 /// Where one photo was uploaded: a row of `photo_uploads`, written when an upload job finished the photo's file.
@@ -14,15 +15,15 @@ public struct PhotoUpload: Sendable, Equatable {
     public var job: String
     /// When that job finished the file, in milliseconds since the Unix epoch.
     public var uploadedAtMilliseconds: Int64
-    /// Where the file went, as bytes: a path (`DIR/NAME`), an object (`s3://BUCKET/KEY`) or a tus upload URL.
-    public var location: [UInt8]
+    /// Where the file went: a path (`DIR/NAME`, its exact bytes), an object (`s3://BUCKET/KEY`) or a tus upload URL.
+    public var location: BytePath
     /// The file's size in bytes.
     public var bytes: Int64
     /// The SHA-256 of the bytes uploaded, 64 lower-case hex digits.
     public var sha256: String
 
     public init(
-        stableID: String, destination: String, job: String, uploadedAtMilliseconds: Int64, location: [UInt8],
+        stableID: String, destination: String, job: String, uploadedAtMilliseconds: Int64, location: BytePath,
         bytes: Int64, sha256: String
     ) {
         self.stableID = stableID
@@ -41,10 +42,10 @@ public struct PhotoUploadSource: Sendable, Equatable {
     public var localID: PhotoLocalID
     /// The stable ID, as text.
     public var stableID: String
-    /// The file's path.
-    public var path: String
+    /// The file's path, its exact bytes.
+    public var path: BytePath
 
-    public init(localID: PhotoLocalID, stableID: String, path: String) {
+    public init(localID: PhotoLocalID, stableID: String, path: BytePath) {
         self.localID = localID
         self.stableID = stableID
         self.path = path
@@ -108,8 +109,8 @@ extension PhotoStore {
                     """, [.text(PhotoStoreTransaction.jsonText(batch))])
             }
             for row in rows {
-                guard let id = row.int(0), let stable = row.text(1), let path = row.text(2) else { continue }
-                sources.append(PhotoUploadSource(localID: id, stableID: stable, path: path))
+                guard let id = row.int(0), let stable = row.text(1) else { continue }
+                sources.append(PhotoUploadSource(localID: id, stableID: stable, path: PhotoStore.path(row, 2)))
             }
         }
         return sources
@@ -133,9 +134,9 @@ extension PhotoStore {
                 guard let stable = row.text(0), let job = row.text(1), let at = row.int(2), let bytes = row.int(4),
                     let sha = row.text(5)
                 else { continue }
-                let location = row.blob(3) ?? row.text(3).map { Array($0.utf8) } ?? []
                 found[stable] = PhotoUpload(
-                    stableID: stable, destination: destination, job: job, uploadedAtMilliseconds: at, location: location,
+                    stableID: stable, destination: destination, job: job, uploadedAtMilliseconds: at,
+                    location: PhotoStore.path(row, 3),
                     bytes: bytes, sha256: sha)
             }
         }
@@ -158,7 +159,7 @@ extension PhotoStore {
             else { return nil }
             return PhotoUpload(
                 stableID: stableID, destination: destination, job: job, uploadedAtMilliseconds: at,
-                location: row.blob(3) ?? row.text(3).map { Array($0.utf8) } ?? [], bytes: bytes, sha256: sha)
+                location: PhotoStore.path(row, 3), bytes: bytes, sha256: sha)
         }
     }
 
@@ -178,7 +179,7 @@ extension PhotoStore {
                 for upload in uploads {
                     try insert.run([
                         .text(upload.stableID), .text(upload.destination), .text(upload.job),
-                        .integer(upload.uploadedAtMilliseconds), .blob(upload.location), .integer(upload.bytes),
+                        .integer(upload.uploadedAtMilliseconds), .blob(upload.location.bytes), .integer(upload.bytes),
                         .text(upload.sha256),
                     ])
                 }
