@@ -451,7 +451,9 @@ struct WatchScreen {
         if let photos = params["photos"] {
             if let tags = photos["tags"]?.arrayValue?.compactMap(\.stringValue) { return "photos " + tags.joined(separator: " + ") }
             if let ids = photos["ids"]?.arrayValue { return "\(ids.count) photos" }
-            if let file = photos["ids_file"]?.stringValue { return "photos in " + (file.split(separator: "/").last.map(String.init) ?? file) }
+            if let file = photos["ids_file"].flatMap({ $0.stringValue ?? $0["text"]?.stringValue }) {
+                return "photos in " + (file.split(separator: "/").last.map(String.init) ?? file)
+            }
         }
         if let tag = params["tag"]?.stringValue { return "tag \(tag)" }
         if let ids = params["ids"]?.arrayValue { return "\(ids.count) photos" }

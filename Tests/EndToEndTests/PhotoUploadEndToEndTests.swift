@@ -198,7 +198,11 @@ struct PhotoUploadEndToEndTests {
         let blocker = try daemon.submitSleep(units: 3_000, unitMilliseconds: 10)
         try daemon.waitForState(blocker, "running")
         let ids = [library.id(0), library.id(1), unknown, library.id(2)]
-        let upload = try daemon.submitUpload(["--ids", ids.joined(separator: ","), "--to", destination.url])
+        // By --ids to the directory, by --ids-file (one ID a line, a comment) to S3.
+        let idsFile = library.folder.file("picks.txt")
+        try Data(("# picks\n" + ids.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: idsFile))
+        let selection = place == .s3 ? ["--ids-file", idsFile] : ["--ids", ids.joined(separator: ",")]
+        let upload = try daemon.submitUpload(selection + ["--to", destination.url])
         #expect(try daemon.show(upload)["state"]?.stringValue == "queued")
         try FileManager.default.removeItem(atPath: library.folder.file("p1.jpg"))
         _ = try daemon.cli(["cancel", blocker])

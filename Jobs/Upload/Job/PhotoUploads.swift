@@ -13,12 +13,12 @@ import TrailbookLoop
 public struct UploadPhotoSelection: Codable, Sendable, Equatable {
     /// Stable IDs in full (the CLI expands `--ids` prefixes before it submits).
     public var ids: [String]?
-    /// Absolute path of a file with one stable ID a line (blank lines and `#` comments skipped).
-    public var idsFile: String?
+    /// Absolute path of a file with one stable ID a line (blank lines and `#` comments skipped), its exact bytes.
+    public var idsFile: BytePath?
     /// Tags a photo must all have (spelled as the library spells tags: trimmed, NFC).
     public var tags: [String]?
 
-    public init(ids: [String]? = nil, idsFile: String? = nil, tags: [String]? = nil) {
+    public init(ids: [String]? = nil, idsFile: BytePath? = nil, tags: [String]? = nil) {
         self.ids = ids
         self.idsFile = idsFile
         self.tags = tags
@@ -43,7 +43,7 @@ public struct UploadPhotoSelection: Codable, Sendable, Equatable {
         if let tags, tags.isEmpty {
             throw JobError(code: "invalid_params", message: "photos: tags is empty; give at least one tag")
         }
-        if let idsFile, !idsFile.hasPrefix("/") {
+        if let idsFile, !idsFile.isAbsolute {
             throw JobError(code: "invalid_params", message: "photos: ids_file '\(idsFile)' is not an absolute path")
         }
     }
