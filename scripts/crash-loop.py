@@ -177,6 +177,7 @@ class Round:
         job = daemon.submit([*files, "--to", "file://" + self.dest, "--chunk-size", "1MiB", "--max-rate", "6MiB"])
         self.sources[job], self.kind[job] = files, "file"
         self.events = []  # monotonic times of kills and faults while this round ran
+        self.faults = 0  # faults armed while it was the last round
 
     def ended(self, daemon):
         # Only the unfinished uploads: a long run holds thousands of ended batched jobs.
@@ -406,17 +407,23 @@ def main():
                                                               method="POST"), timeout=5).read()
                 faults += 1
                 rounds[-1].events.append(time.monotonic())
+                rounds[-1].faults += 1
             if rng.random() < 0.3:
                 urllib.request.urlopen(urllib.request.Request(
                     f"http://127.0.0.1:{s3_port}/__fault/status?code=503&count=1&action=UploadPart&s3_code=SlowDown",
                     method="POST"), timeout=5).read()
                 faults += 1
                 rounds[-1].events.append(time.monotonic())
+                rounds[-1].faults += 1
             daemon.kill9()
             rounds[-1].events.append(time.monotonic())
             daemon.start()
             if rounds[-1].ended(daemon) and kill < args.kills - 1:
+                # A fault armed while the last round ran may not have met a request of it, and then meets the
+                # new round's first one: it counts there too.
+                carried = rounds[-1].faults
                 rounds.append(Round(len(rounds), work, rng, daemon, proxy_url))
+                rounds[-1].events += [time.monotonic()] * carried
         batches.stopping.set()
         batches.join()
         deadline = time.monotonic() + args.settle
