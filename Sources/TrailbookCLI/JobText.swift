@@ -95,6 +95,16 @@ enum JobText {
         var parts: [String] = []
         if let bytes = result["bytes"]?.intValue { parts.append(ByteCount.format(bytes)) }
         if let resent = result["bytes_resent"]?.intValue, resent > 0 { parts.append("\(ByteCount.format(resent)) re-sent") }
+        // An upload of library photos: how many went, and what was skipped why (a job that skipped every photo
+        // still succeeded).
+        if let photos = result["photos"], let uploaded = photos["uploaded"]?.intValue {
+            var text = "\(uploaded) photo\(uploaded == 1 ? "" : "s") uploaded"
+            if let skipped = photos["skipped"]?.intValue, skipped > 0, case .object(let reasons)? = photos["skipped_by_reason"] {
+                text += ", \(skipped) skipped: " + reasons.sorted { $0.key < $1.key }.map { "\($0.value.intValue ?? 0) \($0.key)" }
+                    .joined(separator: ", ")
+            }
+            parts.append(text)
+        }
         for (key, words) in [("tagged", "tagged"), ("removed", "removed"), ("already_had", "already had"),
             ("did_not_have", "did not have"), ("inserted", "new"), ("updated", "updated"), ("unchanged", "unchanged")]
         {

@@ -142,6 +142,10 @@ struct PhotoUploadEndToEndTests {
         let summary = try daemon.cli(["show", second["id"]?.stringValue ?? ""])
         #expect(summary.status == 0)
 
+        // `--wait` in words says so too.
+        let words = try daemon.cli(["submit", "upload", "--tag", "pick", "--to", destination.url, "--wait"])
+        #expect(words.status == 0 && words.stdout.contains("0 photos uploaded, 3 skipped: 3 already_uploaded"), "\(words.stdout)")
+
         if place == .directory {
             // Spelled another way (a plain path with a trailing slash), it is the same destination.
             let respelled = try daemon.cliJSON(["submit", "upload", "--tag", "pick", "--to", destination.dir.path + "/", "--wait", "--json"])

@@ -3,6 +3,7 @@ import Testing
 
 @testable import TrailbookEngine
 import TrailbookLoop
+@testable import TrailbookCLI
 @testable import UploadJob
 
 /// A photo library in memory behind the upload job's seam: photos by ID with paths, and the uploads it was told
@@ -275,4 +276,17 @@ func onLoopSet(_ library: MemoryPhotoLibrary, _ body: @escaping @LoopActor @Send
 /// Reads the library's state on the loop.
 func onLoopGet<T: Sendable>(_ library: MemoryPhotoLibrary, _ body: @escaping @LoopActor @Sendable (MemoryPhotoLibrary) -> T) async -> T {
     try! await onLoop { @LoopActor in body(library) }
+}
+
+/// The words `--wait` prints for an upload of library photos.
+struct PhotoUploadSummaryTests {
+    @Test func summarySaysHowManyPhotosWentAndWhyOthersDidNot() {
+        let result: JSONValue = [
+            "bytes": 0, "bytes_resent": 0, "files": [],
+            "photos": ["selected": 4, "uploaded": 1, "skipped": 3, "skipped_by_reason": ["file_missing": 1, "already_uploaded": 2]],
+        ]
+        #expect(JobText.outcome(result) == "0 B, 1 photo uploaded, 3 skipped: 2 already_uploaded, 1 file_missing")
+        // An upload of files says nothing of photos.
+        #expect(JobText.outcome(["bytes": 2048, "bytes_resent": 0, "files": []]) == "2.0 KiB")
+    }
 }
