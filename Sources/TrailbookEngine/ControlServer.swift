@@ -400,7 +400,10 @@ public final class ControlServer {
             if let kind { try checkKinds([kind]) }
             let limit = try wholeNumber(request, "limit") ?? 1_000
             let jobs = try scheduler.list(states: states, kind: kind, limit: Int(max(1, min(limit, 100_000))))
-            return ["ok": true, "jobs": .array(jobs.map(\.json))]
+            // The counts of unfinished jobs in every state, from the scheduler's counters: a summary (`watch`)
+            // needs them without loading a million queued jobs.
+            let counts = scheduler.activeCounts.filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
+            return ["ok": true, "jobs": .array(jobs.map(\.json)), "counts": .object(Dictionary(uniqueKeysWithValues: counts))]
         case "show", "cancel", "pause", "resume":
             guard let id = try string(request, "job") else {
                 throw JobError(code: "bad_request", message: "\(op) needs a \"job\" id")

@@ -186,9 +186,9 @@ public final class Daemon {
         statusTimer = timer
     }
 
-    /// `systemctl status`'s line: how many jobs run and wait. Read from the store (an index-only count).
+    /// `systemctl status`'s line: how many jobs run and wait, from the scheduler's counters.
     func statusLine() -> String {
-        let counts = (try? scheduler.store.countsByState()) ?? [:]
+        let counts = scheduler.activeCounts
         let waiting = (counts[.needsRetry] ?? 0) > 0 ? " · \(counts[.needsRetry] ?? 0) waiting to retry" : ""
         return "\(scheduler.runningCount) running · \(counts[.queued] ?? 0) queued\(waiting)"
     }

@@ -3,8 +3,8 @@ import TrailbookSQLite
 /// The persistent job store: one SQLite database in WAL mode under `$TRAILBOOK_JOBS_HOME`.
 ///
 /// It owns all SQL about jobs. The daemon is its only writer and uses it from the loop thread; the CLI never
-/// opens it (it asks the daemon). Every write is its own transaction, so a `kill -9` at any moment leaves either
-/// the old or the new row, never half of one. A checkpoint is written by the job only after the work it
+/// opens it (it asks the daemon). Every write is a transaction (`commitGroup` puts a loop turn's writes in one), so
+/// a `kill -9` at any moment leaves either the old or the new rows, never half of them. A checkpoint is written by the job only after the work it
 /// describes is durable (see `JobContext.saveCheckpoint`), so resuming from it never skips work.
 public final class JobStore {
     /// Schema migrations; index i moves the schema from version i to i + 1. Append, never edit.
@@ -57,6 +57,17 @@ public final class JobStore {
         ALTER TABLE jobs ADD COLUMN submit_digest TEXT;
         CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
         """,
+        // 7: what unfinished jobs work on (`JobKind.duplicateKeys`), so a submit finds a duplicate by index
+        // instead of loading every unfinished job of its kind (issue 14). A job's rows go with its end. Jobs
+        // stored before it are indexed on the first start (`Scheduler.start`, meta `duplicate_keys_indexed`).
+        """
+        CREATE TABLE duplicate_keys (
+            key TEXT NOT NULL,
+            job_id TEXT NOT NULL,
+            PRIMARY KEY (key, job_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX duplicate_keys_by_job ON duplicate_keys (job_id);
+        """,
     ]
 
     let database: Database
@@ -91,6 +102,47 @@ public final class JobStore {
     /// Adds a new job; fills in its `sequence` (submission order).
     /// - Throws: `SQLiteError` (for example, a duplicate id or idempotency key, or a full disk).
     public func insert(_ job: inout JobRecord, digest: String? = nil) throws {
+        job.sequence = try insertRow(job, digest: digest)
+    }
+
+    private func addDuplicateKeys(_ keys: [String], of id: String) throws {
+        for key in Set(keys) {
+            try database.query("INSERT OR IGNORE INTO duplicate_keys (key, job_id) VALUES (?, ?)", [.text(key), .text(id)])
+        }
+    }
+
+    /// The unfinished jobs of `kind` that work on any of `keys` (`JobKind.duplicateKeys`): an indexed lookup.
+    /// - Throws: `SQLiteError`.
+    public func unfinishedJobs(sharing keys: [String], kind: String) throws -> [JobRecord] {
+        guard !keys.isEmpty else { return [] }
+        let marks = keys.map { _ in "?" }.joined(separator: ",")
+        return try database.query(
+            """
+            SELECT \(Self.columns) FROM jobs WHERE id IN (SELECT job_id FROM duplicate_keys WHERE key IN (\(marks)))
+                AND kind = ? AND state IN ('queued', 'running', 'paused', 'needs_retry') ORDER BY sequence
+            """,
+            keys.map { .text($0) } + [.text(kind)]
+        ).compactMap(Self.record)
+    }
+
+    /// Whether jobs stored before `duplicate_keys` existed have been indexed (`indexDuplicateKeys`).
+    /// - Throws: `SQLiteError`.
+    public func duplicateKeysIndexed() throws -> Bool {
+        try database.query("SELECT 1 FROM meta WHERE key = 'duplicate_keys_indexed'").first != nil
+    }
+
+    /// Indexes what unfinished jobs work on, `keys(job)` for each (once, after migration 7), and notes it done.
+    /// - Throws: `SQLiteError`.
+    public func indexDuplicateKeys(_ keys: (JobRecord) -> [String]) throws {
+        try database.transaction {
+            for job in try jobs(states: [.queued, .running, .paused, .needsRetry], limit: Int.max) {
+                try addDuplicateKeys(keys(job), of: job.id)
+            }
+            try database.query("INSERT OR REPLACE INTO meta (key, value) VALUES ('duplicate_keys_indexed', '1')")
+        }
+    }
+
+    private func insertRow(_ job: JobRecord, digest: String?) throws -> Int64 {
         try database.query(
             """
             INSERT INTO jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params,
@@ -105,17 +157,19 @@ public final class JobStore {
                 .real(job.options.giveUpAfterSeconds), job.key.map { .text($0) } ?? .null,
                 digest.map { .text($0) } ?? .null,
             ])
-        job.sequence = database.lastInsertRowID
+        return database.lastInsertRowID
     }
 
     /// Adds new jobs in one transaction, all or none (a batch submit); fills in each one's `sequence`.
     /// `digests[i]` is `jobs[i]`'s request digest (see `insert(_:digest:)`), `nil` for a job without a key.
     /// - Throws: `SQLiteError`; then no job of the batch is stored.
-    public func insert(_ jobs: inout [JobRecord], digests: [String?]) throws {
+    /// `duplicateKeys[i]` is what `jobs[i]` works on (`JobKind.duplicateKeys`), recorded with it.
+    public func insert(_ jobs: inout [JobRecord], digests: [String?], duplicateKeys: [[String]] = []) throws {
         var inserted = jobs
         try database.transaction {
             for index in inserted.indices {
                 try insert(&inserted[index], digest: index < digests.count ? digests[index] : nil)
+                if index < duplicateKeys.count { try addDuplicateKeys(duplicateKeys[index], of: inserted[index].id) }
             }
         }
         jobs = inserted
@@ -145,9 +199,10 @@ public final class JobStore {
         let durable = job.state.isTerminal
         if durable { try database.execute("PRAGMA synchronous = FULL") }
         defer { if durable { try? database.execute("PRAGMA synchronous = NORMAL") } }
-        guard addingCleanUp else { return try write(job) }
+        guard addingCleanUp || durable else { return try write(job) }
         try database.transaction {
             try write(job)
+            guard addingCleanUp else { return }
             let now = Timestamp.now()
             try database.query(
                 "INSERT OR IGNORE INTO cleanups (job_id, tries, next_at, created_at) VALUES (?, 0, ?, ?)",
@@ -156,6 +211,8 @@ public final class JobStore {
     }
 
     private func write(_ job: JobRecord) throws {
+        // An ended job no longer stands in the way of another doing the same.
+        if job.state.isTerminal { try database.query("DELETE FROM duplicate_keys WHERE job_id = ?", [.text(job.id)]) }
         try database.query(
             """
             UPDATE jobs SET state = ?, attempt = ?, cancellation = ?, error = ?, result = ?, retry_at = ?,
@@ -169,6 +226,39 @@ public final class JobStore {
                 job.retryAt.map { .real($0) } ?? .null, .text(Self.text(job.progress.json)), .real(Timestamp.now()),
                 .integer(job.resumesAttempt ? 1 : 0), .text(job.id),
             ])
+    }
+
+    /// Writes a group of changes in one transaction, so they share one commit and, when `durable`, one fsync of
+    /// the write-ahead log (`synchronous=FULL` for that commit): new jobs (`inserting`, each given its `sequence`
+    /// in order) and lifecycle writes (`updating`, each as `update(_:addingCleanUp:)` would write it). All or
+    /// nothing: when it throws, none of it is stored.
+    ///
+    /// This is the scheduler's group commit: what arrives within one loop turn is written here at the end of
+    /// the turn, and only then acknowledged.
+    /// - Throws: `SQLiteError` (locked, disk full); then nothing was written.
+    /// `digests` and `duplicateKeys` are those of `inserting`, as for `insert(_:digests:duplicateKeys:)`.
+    public func commitGroup(
+        inserting: inout [JobRecord], digests: [String?] = [], duplicateKeys: [[String]] = [],
+        updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool
+    ) throws {
+        if durable { try database.execute("PRAGMA synchronous = FULL") }
+        defer { if durable { try? database.execute("PRAGMA synchronous = NORMAL") } }
+        var sequences: [Int64] = []
+        try database.transaction {
+            for (index, job) in inserting.enumerated() {
+                sequences.append(try insertRow(job, digest: index < digests.count ? digests[index] : nil))
+                if index < duplicateKeys.count, !duplicateKeys[index].isEmpty { try addDuplicateKeys(duplicateKeys[index], of: job.id) }
+            }
+            let now = Timestamp.now()
+            for (job, addingCleanUp) in updating {
+                try write(job)
+                guard addingCleanUp else { continue }
+                try database.query(
+                    "INSERT OR IGNORE INTO cleanups (job_id, tries, next_at, created_at) VALUES (?, 0, ?, ?)",
+                    [.text(job.id), .real(now), .real(now)])
+            }
+        }
+        for index in inserting.indices { inserting[index].sequence = sequences[index] }
     }
 
     /// Replaces a job's params (a paused job given new credentials on `resume`).

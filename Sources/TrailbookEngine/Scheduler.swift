@@ -238,6 +238,34 @@ public final class Scheduler {
     private var storeRetryTimer: LoopTimer?
     private var storeRetryArmed = false
     private var storeRetryDelay = Scheduler.firstStoreRetryDelay
+
+    // Group commit (issue 14): submits and the ends of runs that arrive within one loop turn are written in one
+    // transaction with one fsync at the end of the turn (a check handle, after the loop's I/O callbacks), and
+    // only then acknowledged: a submit's reply and a kind's `jobEnded` wait for it.
+    /// A run's end (or other transition out of `running`) waiting for the turn's commit.
+    private struct PendingEnd {
+        var job: JobRecord
+        var from: JobState
+        var cleansUp: Bool
+        /// What follows the write: `true` when it is written, `false` when the store refused it (then it is in
+        /// `unsavedRecords`, as a refused write always is).
+        var written: @LoopActor (Bool) -> Void
+    }
+    /// Submits (each a batch of one or more new jobs, stored all or none) waiting for the turn's commit.
+    private var pendingSubmits: [PendingSubmit] = []
+    private struct PendingSubmit {
+        var jobs: [JobRecord]
+        var digests: [String?]
+        var duplicateKeys: [[String]]
+        var reply: SubmitTicket
+    }
+    private var pendingEnds: [PendingEnd] = []
+    /// The records of `pendingEnds` by id: reads overlay them, as they do `unsavedRecords`.
+    private var pendingRecords: [String: JobRecord] = [:]
+    private var groupCommitHandle: CheckHandle?
+    private var groupCommitClosed = false
+    /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
+    var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
     private static let firstStoreRetryDelay = 0.05
     private static let longestStoreRetryDelay = 1.0
 
@@ -259,10 +287,20 @@ public final class Scheduler {
     /// The jobs holding a slot now.
     public var runningCount: Int { running.count }
 
+    /// How many jobs are queued, running, paused and waiting to retry, as the daemon knows them (transitions the
+    /// store has not taken yet included). Counted once on `start()` (an index-only scan), then kept up to date by
+    /// every transition, so summaries (`watch`, the service status) never load or count jobs. Ended jobs are not
+    /// counted (they are pruned).
+    public private(set) var activeCounts: [JobState: Int] = [:]
+
     /// On daemon start: puts jobs left `running` by a crash back in the queue (they resume from their checkpoint),
     /// arms the retry timer and starts what can run.
     /// - Throws: `SQLiteError` if the store cannot be read or written.
     public func start() throws {
+        activeCounts = try store.countsByState().filter { !$0.key.isTerminal }
+        if try !store.duplicateKeysIndexed() {
+            try store.indexDuplicateKeys { [kinds] job in kinds[job.kind]?.duplicateKeys(job.params) ?? [] }
+        }
         for var job in try store.jobs(states: [.running], limit: Int.max) {
             var lifecycle = job.lifecycle
             guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
@@ -374,7 +412,6 @@ public final class Scheduler {
 
         var results: [Submitted?] = Array(repeating: nil, count: requests.count)
         var fresh: [(index: Int, job: JobRecord, digest: String?, kind: AnyJobKind)] = []
-        var activeByKind: [String: [String: JobRecord]] = [:]
         var claimed: [String: (kind: String, index: Int)] = [:]
         for (index, request) in requests.enumerated() {
             let digest = request.key.map { _ in request.digest }
@@ -394,14 +431,8 @@ public final class Scheduler {
                 let (job, kind) = try await prepare(request)
                 let duplicateKeys = request.allowDuplicate ? [] : kind.duplicateKeys(job.params)
                 if !duplicateKeys.isEmpty {
-                    if activeByKind[kind.name] == nil { activeByKind[kind.name] = try activeJobs(of: kind) }
+                    try refuseDuplicate(of: duplicateKeys, kind: kind)
                     for key in duplicateKeys {
-                        if let other = activeByKind[kind.name]?[key] {
-                            throw JobError(
-                                code: "duplicate_\(kind.name)",
-                                message: "job \(other.id) (\(other.state.rawValue)) is already doing the same: \(key); wait for "
-                                    + "it or cancel it, or submit again with --allow-duplicate")
-                        }
                         if let other = claimed[key], other.kind == kind.name {
                             throw JobError(
                                 code: "duplicate_\(kind.name)",
@@ -417,9 +448,18 @@ public final class Scheduler {
             }
         }
         guard !fresh.isEmpty else { return results.map { $0! } }
-        var jobs = fresh.map(\.job)
+        // Written with the loop turn's group commit (see `commitGroup`), which announces the jobs; answered after it.
+        guard !isShuttingDown else {
+            throw SubmitRefusal(index: nil, error: JobError(code: "shutting_down", message: "the daemon is shutting down"))
+        }
+        let ticket = SubmitTicket()
+        pendingSubmits.append(PendingSubmit(
+            jobs: fresh.map(\.job), digests: fresh.map(\.digest),
+            duplicateKeys: fresh.map { $0.kind.duplicateKeys($0.job.params) }, reply: ticket))
+        armGroupCommit()
+        let jobs: [JobRecord]
         do {
-            try await insertWaitingForLock(&jobs, digests: fresh.map(\.digest))
+            jobs = try await ticket.jobs()
         } catch {
             throw SubmitRefusal(index: nil, error: error)
         }
@@ -429,12 +469,7 @@ public final class Scheduler {
             DaemonLog.write("test hook: exiting with status \(hook) after committing a submit, before its reply")
             _exit(hook)
         }
-        for (job, entry) in zip(jobs, fresh) {
-            feed.submitted(job)
-            DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
-            results[entry.index] = Submitted(job: job, existing: false)
-        }
-        schedule()
+        for (job, entry) in zip(jobs, fresh) { results[entry.index] = Submitted(job: job, existing: false) }
         // As stored (its timestamps), except for a batch, whose records are already exact but for those.
         if jobs.count == 1, let stored = try? store.job(id: jobs[0].id), let index = fresh.first?.index {
             results[index] = Submitted(job: stored, existing: false)
@@ -498,21 +533,36 @@ public final class Scheduler {
         return (job, kind)
     }
 
-    /// The jobs of `kind` that have not ended, by each of their `duplicateKeys` (issue 11: a second submit of the
-    /// same file to the same place would upload it twice). Read once per kind per submit.
-    private func activeJobs(of kind: AnyJobKind) throws(JobError) -> [String: JobRecord] {
+    /// Announces a job the store has just taken.
+    private func submitted(_ job: JobRecord) {
+        activeCounts[.queued, default: 0] += 1
+        feed.submitted(job)
+        DaemonLog.write("job \(job.id.prefix(8)) \(job.kind) submitted (priority \(job.options.priority))")
+    }
+
+    /// Throws `duplicate_<kind>` when a job of `kind` that has not ended shares one of `newKeys` (its
+    /// `duplicateKeys`; issue 11: a second submit of the same file to the same place would upload it twice).
+    /// An indexed lookup (`JobStore.unfinishedJobs(sharing:kind:)`), plus the submits of this loop turn not
+    /// written yet.
+    private func refuseDuplicate(of newKeys: [String], kind: AnyJobKind) throws(JobError) {
+        let keys = Set(newKeys)
+        guard !keys.isEmpty else { return }
         let active: [JobRecord]
         do {
-            active = try store.jobs(states: [.queued, .running, .paused, .needsRetry], kind: kind.name, limit: Int.max)
+            active = try store.unfinishedJobs(sharing: Array(keys), kind: kind.name)
         } catch {
             throw JobError(code: "store_error", message: "cannot look for duplicate jobs: \(error)")
         }
-        var byKey: [String: JobRecord] = [:]
         // A job whose end the store has not taken yet is over all the same.
-        for job in active where !(unsavedRecords[job.id]?.state.isTerminal ?? false) {
-            for key in kind.duplicateKeys(job.params) where byKey[key] == nil { byKey[key] = job }
+        let unwritten = pendingSubmits.flatMap(\.jobs).filter { $0.kind == kind.name }
+        for job in active + unwritten
+        where !((unsavedRecords[job.id] ?? pendingRecords[job.id])?.state.isTerminal ?? false) {
+            guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
+            throw JobError(
+                code: "duplicate_\(kind.name)",
+                message: "job \(job.id) (\(job.state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
+                    + "submit again with --allow-duplicate")
         }
-        return byKey
     }
 
     /// The job whose id is `idOrPrefix` or starts with it, with live progress if it is running.
@@ -537,10 +587,11 @@ public final class Scheduler {
                 code: sqlite?.isLocked == true ? "store_busy" : "store_error",
                 message: "cannot read the job store: \(sqlite?.cause ?? "") (\(error)); try again")
         }
-        if !unsavedRecords.isEmpty {
-            jobs = jobs.map { unsavedRecords[$0.id] ?? $0 }
+        let unwritten = pendingRecords.isEmpty ? unsavedRecords : unsavedRecords.merging(pendingRecords) { refused, _ in refused }
+        if !unwritten.isEmpty {
+            jobs = jobs.map { unwritten[$0.id] ?? $0 }
             let listed = Set(jobs.map(\.id))
-            jobs += unsavedRecords.values.filter { !listed.contains($0.id) && (kind == nil || $0.kind == kind) }
+            jobs += unwritten.values.filter { !listed.contains($0.id) && (kind == nil || $0.kind == kind) }
             jobs = Array(jobs.filter { states?.contains($0.state) ?? true }.sorted { $0.sequence < $1.sequence }.suffix(limit))
         }
         return jobs.map { running[$0.id].map(live) ?? $0 }
@@ -650,6 +701,11 @@ public final class Scheduler {
         }
         deadline.close()
         for job in running.values { job.watchdog.close() }
+        // What ended meanwhile is written now; later ends (after the grace) are written at once.
+        commitGroup()
+        groupCommitClosed = true
+        groupCommitHandle?.close()
+        groupCommitHandle = nil
         // One last try at what the store refused; what is still unwritten resumes from the store's state next time.
         storeRetryTimer?.close()
         storeRetryTimer = nil
@@ -667,15 +723,29 @@ public final class Scheduler {
             again = false
             let free = options.concurrency - running.count
             guard free > 0, let queued = queuedJobs(limit: free) else { break }
-            for job in queued where start(job) == .endedAtOnce { again = true }
+            var starting: [(job: JobRecord, kind: AnyJobKind)] = []
+            for job in queued {
+                if let kind = kinds[job.kind] {
+                    if let started = startable(job, kind: kind) { starting.append((started, kind)) }
+                } else if startUnknownKind(job) == .endedAtOnce {
+                    again = true
+                }
+            }
+            guard !starting.isEmpty else { continue }
+            // Every start of this pass in one transaction (not fsynced: a crash puts a `running` job back in the
+            // queue anyway). A refused write leaves them all queued; the store retry runs `schedule()` again once
+            // writes succeed.
+            var none: [JobRecord] = []
+            guard write("the start of \(starting.count) jobs", {
+                try store.commitGroup(inserting: &none, updating: starting.map { ($0.job, false) }, durable: false)
+            }) == nil else { break }
+            for (job, kind) in starting { launch(job, kind: kind) }
         }
         preemptIfNeeded()
     }
 
-    /// What `start` did with a queued job.
+    /// What `startUnknownKind` did with a queued job.
     private enum StartOutcome {
-        /// It is running.
-        case running
         /// It ended as it started (its kind is unknown here), and that is recorded.
         case endedAtOnce
         /// Nothing changed (not startable now, or its new state could not be recorded).
@@ -685,7 +755,10 @@ public final class Scheduler {
     /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
     /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
     private func preemptIfNeeded() {
-        guard running.count >= options.concurrency,
+        guard running.count >= options.concurrency else { return }
+        // The usual case first, from one row: the most urgent waiting job outranks no running one.
+        let lowest = running.values.lazy.filter { $0.context.stopReason == nil }.map(\.record.options.priority).min()
+        guard let lowest, let first = queuedJobs(limit: 1)?.first, first.options.priority > lowest,
             let waiting = queuedJobs(limit: options.concurrency), !waiting.isEmpty
         else { return }
         var freeing = running.values.filter { $0.context.stopReason != nil }.count
@@ -702,34 +775,41 @@ public final class Scheduler {
         }
     }
 
-    private func start(_ queued: JobRecord) -> StartOutcome {
+    /// Records the start of a queued job of a kind this daemon lacks: a stored job an older or newer version
+    /// wrote. It starts and fails at once, through the lifecycle like any other failure, so the feed and the
+    /// attempt count stay true. One write (queued -> failed), then both transitions announced: a failed write
+    /// leaves it queued, never half-way in `running`.
+    private func startUnknownKind(_ queued: JobRecord) -> StartOutcome {
         var job = queued
-        guard let kind = kinds[job.kind] else {
-            // A stored job of a kind this daemon lacks (an older or newer version wrote it): it starts and fails
-            // at once, through the lifecycle like any other failure, so the feed and the attempt count stay true.
-            // One write (queued -> failed), then both transitions announced: a failed write leaves it queued,
-            // never half-way in `running`.
-            var lifecycle = job.lifecycle
-            guard lifecycle.handle(.start) == .run else { return .unchanged }
-            job.adopt(lifecycle)
-            let started = job
-            _ = lifecycle.handle(.fail(retryable: false))
-            job.adopt(lifecycle)
-            job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
-            guard write("the state of job \(job.id.prefix(8))", { try store.update(job) }) == nil else { return .unchanged }
-            announce(started, from: .queued)
-            announce((try? store.job(id: job.id)) ?? job, from: .running)
-            return .endedAtOnce
-        }
         var lifecycle = job.lifecycle
         guard lifecycle.handle(.start) == .run else { return .unchanged }
+        job.adopt(lifecycle)
+        let started = job
+        _ = lifecycle.handle(.fail(retryable: false))
+        job.adopt(lifecycle)
+        job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
+        guard write("the state of job \(job.id.prefix(8))", { try store.update(job) }) == nil else { return .unchanged }
+        announce(started, from: .queued)
+        announce((try? store.job(id: job.id)) ?? job, from: .running)
+        return .endedAtOnce
+    }
+
+    /// A queued job as it starts (state `running`, its attempt counted), or `nil` if it cannot start.
+    private func startable(_ queued: JobRecord, kind: AnyJobKind) -> JobRecord? {
+        var job = queued
+        var lifecycle = job.lifecycle
+        guard lifecycle.handle(.start) == .run else { return nil }
         job.adopt(lifecycle)
         job.error = nil
         job.progress.unit = kind.traits.unit
         job.progress.ratePerSecond = nil
         job.progress.etaSeconds = nil
-        // A refused write leaves the job queued; the store retry runs `schedule()` again once writes succeed.
-        guard write("the state of job \(job.id.prefix(8))", { try store.update(job) }) == nil else { return .unchanged }
+        job.updatedAt = Timestamp.nowISO8601()
+        return job
+    }
+
+    /// Runs a job whose start is written.
+    private func launch(_ job: JobRecord, kind: AnyJobKind) {
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
         running[job.id] = active
         announce(job, from: .queued)
@@ -738,7 +818,6 @@ public final class Scheduler {
             let outcome = await self.execute(active)
             self.finish(active, outcome)
         }
-        return .running
     }
 
     private func makeContext(for job: JobRecord, kind: AnyJobKind) -> JobContext {
@@ -808,28 +887,102 @@ public final class Scheduler {
         }
         active.watchdog.close()
         running[job.id] = nil
+        job.updatedAt = Timestamp.nowISO8601()
         let cleansUp = active.kind.traits.cleansUpAfterEnd && (job.state == .failed || job.state == .cancelled)
-        // A refused write keeps the end in memory (announced, shown, cancellable) until the store retry writes it;
-        // kinds drop their state, and clean up, only once it is written. A restart before then recovers the job
-        // as after a crash.
-        let recorded = commit(job, from: .running, addingCleanUp: cleansUp)
-        if recorded && job.state.isTerminal && !cleansUp { active.kind.jobEnded(job.id, job.state) }
         let waiters = active.waiters
         active.waiters.removeAll()
         armRetryTimer()
+        // Written with the turn's group commit. A refused write keeps the end in memory (announced, shown,
+        // cancellable) until the store retry writes it; kinds drop their state, and clean up, only once it is
+        // written. A restart before then recovers the job as after a crash.
+        let ended = job
+        commitAtTurnEnd(job, from: .running, addingCleanUp: cleansUp) { recorded in
+            if recorded && ended.state.isTerminal && !cleansUp { active.kind.jobEnded(ended.id, ended.state) }
+            guard cleansUp && recorded else {
+                for waiter in waiters { waiter.resume() }
+                return
+            }
+            // The first clean-up try before `cancel` answers, so a cancelled upload is gone from the server by then.
+            Task { @LoopActor in
+                await self.tryCleanUp(ended.id)
+                active.kind.jobEnded(ended.id, ended.state)
+                for waiter in waiters { waiter.resume() }
+            }
+        }
+    }
+
+    // MARK: - Group commit
+
+    /// Queues `job`'s transition from `from` for the turn's group commit; `written` runs after it, with whether
+    /// the store took it. After shutdown (no more turns) it is written at once.
+    private func commitAtTurnEnd(
+        _ job: JobRecord, from: JobState, addingCleanUp: Bool, written: @escaping @LoopActor (Bool) -> Void
+    ) {
+        guard !groupCommitClosed else {
+            return written(commit(job, from: from, addingCleanUp: addingCleanUp))
+        }
+        pendingEnds.append(PendingEnd(job: job, from: from, cleansUp: addingCleanUp, written: written))
+        pendingRecords[job.id] = job
+        armGroupCommit()
+    }
+
+    private func armGroupCommit() {
+        let handle = groupCommitHandle ?? CheckHandle(loop: .main)
+        groupCommitHandle = handle
+        handle.start { [weak self] in
+            LoopIsolation.assume { self?.commitGroup() }
+        }
+    }
+
+    /// Writes the turn's submits and transitions in one transaction (one fsync when any is a submit or an end),
+    /// then answers the submits, announces the transitions and runs what waits for them, and starts what can run.
+    /// When the store refuses the group, each write is tried alone, so each meets the refusal it would have met
+    /// without grouping and is handled as before (a submit waits out a lock or is refused; a transition is kept in
+    /// `unsavedRecords`).
+    private func commitGroup() {
+        groupCommitHandle?.stop()
+        let submits = pendingSubmits
+        let ends = pendingEnds
+        pendingSubmits.removeAll()
+        pendingEnds.removeAll()
+        guard !submits.isEmpty || !ends.isEmpty else { return }
+        var inserted = submits.flatMap(\.jobs)
+        let durable = !submits.isEmpty || ends.contains { $0.job.state.isTerminal }
+        let written = (try? store.commitGroup(
+            inserting: &inserted, digests: submits.flatMap(\.digests), duplicateKeys: submits.flatMap(\.duplicateKeys),
+            updating: ends.map { ($0.job, $0.cleansUp) }, durable: durable)) != nil
+        for end in ends { pendingRecords[end.job.id] = nil }
+        if written {
+            groupCommitted?(inserted.count, ends.count)
+            var next = 0
+            for submit in submits {
+                let stored = Array(inserted[next..<next + submit.jobs.count])
+                next += submit.jobs.count
+                for job in stored { submitted(job) }
+                submit.reply.resolve(.success(stored))
+            }
+            for end in ends {
+                announce(end.job, from: end.from)
+                end.written(true)
+            }
+        } else {
+            for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp)) }
+            for submit in submits {
+                Task { @LoopActor in
+                    var jobs = submit.jobs
+                    do throws(JobError) {
+                        try await self.insertWaitingForLock(&jobs, digests: submit.digests, duplicateKeys: submit.duplicateKeys)
+                    } catch {
+                        return submit.reply.resolve(.failure(error))
+                    }
+                    for job in jobs { self.submitted(job) }
+                    self.schedule()
+                    submit.reply.resolve(.success(jobs))
+                }
+            }
+        }
+        armRetryTimer()
         schedule()
-        guard cleansUp && recorded else {
-            for waiter in waiters { waiter.resume() }
-            return
-        }
-        // The first clean-up try before `cancel` answers, so a cancelled upload is gone from the server by then.
-        let state = job.state
-        let id = job.id
-        Task { @LoopActor in
-            await self.tryCleanUp(id)
-            active.kind.jobEnded(id, state)
-            for waiter in waiters { waiter.resume() }
-        }
     }
 
     // MARK: - Clean-up of ended jobs
@@ -1008,6 +1161,10 @@ public final class Scheduler {
     /// Publishes a state change on the feed and writes it to the daemon's log (one line, for debugging from the
     /// log alone).
     private func announce(_ job: JobRecord, from previous: JobState) {
+        if previous != job.state {
+            if !previous.isTerminal { activeCounts[previous, default: 0] -= 1 }
+            if !job.state.isTerminal { activeCounts[job.state, default: 0] += 1 }
+        }
         feed.stateChanged(job, from: previous)
         var line = "job \(job.id.prefix(8)) \(job.kind) \(previous.rawValue) -> \(job.state.rawValue)"
         if job.state == .running { line += " (attempt \(job.attempt) of \(job.options.maxAttempts))" }
@@ -1026,7 +1183,7 @@ public final class Scheduler {
 
     /// A job as the daemon knows it: its unwritten record if the store refused it, else the stored one.
     private func current(_ id: String) -> JobRecord? {
-        unsavedRecords[id] ?? (try? store.job(id: id)) ?? nil
+        unsavedRecords[id] ?? pendingRecords[id] ?? (try? store.job(id: id)) ?? nil
     }
 
     /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
@@ -1133,13 +1290,15 @@ extension Scheduler {
     /// (the loop serves everything else meanwhile) for up to `storeLockWaitSeconds`.
     /// - Throws: `JobError` `store_busy` when the lock outlasts the wait, `store_write_failed` for any other refusal;
     ///   then none of the jobs is stored.
-    fileprivate func insertWaitingForLock(_ jobs: inout [JobRecord], digests: [String?]) async throws(JobError) {
+    fileprivate func insertWaitingForLock(_ jobs: inout [JobRecord], digests: [String?], duplicateKeys: [[String]])
+        async throws(JobError)
+    {
         let started = Timestamp.monotonic()
         var delay = Self.firstStoreRetryDelay
         let what = jobs.count == 1 ? "a new job" : "\(jobs.count) new jobs"
         while true {
             var inserted = jobs
-            guard let error = write(what, { try store.insert(&inserted, digests: digests) }) else {
+            guard let error = write(what, { try store.insert(&inserted, digests: digests, duplicateKeys: duplicateKeys) }) else {
                 jobs = inserted
                 return
             }
@@ -1266,6 +1425,28 @@ extension Scheduler: JobHost {
 
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) {
         if let active = running[job.id], active.context === job { stop(active, reason, detail: detail) }
+    }
+}
+
+/// A submit waiting for the group commit that stores its jobs (`Scheduler.submit`).
+@LoopActor
+final class SubmitTicket {
+    private var result: Result<[JobRecord], JobError>?
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init() {}
+
+    /// The jobs as stored (state `queued`), once their group commit is written.
+    /// - Throws: `JobError` `store_write_failed` or `store_busy` when the store refused them (nothing submitted).
+    func jobs() async throws(JobError) -> [JobRecord] {
+        if result == nil { await withCheckedContinuation { waiters.append($0) } }
+        return try result!.get()
+    }
+
+    func resolve(_ outcome: Result<[JobRecord], JobError>) {
+        result = outcome
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
     }
 }
 

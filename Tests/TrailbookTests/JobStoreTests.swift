@@ -60,6 +60,31 @@ struct JobStoreTests {
         #expect(try store.job(key: "k1")?.digest == "d1")
     }
 
+    /// What an unfinished job works on is found by index, from an insert alone or a group commit, and is gone once
+    /// the job ends; a group commit stores its new jobs in order, all or nothing.
+    @Test func duplicateKeysAreIndexedWhileAJobIsUnfinished() throws {
+        let store = try JobStore(path: temporaryPath())
+        var first = makeJob("0a000000-0000-4000-8000-0000000000d1")
+        var firstOnly = [first]
+        try store.insert(&firstOnly, digests: [nil], duplicateKeys: [["/a.jpg to file:///srv"]])
+        first = firstOnly[0]
+        var group = [makeJob("0a000000-0000-4000-8000-0000000000d2"), makeJob("0a000000-0000-4000-8000-0000000000d3")]
+        try store.commitGroup(
+            inserting: &group, duplicateKeys: [["/b.jpg to file:///srv"], []], updating: [], durable: true)
+        #expect(group[0].sequence == first.sequence + 1 && group[1].sequence == first.sequence + 2)
+        #expect(try store.unfinishedJobs(sharing: ["/a.jpg to file:///srv"], kind: "sleep").map(\.id) == [first.id])
+        #expect(try store.unfinishedJobs(sharing: ["/b.jpg to file:///srv", "/c.jpg"], kind: "sleep").map(\.id) == [group[0].id])
+        #expect(try store.unfinishedJobs(sharing: ["/a.jpg to file:///srv"], kind: "upload").isEmpty)
+        first.state = .succeeded
+        var none: [JobRecord] = []
+        try store.commitGroup(inserting: &none, updating: [(first, false)], durable: true)
+        #expect(try store.unfinishedJobs(sharing: ["/a.jpg to file:///srv"], kind: "sleep").isEmpty)
+        // A duplicate id refuses the whole group: the other new job is not stored either.
+        var clash = [makeJob("0a000000-0000-4000-8000-0000000000d4"), makeJob(first.id)]
+        #expect(throws: SQLiteError.self) { try store.commitGroup(inserting: &clash, updating: [], durable: true) }
+        #expect(try store.job(id: "0a000000-0000-4000-8000-0000000000d4") == nil)
+    }
+
     /// A job's end that needs a clean-up is recorded with it (one transaction); the pending clean-up survives a
     /// reopen of the store, is rescheduled with its tries and last error, and is forgotten once done.
     @Test func aPendingCleanUpIsRecordedWithTheEndAndSurvivesAReopen() throws {
