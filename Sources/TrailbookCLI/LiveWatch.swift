@@ -227,7 +227,14 @@ final class LiveWatch {
             for kind in scope.kinds.isEmpty ? [nil] : scope.kinds.map(Optional.some) {
                 var request: [String: JSONValue] = ["op": "list", "states": active]
                 if let kind { request["kind"] = .string(kind) }
-                jobs += (try? context.call(.object(request)))?["jobs"]?.arrayValue ?? []
+                let reply = try? context.call(.object(request))
+                jobs += reply?["jobs"]?.arrayValue ?? []
+                // The daemon's counters, for the summary (all kinds: only when not filtering by kind).
+                if scope.kinds.isEmpty, case .object(let counts)? = reply?["counts"] {
+                    screen.activeCounts = counts.reduce(into: [:]) { result, entry in
+                        if let state = JobState(rawValue: entry.key), let count = entry.value.intValue { result[state] = Int(count) }
+                    }
+                }
             }
             // Jobs we show as live but that ended while we were away.
             let listed = Set(jobs.compactMap { $0["id"]?.stringValue })

@@ -69,6 +69,10 @@ struct WatchScreen {
     var expand = false
     /// A line shown above the key help, e.g. "lost the daemon; reconnecting…".
     var notice: String?
+    /// The daemon's counts of unfinished jobs by state (the `counts` of a `list` reply), kept current by the feed's
+    /// events: the summary's running, queued, paused and retrying figures come from them when known, as the rows
+    /// hold only the jobs listed (at most `list`'s limit of a million queued).
+    var activeCounts: [JobState: Int]?
     /// A question replacing the key help, e.g. the cancel confirmation.
     var prompt: String?
 
@@ -112,11 +116,19 @@ struct WatchScreen {
         switch type {
         case "submitted":
             newState = event["state"]?.stringValue.flatMap(JobState.init(rawValue:)) ?? .queued
+            activeCounts?[.queued, default: 0] += 1
         case "progress":
             if let progress = event["progress"] { Self.update(&row, progress: progress, now: now) }
         case "state":
             guard let to = event["to"]?.stringValue.flatMap(JobState.init(rawValue:)) else { break }
             newState = to
+            if let from = event["from"]?.stringValue.flatMap(JobState.init(rawValue:)), from != to,
+                var counts = activeCounts
+            {
+                if !from.isTerminal { counts[from] = max(0, (counts[from] ?? 0) - 1) }
+                if !to.isTerminal { counts[to, default: 0] += 1 }
+                activeCounts = counts
+            }
             if let attempt = event["attempt"]?.intValue { row.attempt = Int(attempt) }
             row.cancellation = event["cancellation"] ?? .null
             row.error = event["error"] ?? .null
@@ -208,6 +220,12 @@ struct WatchScreen {
             case .failed: summary.failed += 1
             case .cancelled: summary.cancelled += 1
             }
+        }
+        if let counts = activeCounts {
+            summary.running = counts[.running] ?? 0
+            summary.queued = counts[.queued] ?? 0
+            summary.paused = counts[.paused] ?? 0
+            summary.retrying = counts[.needsRetry] ?? 0
         }
         return summary
     }

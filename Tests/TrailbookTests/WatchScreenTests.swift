@@ -27,6 +27,25 @@ struct WatchScreenTests {
         screen.render(width: width, height: height, now: now).map(WatchScreen.text)
     }
 
+    @Test func summaryCountsComeFromTheDaemonsCountersKeptCurrentByEvents() {
+        var screen = WatchScreen()
+        // Two jobs listed, of a million queued: the counters, not the rows, give the summary.
+        screen.apply(job: Self.job("a", state: "running"), now: Self.t0)
+        screen.apply(job: Self.job("b", state: "queued"), now: Self.t0)
+        screen.activeCounts = [.running: 1, .queued: 1_000_000]
+        #expect(screen.summary.queued == 1_000_000)
+        #expect(screen.summary.running == 1)
+        screen.apply(event: ["type": "state", "job": "a", "from": "running", "to": "succeeded"], now: Self.t0 + 1)
+        screen.apply(event: ["type": "state", "job": "c", "from": "queued", "to": "running"], now: Self.t0 + 1)
+        screen.apply(event: ["type": "submitted", "job": "d", "state": "queued"], now: Self.t0 + 1)
+        #expect(screen.summary.running == 1)
+        #expect(screen.summary.queued == 1_000_000)
+        #expect(screen.summary.done == 1)
+        screen.apply(event: ["type": "state", "job": "c", "from": "running", "to": "needs_retry"], now: Self.t0 + 2)
+        #expect(screen.summary.running == 0)
+        #expect(screen.summary.retrying == 1)
+    }
+
     @Test func barUsesEighthBlocksForSubCharacterResolution() {
         #expect(WatchScreen.bar(0, width: 4) == "    ")
         #expect(WatchScreen.bar(1, width: 4) == "████")
