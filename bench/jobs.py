@@ -136,7 +136,7 @@ def pipelined(daemon, requests):
             if not reply.get("ok"):
                 errors.append(reply)
             else:
-                ids[index] = reply.get("jobs") or reply["job"]["id"]
+                ids[index] = reply.get("ids") or reply["job"]["id"]
         s.close()
 
     lines = [(i, (json.dumps(r) + "\n").encode()) for i, r in enumerate(requests)]
