@@ -326,6 +326,25 @@ struct ArgumentParserTests {
         )
     }
 
+    /// A command that is also a group (`submit --from F` beside `submit upload`): options go to it, a word after
+    /// it is still a subcommand (suggested when mistyped), and the bare group still needs a subcommand.
+    @Test func aCommandThatIsAlsoAGroupTakesOnlyOptions() throws {
+        let commands = Self.commands + [
+            CommandSpec(
+                path: ["submit"], summary: "Submits jobs from a file.",
+                options: [OptionSpec("from", .value(placeholder: "FILE"), required: true, help: "the file")])
+        ]
+        let (spec, rest) = try ArgumentParser.command(for: ["submit", "--from", "jobs.ndjson"], in: commands)
+        #expect(spec.path == ["submit"])
+        #expect(rest == ["--from", "jobs.ndjson"])
+        let (upload, _) = try ArgumentParser.command(for: ["submit", "upload", "a.jpg"], in: commands)
+        #expect(upload.path == ["submit", "upload"])
+        let typo = usageMessage { try ArgumentParser.command(for: ["submit", "uplod", "f"], in: commands) }
+        #expect(typo?.hasPrefix("unknown command 'submit uplod'; did you mean 'submit upload'?") == true)
+        let bare = usageMessage { try ArgumentParser.command(for: ["submit"], in: commands) }
+        #expect(bare?.hasPrefix("'submit' needs a subcommand") == true)
+    }
+
     @Test func missingCommandAndMissingSubcommand() {
         #expect(
             usageMessage { try ArgumentParser.command(for: [], in: Self.commands) }?.hasPrefix(
