@@ -303,6 +303,7 @@ enum Commands {
             params["s3"] = s3
         }
         if arguments.flag("each") {
+            try refuseSharedNames(files, to: params["to"]?.stringValue)
             let entries = zip(files, context.arguments.positionals).map { file, typed in
                 var one = params
                 one["files"] = [file.json]
@@ -311,6 +312,28 @@ enum Commands {
             return try BatchSubmit.submit(entries, context)
         }
         return try submit(kind: "upload", params: .object(params), context)
+    }
+
+    /// `--each` of files that share a name into a directory or an S3 prefix: each job would write `DEST/NAME`, the
+    /// last one replacing the others' copies, which one job refuses (`duplicate_name`); so the batch is refused too.
+    /// A tus endpoint gives every upload its own URL, so same names are fine there.
+    /// - Throws: `DaemonReply` `duplicate_name` (exit 2), before anything is sent.
+    static func refuseSharedNames(_ files: [BytePath], to: String?) throws {
+        guard let to, let destination = try? UploadDestination(parsing: to) else { return }
+        if case .tus = destination { return }
+        var seen: [BytePath: BytePath] = [:]
+        for file in files {
+            guard let name = try? UploadNames.name(ofSource: file) else { continue }  // the daemon names that one
+            if let other = seen[name] {
+                throw DaemonReply(
+                    error: JobError(
+                        code: "duplicate_name",
+                        message: "'\(file)' and '\(other)' would both be written as '\(name)' in \(to), one job "
+                            + "replacing the other's copy; rename one or upload them to different destinations; "
+                            + "nothing was queued"))
+            }
+            seen[name] = file
+        }
     }
 
     /// The `s3` params member from the s3 options, or `nil` when none is given.

@@ -228,6 +228,31 @@ struct SubmitBatchEndToEndTests {
         #expect(try Self.jobCount(daemon) == 5)
     }
 
+    /// `--each` of two files named alike (`a/x.jpg`, `b/x.jpg`) into one directory: as one job it is
+    /// `duplicate_name`; as a batch it was queued, both jobs succeeded and the second copy silently replaced the
+    /// first. It is refused the same way now, and nothing is queued or written.
+    @Test func eachRefusesFilesOfOneNameIntoOneDirectory() throws {
+        let daemon = try DaemonHarness()
+        let dest = daemon.home.file("dest")
+        for dir in ["dest", "a", "b"] {
+            try FileManager.default.createDirectory(atPath: daemon.home.file(dir), withIntermediateDirectories: true)
+        }
+        let sources = [daemon.home.file("a/x.jpg"), daemon.home.file("b/x.jpg")]
+        for (n, source) in sources.enumerated() {
+            try Data(repeating: UInt8(n + 1), count: 1000).write(to: URL(fileURLWithPath: source))
+        }
+        let result = try daemon.cli(["submit", "upload"] + sources + ["--to", dest, "--each"])
+        #expect(result.status == 2, "\(result.stdout)")
+        #expect(result.stderr.contains("would both be written as 'x.jpg'"), "\(result.stderr)")
+        #expect(result.stderr.contains("[duplicate_name]"), "\(result.stderr)")
+        #expect(try Self.jobCount(daemon) == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dest).isEmpty)
+        // Different names are still one job each.
+        let ok = try daemon.cli(["submit", "upload", sources[0], "--to", dest, "--each"])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(try Self.jobCount(daemon) == 1)
+    }
+
     /// The lost reply (issue 14): the daemon commits a submit and dies before answering (a test hook makes it exit
     /// right after the commit). The CLI, which made its own key, reconnects to the restarted daemon with the same
     /// key and gets the job: exit 0, marked existing, and exactly one job exists. Then the same for a batch.
