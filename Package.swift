@@ -23,10 +23,14 @@ let package = Package(
         // HEIF/HEIC and AVIF photos (libheif 1.15 in Debian 12).
         .systemLibrary(name: "CHeif", pkgConfig: "libheif", providers: [.apt(["libheif-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // PostgreSQL's client library: the shared job store of several daemons (issue 15).
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
         .target(name: "TrailbookSQLite", dependencies: ["CSQLite"]),
         .target(name: "TrailbookHTTP", dependencies: ["TrailbookLoop", "CCurl"]),
+        // PostgreSQL from the loop (libpq's non-blocking API on a poll handle) and the shared queue's SQL.
+        .target(name: "TrailbookPostgres", dependencies: ["TrailbookLoop", "CLibPQ"]),
         .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
 
         .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
@@ -77,5 +81,7 @@ let package = Package(
         .testTarget(
             name: "HTTPTests",
             dependencies: ["TrailbookLoop", "TrailbookHTTP", "TusClient", "S3Client", "CCrypto", "TestSupport"]),
+        // Against a throwaway PostgreSQL server (Tests/TestSupport/PostgresServer.swift).
+        .testTarget(name: "PostgresTests", dependencies: ["TrailbookPostgres", "TrailbookLoop", "TestSupport"]),
     ]
 )

@@ -20,6 +20,8 @@ packages=(
   libjpeg-turbo-progs   # cjpeg: encodes the benchmark's generated photos
   systemd               # systemd-socket-activate: the socket-activation test
   faketime              # libfaketime: clock-step tests of the scheduler (retry waits, due-time clamping)
+  libpq-dev             # PostgreSQL client library: the shared job store (issue 15)
+  postgresql            # PostgreSQL 15 server: the test harness starts a throwaway one (initdb, pg_ctl)
 )
 
 missing=()
