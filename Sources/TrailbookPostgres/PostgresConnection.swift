@@ -140,10 +140,15 @@ public final class PostgresConnection {
         switch state {
         case .ready: return
         case .closed: throw PostgresError(kind: .closed, message: "the PostgreSQL connection is closed")
-        case .idle: startAttempt()
-        case .connecting, .waitingToReconnect: break
+        case .idle, .connecting, .waitingToReconnect: break
         }
-        try await waitForConnection(isolation: isolation)
+        let outcome = await withCheckedContinuation(isolation: isolation) {
+            (continuation: CheckedContinuation<Result<Void, PostgresError>, Never>) in
+            // Waiting first: an attempt can fail before `startAttempt` returns (no such socket).
+            connectWaiters.append { continuation.resume(returning: $0) }
+            if state == .idle { startAttempt() }
+        }
+        try outcome.get()
     }
 
     /// Waits until the connection is up again after a loss, at most `timeoutSeconds`.
@@ -309,14 +314,6 @@ public final class PostgresConnection {
             guard let self, self.state == .waitingToReconnect else { return }
             self.startAttempt()
         }
-    }
-
-    private func waitForConnection(isolation: isolated (any Actor)?) async throws(PostgresError) {
-        let outcome = await withCheckedContinuation(isolation: isolation) {
-            (continuation: CheckedContinuation<Result<Void, PostgresError>, Never>) in
-            connectWaiters.append { continuation.resume(returning: $0) }
-        }
-        try outcome.get()
     }
 
     /// Tells `connect()` callers the outcome of an attempt, and `waitUntilReady` callers a success or the close.

@@ -211,6 +211,30 @@ struct PostgresConnectionTests {
         }
     }
 
+    @Test func connectingToNoServerFailsAtOnceAndCanBeRetried() async throws {
+        try await withPostgresServer { server in
+            // The same socket directory and port, but the server is down: libpq finds no socket.
+            try await Task.detached { try server.shutDown() }.value
+            let connection = PostgresConnection(
+                loop: .main, connectionString: try PostgresConnectionString(server.socketConnectionString))
+            defer { connection.close() }
+            let clock = ContinuousClock()
+            let start = clock.now
+            await #expect {
+                try await connection.connect()
+            } throws: { ($0 as? PostgresError)?.kind == .connectionFailed }
+            #expect(clock.now - start < .seconds(2))
+            #expect(connection.state == .idle)
+            await #expect {
+                _ = try await connection.query("SELECT 1")
+            } throws: { ($0 as? PostgresError)?.kind == .notConnected }
+            try await Task.detached { try server.startUp() }.value
+            try await connection.connect()
+            #expect(try await connection.query("SELECT 1").rows.first?.int(0) == 1)
+            #expect(connection.reconnections == 0)
+        }
+    }
+
     @Test func serverRestartIsSurvivedByReconnecting() async throws {
         try await withPostgresServer { server in
             let connection = try await connected(
