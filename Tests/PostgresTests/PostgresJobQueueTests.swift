@@ -12,6 +12,20 @@ private func queue(on server: PostgresServer) async throws -> PostgresJobQueue {
     return queue
 }
 
+/// Two migrated queues on their own connections (two daemons), closed after `body`.
+@LoopActor
+private func twoQueues(
+    on server: PostgresServer, _ body: @LoopActor (PostgresJobQueue, PostgresJobQueue) async throws -> Void
+) async throws {
+    let first = try await queue(on: server)
+    let second = try await queue(on: server)
+    defer {
+        first.connection.close()
+        second.connection.close()
+    }
+    try await body(first, second)
+}
+
 private let hostA = PostgresJobQueue.Owner(host: "host-a", daemonID: "daemon-a")
 private let hostB = PostgresJobQueue.Owner(host: "host-b", daemonID: "daemon-b")
 
@@ -102,13 +116,7 @@ struct PostgresJobQueueTests {
     }
 
     @Test func twoConnectionsClaimingConcurrentlyNeverTakeTheSameJob() async throws {
-        try await withPostgresServer { server in
-            let a = try await queue(on: server)
-            let b = try await queue(on: server)
-            defer {
-                a.connection.close()
-                b.connection.close()
-            }
+        try await withPostgresServer { server in try await twoQueues(on: server) { a, b in
             let count = 500
             _ = try await a.submit((0..<count).map { .init(id: String(format: "job-%04d", $0), kind: "sleep") })
             // Both claim in small batches at once: their statements run concurrently on two server backends.
@@ -122,7 +130,7 @@ struct PostgresJobQueueTests {
             let owners = try await a.connection.query(
                 "SELECT lease_daemon, count(*) FROM trailbook_jobs WHERE state = 'running' GROUP BY 1 ORDER BY 1")
             #expect(owners.rows.map(\.values) == [["daemon-a", String(fromA.count)], ["daemon-b", String(fromB.count)]])
-        }
+        } }
     }
 
     @Test func anExpiredLeaseIsRescuedWithTheSameAttempt() async throws {
@@ -173,13 +181,7 @@ struct PostgresJobQueueTests {
     }
 
     @Test func aStaleLeaseTokenCannotRenewCheckpointOrEndTheJob() async throws {
-        try await withPostgresServer { server in
-            let a = try await queue(on: server)
-            let b = try await queue(on: server)
-            defer {
-                a.connection.close()
-                b.connection.close()
-            }
+        try await withPostgresServer { server in try await twoQueues(on: server) { a, b in
             _ = try await a.submit([.init(id: "contested", kind: "sleep", maxAttempts: 3)])
             let stale = try #require(try await a.claim(owner: hostA, limit: 1, leaseSeconds: -1).first)
             #expect(try await b.rescueExpiredLeases() == ["contested"])
@@ -201,17 +203,11 @@ struct PostgresJobQueueTests {
             #expect(after.state == "succeeded" && after.leaseToken == nil && after.attempt == 1)
             let stored = try await a.connection.query("SELECT result, error FROM trailbook_jobs WHERE id = 'contested'")
             #expect(stored.rows.first?.values == [#"{"slept":1}"#, nil])
-        }
+        } }
     }
 
     @Test func aSubmitNotifiesListeningDaemonsAtCommitOnly() async throws {
-        try await withPostgresServer { server in
-            let listener = try await queue(on: server)
-            let submitter = try await queue(on: server)
-            defer {
-                listener.connection.close()
-                submitter.connection.close()
-            }
+        try await withPostgresServer { server in try await twoQueues(on: server) { listener, submitter in
             var payloads: [String] = []
             listener.connection.onNotification = { payloads.append($0.payload) }
             try await listener.connection.listen(PostgresJobQueue.jobsChannel)
@@ -227,7 +223,7 @@ struct PostgresJobQueueTests {
             _ = try await listener.connection.query("SELECT 1")  // anything still on its way has arrived by now
             #expect(payloads == ["default", "photos"])
             #expect(try await listener.connection.query("SELECT count(*) FROM trailbook_jobs").rows.first?.int(0) == 3)
-        }
+        } }
     }
 
     @Test func dueRetriesAreQueuedAgain() async throws {

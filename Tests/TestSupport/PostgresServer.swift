@@ -107,40 +107,21 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Runs a server binary (as `nobody` when root) and waits for it, its output in `<tool>.out`.
     ///
-    /// `posix_spawn` and `waitpid`, not Foundation's `Process`: `pg_ctl start` leaves the server running as its
-    /// orphan, and the child should start with no signal blocked (`Process` passes on the test runner's mask).
+    /// `ChildProcess`, not Foundation's `Process`: `Process.waitUntilExit` never returned for `pg_ctl start`,
+    /// whose server lives on as its orphan.
     private func run(_ tool: String, _ arguments: String...) throws {
         let command = ["\(binDirectory)/\(tool)"] + arguments
-        let argumentList =
-            runAsNobody ? ["env", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] + command : ["env"] + command
         let outputFile = "\(directory)/\(tool).out"
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        let argv = argumentList.map { strdup($0) } + [nil]
-        let environment: [String] = ["PATH=\(path)", "LC_ALL=C"]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw SetupError(description: "cannot start \(tool): error \(rc)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        // WIFEXITED && WEXITSTATUS == 0.
-        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+        let pid = try ChildProcess.spawn(
+            "/usr/bin/env",
+            runAsNobody ? ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] + command : command,
+            environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "LC_ALL": "C"],
+            output: outputFile)
+        let status = ChildProcess.exitStatus(of: pid)
+        guard status == 0 else {
             let printed = (try? String(contentsOfFile: outputFile, encoding: .utf8)) ?? ""
-            throw SetupError(description: "\(tool) \(arguments.joined(separator: " ")) failed (status \(status)): \(printed)")
+            throw SetupError(
+                description: "\(tool) \(arguments.joined(separator: " ")) failed (exit \(status.map(String.init) ?? "by signal")): \(printed)")
         }
     }
 

@@ -1,11 +1,16 @@
 import Foundation
 
 /// Child processes started with `posix_spawn` rather than Foundation's `Process`.
-enum ChildProcess {
+public enum ChildProcess {
+    /// Why a child could not be started or waited for.
+    public struct SpawnError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
     /// Starts `path` with stdin from /dev/null and stdout and stderr to `output`, with every signal unblocked
     /// and at its default (Foundation's `Process` passes on the test runner's blocked signals, so a child would
     /// ignore SIGTERM, SIGINT and SIGWINCH).
-    static func spawn(_ path: String, _ arguments: [String], environment: [String: String], output: String) throws -> pid_t {
+    public static func spawn(_ path: String, _ arguments: [String], environment: [String: String], output: String) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -29,7 +34,15 @@ enum ChildProcess {
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw HarnessError("cannot start \(path): \(String(cString: strerror(rc)))") }
+        guard rc == 0 else { throw SpawnError(description: "cannot start \(path): \(String(cString: strerror(rc)))") }
         return pid
+    }
+
+    /// Waits for `pid` to end; its exit status, or `nil` if a signal ended it.
+    public static func exitStatus(of pid: pid_t) -> Int32? {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // WIFEXITED / WEXITSTATUS, which Swift does not import (macros).
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : nil
     }
 }
