@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TestSupport
 
 #if canImport(Glibc)
     import Glibc
