@@ -76,7 +76,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "PhotoLibraryTests",
-            dependencies: ["PhotoLibrary", "TrailbookLoop", "TrailbookSQLite", "CExif", "CJPEGShim", "TestSupport"]
+            dependencies: ["PhotoLibrary", "TrailbookLoop", "TrailbookSQLite", "CExif", "CJPEGShim", "CHeif", "TestSupport"]
         ),
         .testTarget(
             name: "HTTPTests",

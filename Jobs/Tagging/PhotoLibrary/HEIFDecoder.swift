@@ -81,21 +81,26 @@ public struct HEIFDecoder: PhotoDecoder {
         }
     }
 
+    /// The length a cut-short file is padded up to whatever is left of it: more than any phone or camera HEIF,
+    /// well within a worker's memory limit. (A 4-times cap alone refused a file cut in its first quarter whole:
+    /// no size, no EXIF.)
+    static let maxPadding = 64 << 20
+
     /// Runs `body` with the primary image's handle of the HEIF file in `bytes`, and how many bytes the file's
     /// last box says are missing when it is cut short (`nil` when whole).
     ///
     /// libheif reads only the HEIF boxes: the file ends at a second top-level `ftyp` (the video a motion photo
     /// appends is a whole MP4 file of its own). libheif refuses a file whose item extents point past its end, so a
-    /// file cut short is padded with zeros up to the length its last box declares (at most 4 times what is there,
-    /// and never past `PhotoFile.defaultMaxBytes`): the metadata that was there is still read, and the image is
-    /// reported `corrupt` without being decoded.
+    /// file cut short is padded with zeros up to the length its last box declares (up to `maxPadding`, or 4 times
+    /// what is there when that is more, never past `PhotoFile.defaultMaxBytes`): the metadata that was there is still
+    /// read, and the image is reported `corrupt` without being decoded.
     static func withPrimaryImage<T>(
         _ bytes: [UInt8], _ body: (OpaquePointer, _ missing: Int?) throws(PhotoLibraryError) -> T
     ) throws(PhotoLibraryError) -> T {
         let extent = HEIFTransforms.container(bytes)
         var buffer = Array(bytes[..<extent.end])
         var missing: Int?
-        if let declared = extent.declaredEnd, declared <= 4 * bytes.count,
+        if let declared = extent.declaredEnd, declared <= max(4 * bytes.count, maxPadding),
             declared <= Int(PhotoFile.defaultMaxBytes)
         {
             missing = declared - bytes.count
@@ -227,7 +232,7 @@ public struct HEIFDecoder: PhotoDecoder {
     static func cutShort(_ count: Int, _ missing: Int) -> String {
         missing > 0
             ? "the file is cut short: its image data ends after \(count) bytes, \(missing) bytes before its last box does"
-            : "the file is cut short: its last box claims more than 4 times the \(count) bytes there are"
+            : "the file is cut short: its last box claims more than can be read from the \(count) bytes there are"
     }
 
     static func message(_ error: heif_error) -> String {
@@ -276,8 +281,10 @@ struct HEIFTransforms {
                     default: break
                     }
                 } else if property.type == "imir" {
-                    // Axis 0: mirrored about the vertical axis (left–right); 1: about the horizontal axis.
-                    steps.append(value & 1 == 0 ? 2 : 4)
+                    // `mode` (ISO/IEC 23008-12:2017 Amd 2, which renamed the 2017 edition's ambiguous `axis`):
+                    // 0 exchanges top and bottom, 1 left and right. Apple's HEICs and libheif, which applies the
+                    // transform when decoding, read it so; the other reading would report the wrong orientation.
+                    steps.append(value & 1 == 0 ? 4 : 2)
                 }
             }
         }
