@@ -150,6 +150,68 @@ struct XMPSidecarTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["bad.jpg.xmp", "good.jpg.xmp", "isdir.jpg.xmp"])
     }
 
+    /// A batch larger than the writer's threads, over three folders, mixing new, foreign, already-done and bad
+    /// sidecars: each outcome is the one of its own change, in order, each file holds what its change says, the
+    /// other app's content stays, and no temporary file is left.
+    @Test func bigBatchOnManyThreadsKeepsEveryOutcomeInOrder() throws {
+        let dir = Fixtures.temporaryDirectory()
+        defer { Fixtures.removeTree(dir) }
+        for folder in ["a", "b", "c"] { mkdir(dir + "/" + folder, 0o755) }
+        var changes: [XMPSidecarChange] = []
+        var expected: [XMPSidecarOutcome] = []
+        for n in 0..<300 {
+            let photo = dir + "/" + ["a", "b", "c"][n % 3] + "/IMG_\(n).jpg"
+            switch n % 5 {
+            case 0: expected.append(.written)  // no sidecar yet
+            case 1:
+                Fixtures.write(Array(Self.foreign.utf8), to: photo + ".xmp")
+                expected.append(.written)
+            case 2:
+                Fixtures.write(Array(Self.foreign.replacingOccurrences(of: "beach", with: "k\(n)").utf8), to: photo + ".xmp")
+                expected.append(.unchanged)
+            case 3:
+                Fixtures.write(Array("not xmp \(n)".utf8), to: photo + ".xmp")
+                expected.append(.failed(code: "xmp_unreadable", message: ""))
+            default: expected.append(.written)
+            }
+            changes.append(XMPSidecarChange(path: photo, add: n % 5 == 2 ? ["k\(n)"] : ["trip", "n:\(n)"], remove: []))
+        }
+        let outcomes = XMPSidecarWriter.apply(changes, naming: .darktable)
+        #expect(outcomes.count == 300)
+        for (n, (outcome, want)) in zip(outcomes, expected).enumerated() {
+            switch (outcome, want) {
+            case (.failed(let code, let message), .failed(let wantCode, _)):
+                #expect(code == wantCode && message.contains("/IMG_\(n).jpg.xmp"), "\(n)")
+            default: #expect(outcome == want, "\(n)")
+            }
+        }
+        // What exiftool reads back, for the whole tree in one run.
+        let json = try Self.exiftool(["-j", "-r", "-ext", "xmp", "-XMP:Subject", "-XMP:Rating", dir])
+        let items = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+        var checked = 0
+        for item in items {
+            let file = try #require(item["SourceFile"] as? String)
+            let n = try #require(Int(file.split(separator: "_").last!.split(separator: ".").first!))
+            let subject = (item["Subject"] as? [Any])?.map { "\($0)" } ?? (item["Subject"]).map { ["\($0)"] } ?? []
+            switch n % 5 {
+            case 0, 4: #expect(subject == ["trip", "n:\(n)"], "\(n)")
+            case 1: #expect(subject == ["beach", "trip", "n:\(n)"] && item["Rating"] as? Int == 4, "\(n)")
+            case 2: #expect(subject == ["k\(n)"] && item["Rating"] as? Int == 4, "\(n)")
+            default: continue
+            }
+            checked += 1
+        }
+        #expect(checked == 240)
+        for n in stride(from: 3, to: 300, by: 5) {
+            let file = dir + "/" + ["a", "b", "c"][n % 3] + "/IMG_\(n).jpg.xmp"
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == "not xmp \(n)", "left as it was")
+        }
+        for folder in ["a", "b", "c"] {
+            let names = try FileManager.default.contentsOfDirectory(atPath: dir + "/" + folder)
+            #expect(names.count == 100 && names.allSatisfy { $0.hasPrefix("IMG_") && $0.hasSuffix(".jpg.xmp") }, "\(folder)")
+        }
+    }
+
     @Test func importReadsEmbeddedAndSidecarKeywords() throws {
         let dir = Fixtures.temporaryDirectory()
         defer { Fixtures.removeTree(dir) }
