@@ -49,7 +49,7 @@ struct RetentionEndToEndTests {
     @Test func pruneDeletesEndedJobsKeepsTheRestAndTheDaemonCarriesOn() throws {
         let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
         let succeeded = try submitMany(daemon, 5)
-        let failed = try submitFailed(daemon)
+        _ = try submitFailed(daemon)
         // One runs for a long time and holds the only slot; the next waits queued, the third is paused and the
         // fourth is cancelled while it waits.
         let running = try daemon.submitSleep(units: 10_000, unitMilliseconds: 10)

@@ -83,6 +83,27 @@ struct UploadEndToEndTests {
         #expect(!shown.stdout.contains("\u{FFFD}"))
     }
 
+    /// Without `--chunk-size` a directory upload syncs and checkpoints every 64 MiB or every second, whichever
+    /// comes first (issue 14): at 4 MiB/s that is about every 4 MiB, so a `kill -9` after 2.5 s re-sends at most
+    /// one second's worth plus the piece under way, far below 64 MiB.
+    @Test func withoutAChunkSizeCheckpointsFollowTimeAndAKill9ResendsAboutOneSecond() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let size = 16 << 20
+        let expected = try Self.randomFile(work.file("clip.bin"), bytes: size)
+        let id = try daemon.submitUpload([work.file("clip.bin"), "--to", "file://" + work.file("out"), "--max-rate", "4MiB"])
+        #expect(try daemon.show(id)["params"]?["chunk_size"] == nil, "no chunk size stored: bytes and time decide")
+        try daemon.waitFor(id, timeout: 20, "10 MiB") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 10 << 20 }
+        try daemon.crash()
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        let resent = try #require(done["result"]?["bytes_resent"]?.intValue)
+        #expect(resent <= 5 << 20, "re-sent \(resent) bytes: more than a second's worth at 4 MiB/s and a piece")
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try Self.sha256(ofFile: work.file("out/clip.bin")) == expected)
+    }
+
     @Test func kill9HalfWayThenRestartResendsAtMostOneChunk() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()

@@ -246,10 +246,11 @@ struct UploadParamsTests {
     @Test func decodesSnakeCaseWithDefaults() throws {
         let json: JSONValue = ["files": ["/a"], "to": "file:///d"]
         let params = try JSONCoding.convert(json, to: UploadJob.Params.self)
-        #expect(params == UploadJob.Params(files: ["/a"], to: "file:///d", chunkSize: 8 << 20, maxRate: nil))
+        #expect(params.chunkSize == 8 << 20 && !params.chunkSizeGiven && params.maxRate == nil)
+        #expect(JSONCoding.value(of: params)["chunk_size"] == nil, "absent stays absent (file:// syncs by bytes and time)")
         let full: JSONValue = ["files": ["/a", "/b"], "to": "file:///d", "chunk_size": 65536, "max_rate": 1_048_576]
         let decoded = try JSONCoding.convert(full, to: UploadJob.Params.self)
-        #expect(decoded.chunkSize == 65536 && decoded.maxRate == 1_048_576)
+        #expect(decoded.chunkSize == 65536 && decoded.chunkSizeGiven && decoded.maxRate == 1_048_576)
         #expect(JSONCoding.value(of: decoded)["chunk_size"] == 65536)
     }
 

@@ -42,8 +42,11 @@ public struct UploadJob: JobKind {
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
         /// Bytes between checkpoints (each ends with an fsync): 4 KiB…1 GiB, default 8 MiB. A resume writes at
-        /// most this many bytes again.
+        /// most this many bytes again. Without it (`chunkSizeGiven` false) a `file://` upload checkpoints by
+        /// bytes and time instead (`DirectoryUpload.defaultSyncBytes`, `defaultSyncSeconds`).
         public var chunkSize: Int64
+        /// Whether the submit gave `chunk_size` (else `chunkSize` is the default).
+        public var chunkSizeGiven: Bool
         /// Bandwidth limit in bytes per second (at least 1 KiB/s); `nil` for none.
         public var maxRate: Int64?
         /// tus only: extra HTTP header lines sent with every request, `"Name: value"` (for example
@@ -66,7 +69,7 @@ public struct UploadJob: JobKind {
         public static let minimumRate: Int64 = 1 << 10
 
         public init(
-            files: [BytePath], to: String, chunkSize: Int64 = Params.defaultChunkSize, maxRate: Int64? = nil,
+            files: [BytePath], to: String, chunkSize: Int64? = nil, maxRate: Int64? = nil,
             headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil, photos: UploadPhotoSelection? = nil,
             again: Bool = false
         ) {
@@ -74,7 +77,8 @@ public struct UploadJob: JobKind {
             self.photos = photos
             self.again = again
             self.to = to
-            self.chunkSize = chunkSize
+            self.chunkSize = chunkSize ?? Self.defaultChunkSize
+            chunkSizeGiven = chunkSize != nil
             self.maxRate = maxRate
             self.headers = headers
             self.caBundle = caBundle
@@ -88,13 +92,12 @@ public struct UploadJob: JobKind {
             case caBundle = "ca_bundle"
         }
 
-        /// Encodes the params as JSON; `headers`, `ca_bundle`, `photos` and `again` only when given, so file:// jobs
-        /// look as before.
+        /// Encodes the params as JSON; `chunk_size`, `headers`, `ca_bundle`, `photos` and `again` only when given.
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(files, forKey: .files)
             try container.encode(to, forKey: .to)
-            try container.encode(chunkSize, forKey: .chunkSize)
+            if chunkSizeGiven { try container.encode(chunkSize, forKey: .chunkSize) }
             try container.encodeIfPresent(maxRate, forKey: .maxRate)
             if !headers.isEmpty { try container.encode(headers, forKey: .headers) }
             try container.encodeIfPresent(caBundle, forKey: .caBundle)
@@ -111,7 +114,9 @@ public struct UploadJob: JobKind {
                 : container.decodeIfPresent([BytePath].self, forKey: .files) ?? []
             again = try container.decodeIfPresent(Bool.self, forKey: .again) ?? false
             to = try container.decode(String.self, forKey: .to)
-            chunkSize = try container.decodeIfPresent(Int64.self, forKey: .chunkSize) ?? Self.defaultChunkSize
+            let given = try container.decodeIfPresent(Int64.self, forKey: .chunkSize)
+            chunkSize = given ?? Self.defaultChunkSize
+            chunkSizeGiven = given != nil
             maxRate = try container.decodeIfPresent(Int64.self, forKey: .maxRate)
             headers = try container.decodeIfPresent([String].self, forKey: .headers) ?? []
             caBundle = try container.decodeIfPresent(String.self, forKey: .caBundle)
