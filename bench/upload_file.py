@@ -22,7 +22,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--chunk-size", default="8MiB")
+    parser.add_argument("--chunk-size", help="pass --chunk-size (default: none, the daemon's cadence: 64 MiB or 1 s)")
     parser.add_argument("--binary", help="the trailbook-jobs binary to run (default: build this checkout's)")
     args = parser.parse_args()
     binary = args.binary or build()
@@ -45,8 +45,9 @@ def main():
             os.mkdir(out)
             before = cpu_seconds(daemon.pid)
             started = time.monotonic()
-            done = subprocess.run([binary, "submit", "upload", source, "--to", "file://" + out, "--chunk-size",
-                                   args.chunk_size, "--wait", "--json"], env=env, capture_output=True, text=True)
+            chunk = ["--chunk-size", args.chunk_size] if args.chunk_size else []
+            done = subprocess.run([binary, "submit", "upload", source, "--to", "file://" + out, *chunk, "--wait",
+                                   "--json"], env=env, capture_output=True, text=True)
             daemon_wall = time.monotonic() - started
             daemon_cpu = cpu_seconds(daemon.pid) - before
             job = json.loads(done.stdout)
@@ -77,7 +78,7 @@ def main():
         daemon.wait()
         med = [statistics.median(column) for column in zip(*rows)]
         mib = args.size_mib
-        print(f"\nmedian of {args.rounds}, {mib} MiB file, chunk {args.chunk_size}:")
+        print(f"\nmedian of {args.rounds}, {mib} MiB file, chunk {args.chunk_size or 'default'}:")
         print(f"  trailbook-jobs upload   {med[0]:6.2f} s  {mib / med[0]:7.1f} MiB/s  cpu {med[1]:5.2f} s")
         print(f"  cp + sync               {med[4]:6.2f} s  {mib / med[4]:7.1f} MiB/s")
         print(f"  cp + sync + sha256sum   {med[2]:6.2f} s  {mib / med[2]:7.1f} MiB/s  cpu {med[3]:5.2f} s")

@@ -63,7 +63,7 @@ enum Commands {
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG (repeated: with every TAG)"),
                 OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
-                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB)"),
+                OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
                 OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
                 OptionSpec("ca-bundle", .value(placeholder: "FILE"), help: "tus over https: PEM file of CA certificates to trust"),
