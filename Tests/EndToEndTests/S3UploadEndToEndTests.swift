@@ -239,7 +239,7 @@ struct S3UploadEndToEndTests {
         #expect(try daemon.waitForState(b, "failed")["error"]?["code"]?.stringValue == "no_such_bucket")
         #expect(try server.requests().count == 2)
 
-        // moto does not check request times; the server's answer to a skewed clock is injected.
+        // The server's answer to a skewed clock, injected (S3FaultEndToEndTests skews the daemon's clock instead).
         try server.arm("code=403&count=1&s3_code=RequestTimeTooSkewed")
         let c = try daemon.submitUpload([work.file("w.bin"), "--to", "s3://photos/"])
         let skewed = try daemon.waitForState(c, "failed")

@@ -20,7 +20,8 @@ import TusClient
 /// Resume (after a crash, a stop, a timeout): the saved UploadId is reused; `ListParts` (every page) says which
 /// parts the server has; each is read again for the file's SHA-256 and kept when its size and ETag (the part's
 /// MD5) match; only the others are sent. An upload the server no longer knows (`NoSuchUpload`) is created anew,
-/// with a warning in the job's log.
+/// with a warning in the job's log. A `CreateMultipartUpload` whose UploadId was never saved (a crash, a lost
+/// answer) is found again with `ListMultipartUploads` before another is made (`createOrAdopt`).
 ///
 /// Errors: transient ones (5xx, 429, `SlowDown`, dropped connections, a damaged part) are retried with
 /// exponential backoff (or the server's `Retry-After`), 5 times, then the job stops itself with reason
@@ -229,12 +230,8 @@ struct S3UploadRun: UploadTransfer {
         if let existing = checkpoint.s3UploadID {
             uploadID = existing
         } else {
-            uploadID = try await retrying("CreateMultipartUpload \(key)", in: job) { () async throws(S3Error) in
-                try await client.createMultipartUpload(key: key, contentType: TusUploadRun.mediaType(of: name))
-            }
-            checkpoint.s3UploadID = uploadID
-            try job.saveCheckpoint(checkpoint)
-            job.log(.info, "\(name): created multipart upload \(uploadID) of \(plan.count) parts of \(plan.partSize) bytes")
+            uploadID = try await createOrAdopt(key: key, name: name, checkpoint: &checkpoint, client: client, in: job)
+            job.log(.info, "\(name): multipart upload \(uploadID) of \(plan.count) parts of \(plan.partSize) bytes")
         }
 
         var etags = [String?](repeating: nil, count: plan.count + 1)
@@ -288,6 +285,83 @@ struct S3UploadRun: UploadTransfer {
             checkpoint: &checkpoint, in: job)
     }
 
+    /// The UploadId for file `index`'s multipart upload, saved in the checkpoint: an upload this job created
+    /// but never recorded, or a new one.
+    ///
+    /// A `CreateMultipartUpload` whose answer never arrived (a `kill -9` before the checkpoint, a dropped
+    /// connection, a 5xx after the server did the work) leaves an upload on the server that nothing would ever
+    /// complete or abort. So the time is saved before the first `CreateMultipartUpload` (`s3CreateStarted`), and
+    /// whenever it is set when a Create is due (a resume, a retry), `orphans` are looked for first: the newest is
+    /// reused, the others are aborted.
+    private func createOrAdopt(
+        key: String, name: String, checkpoint: inout UploadCheckpoint, client: S3Client, in job: JobContext
+    ) async throws -> String {
+        var since = checkpoint.s3CreateStarted
+        if since == nil {
+            checkpoint.s3CreateStarted = Int64(time(nil))
+            try job.saveCheckpoint(checkpoint)
+        }
+        let started = checkpoint.s3CreateStarted!
+        var refused = false
+        let found: (String, Bool)
+        do {
+            found = try await retrying("CreateMultipartUpload \(key)", in: job) { () async throws(S3Error) -> (String, Bool) in
+                refused = false
+                if since != nil {
+                    let orphans = try await Self.orphans(key: key, since: started, client: client)
+                    if let newest = orphans.first {
+                        for other in orphans.dropFirst() {
+                            try await client.abortMultipartUpload(key: key, uploadID: other.uploadID)
+                            job.log(.info, "\(name): aborted multipart upload \(other.uploadID), created by this job but never used")
+                        }
+                        return (newest.uploadID, true)
+                    }
+                }
+                // A failed Create may still have created an upload: look before the next one.
+                since = started
+                do throws(S3Error) {
+                    return (try await client.createMultipartUpload(key: key, contentType: TusUploadRun.mediaType(of: name)), false)
+                } catch {
+                    // A 4xx refusal (bad key, no bucket, skewed clock…) created nothing: nothing to look for later.
+                    refused = !error.isTransient && (error.status.map { (400..<500).contains($0) && $0 != 429 } ?? false)
+                    throw error
+                }
+            }
+        } catch {
+            if refused {
+                checkpoint.s3CreateStarted = nil
+                try? job.saveCheckpoint(checkpoint)
+            }
+            throw error
+        }
+        if found.1 {
+            job.log(.info, "\(name): reusing multipart upload \(found.0), created by this job before its UploadId was saved")
+        }
+        checkpoint.s3UploadID = found.0
+        checkpoint.s3CreateStarted = nil
+        try job.saveCheckpoint(checkpoint)
+        return found.0
+    }
+
+    /// The multipart uploads of `key` this job may have created without hearing back, newest first: uploads of
+    /// exactly `key` that the server initiated no earlier than `since` (the daemon's clock) less 15 minutes (the
+    /// clock skew S3 accepts), and with no parts (this job sends no part to an upload it does not know).
+    /// Assumes, as every S3 upload of one key does, a single writer of the key: an empty upload of the same key
+    /// that another client started in that window is taken for this job's.
+    static func orphans(key: String, since: Int64, client: S3Client) async throws(S3Error) -> [S3MultipartUpload] {
+        var found: [S3MultipartUpload] = []
+        for upload in try await client.listMultipartUploads(prefix: key)
+        where upload.key == key && (upload.initiated ?? since) >= since - 900 {
+            do {
+                guard try await client.listParts(key: key, uploadID: upload.uploadID).isEmpty else { continue }
+            } catch where error.code == .noSuchUpload {
+                continue
+            }
+            found.append(upload)
+        }
+        return found.sorted { ($0.initiated ?? 0, $0.uploadID) > ($1.initiated ?? 0, $1.uploadID) }
+    }
+
     /// One part's `UploadPart` with retries, as a value a child task can own.
     @LoopActor
     struct PartSender {
@@ -339,6 +413,7 @@ struct S3UploadRun: UploadTransfer {
         checkpoint.fileBytesResent = 0
         checkpoint.s3Plan = nil
         checkpoint.s3UploadID = nil
+        checkpoint.s3CreateStarted = nil
         try job.saveCheckpoint(checkpoint)
         if let landed, let file = checkpoint.finished.last { await landed(index, file) }
     }
@@ -381,18 +456,27 @@ struct S3UploadRun: UploadTransfer {
     ///   server cannot be reached or is busy (the engine tries again with backoff, across restarts); `.giveUp` when
     ///   the server refuses for good (access denied, no such bucket).
     func discardPartial(in job: JobContext) async -> CleanUpOutcome {
-        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let uploadID = checkpoint.s3UploadID,
-            checkpoint.fileIndex < names.count
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
+            checkpoint.s3UploadID != nil || checkpoint.s3CreateStarted != nil, checkpoint.fileIndex < names.count
         else { return .done }
         let object = "s3://\(bucket)/\(key(checkpoint.fileIndex))"
         let key = key(checkpoint.fileIndex)
+        var uploadID = checkpoint.s3UploadID ?? "(created, UploadId not heard)"
         do {
             var client = try await Self.client(for: params, bucket: bucket, in: job)
             client.requestTimeoutMilliseconds = 5_000
-            if let left = try await Self.abort(key: key, uploadID: uploadID, client: client) {
-                return .retry("multipart upload \(uploadID) of \(object) still lists \(left) parts after an abort")
+            // Also the uploads a Create whose answer never came may have left.
+            var ids = checkpoint.s3UploadID.map { [$0] } ?? []
+            if let since = checkpoint.s3CreateStarted {
+                ids += try await Self.orphans(key: key, since: since, client: client).map(\.uploadID)
             }
-            job.log(.info, "aborted the unfinished multipart upload \(uploadID) of \(object)")
+            for id in ids {
+                uploadID = id
+                if let left = try await Self.abort(key: key, uploadID: id, client: client) {
+                    return .retry("multipart upload \(id) of \(object) still lists \(left) parts after an abort")
+                }
+                job.log(.info, "aborted the unfinished multipart upload \(id) of \(object)")
+            }
             return .done
         } catch let error as S3Error
             where error.isTransient || [.expiredToken, .requestTimeTooSkewed, .invalidPart].contains(error.code)

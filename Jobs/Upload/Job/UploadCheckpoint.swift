@@ -193,7 +193,8 @@ public struct FileNode: Codable, Sendable, Equatable {
 /// crash right after the file was renamed into place recognises it as finished.
 ///
 /// An s3 upload adds, for the file in progress, `"s3_plan": {"size", "part_size"}` (saved before the first
-/// request) and `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created); which parts the
+/// request), `"s3_create_started"` (saved before `CreateMultipartUpload`, until its UploadId is saved) and
+/// `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created); which parts the
 /// server has is asked with `ListParts` on resume, never assumed.
 ///
 /// An upload of library photos adds `"photos"` (`PhotoUploadPlan`): the photos it resolved on its first run, whose
@@ -236,6 +237,11 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// A photo upload (`photos` param): the photos resolved on the first run and the files they are, saved with
     /// the first checkpoint so every attempt uploads the same ones; `nil` for an upload of files.
     public var photos: PhotoUploadPlan?
+    /// s3: when a `CreateMultipartUpload` of the current file was first about to be sent (Unix seconds, the
+    /// daemon's clock) and its UploadId is not known yet; saved before the request, cleared with `s3UploadID`'s
+    /// save. Set on resume, the server may hold an upload this job created but never heard of (a crash or a lost
+    /// answer between the request and the save): the run looks for it before creating another.
+    public var s3CreateStarted: Int64?
 
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
@@ -264,6 +270,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case s3Plan = "s3_plan"
         case s3UploadID = "s3_upload_id"
         case photos
+        case s3CreateStarted = "s3_create_started"
         case failingSince = "failing_since_ms"
     }
 

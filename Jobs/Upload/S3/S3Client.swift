@@ -22,6 +22,22 @@ public struct S3Part: Sendable, Equatable {
     }
 }
 
+/// A multipart upload in progress as `ListMultipartUploads` lists it.
+public struct S3MultipartUpload: Sendable, Equatable {
+    /// The object key.
+    public var key: String
+    /// The UploadId.
+    public var uploadID: String
+    /// When the server created it (Unix seconds, the server's clock), if it said.
+    public var initiated: Int64?
+
+    public init(key: String, uploadID: String, initiated: Int64?) {
+        self.key = key
+        self.uploadID = uploadID
+        self.initiated = initiated
+    }
+}
+
 /// The S3 requests an upload needs (https://docs.aws.amazon.com/AmazonS3/latest/API/), signed with SigV4, on the
 /// daemon's `HTTPClient` (the loop's libcurl multi handle). Each call is one request: retries are the caller's.
 ///
@@ -145,6 +161,35 @@ public struct S3Client {
                     code: .protocolError, message: "ListParts \(key): a truncated page without a new NextPartNumberMarker")
             }
             marker = next
+        }
+    }
+
+    /// `ListMultipartUploads` (`GET /?uploads&prefix=…` on the bucket), every page (following `NextKeyMarker` and
+    /// `NextUploadIdMarker` while `IsTruncated`; S3 returns at most 1 000 uploads a page).
+    /// - Returns: the uploads in progress whose key starts with `prefix`, in the server's order.
+    /// - Throws: `S3Error`; `s3_protocol_error` for a truncated page whose markers do not advance.
+    public func listMultipartUploads(prefix: String) async throws(S3Error) -> [S3MultipartUpload] {
+        var uploads: [S3MultipartUpload] = []
+        var markers: (key: String, uploadID: String)?
+        while true {
+            var query = [("uploads", ""), ("prefix", prefix)]
+            if let markers { query += [("key-marker", markers.key), ("upload-id-marker", markers.uploadID)] }
+            let response = try await send("GET", key: "", query: query, what: "ListMultipartUploads \(prefix)")
+            let xml = String(decoding: response.body, as: UTF8.self)
+            for block in S3XML.blocks("Upload", in: xml) {
+                guard let key = S3XML.all("Key", in: block).first, let id = S3XML.all("UploadId", in: block).first
+                else { continue }
+                let initiated = S3XML.all("Initiated", in: block).first.flatMap(S3Error.parseISO8601)
+                uploads.append(S3MultipartUpload(key: key, uploadID: id, initiated: initiated))
+            }
+            guard S3XML.first("IsTruncated", in: xml) == "true" else { return uploads }
+            let next = (S3XML.first("NextKeyMarker", in: xml) ?? "", S3XML.first("NextUploadIdMarker", in: xml) ?? "")
+            guard !next.0.isEmpty, next.0 != markers?.key || next.1 != markers?.uploadID else {
+                throw S3Error(
+                    code: .protocolError,
+                    message: "ListMultipartUploads \(prefix): a truncated page without new NextKeyMarker/NextUploadIdMarker")
+            }
+            markers = (next.0, next.1)
         }
     }
 

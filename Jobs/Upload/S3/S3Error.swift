@@ -87,9 +87,10 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         case "SlowDown":
             return make(.slowDown, "the server asks to slow down; retrying with backoff")
         case "EntityTooSmall":
-            return make(.entityTooSmall, "a part is below the server's minimum part size; give a larger --chunk-size (at least 5MiB)")
+            return make(.entityTooSmall, "a part is below the server's minimum part size; submit again with a larger --chunk-size and --min-part-size (S3: at least 5MiB)")
         case "EntityTooLarge":
-            return make(.entityTooLarge, "the object or a part is above the server's maximum size")
+            let limit = S3XML.first("MaxSizeAllowed", in: body).map { " (\($0) bytes)" } ?? ""
+            return make(.entityTooLarge, "the object or a part is above the server's maximum size\(limit); submit again with a smaller --chunk-size, or --max-parts for a lower part limit")
         case "InvalidPart", "InvalidPartOrder":
             return make(.invalidPart, "the server does not have a listed part as sent; the job resumes and sends it again")
         case "BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch":

@@ -16,9 +16,24 @@ Control endpoints (never logged):
   GET  /__uploads                     {"uploads": [[key, upload_id, parts], ...]}: multipart uploads in progress
   POST /__fault/status?code=503&count=N&action=UploadPart[&retry_after=S]
                                       the next N matching requests get that status with an S3 error body
-  POST /__fault/clear                 drops every armed fault
+                                      [&after=1]: moto serves the request first, then the answer is replaced
+                                      (the server did the work, the client hears an error)
+  POST /__fault/hold?action=CreateMultipartUpload&count=1
+                                      moto serves the next COUNT matching requests, their answers are withheld
+                                      (the connection stays open, silent) until /__fault/clear
+  POST /__fault/expire?token=T        requests signed with session token T get 400 ExpiredToken, as S3 answers
+                                      once temporary credentials expire
+  POST /__fault/limit?max=N           PutObject and UploadPart bodies over N bytes get 400 EntityTooLarge, as from a
+                                      provider with a lower size limit
+  POST /__fault/clear                 drops every armed fault and releases held answers
   POST /__abort                       aborts every multipart upload in progress (as a lifecycle rule would)
-  GET  /__credentials                 {"access_key_id", "secret_access_key"} (with --auth)
+  GET  /__credentials                 {"access_key_id", "secret_access_key", "denied_access_key_id",
+                                      "denied_secret_access_key"} (with --auth; the second user has no policy)
+
+Like S3, every request's X-Amz-Date must be within 15 minutes of the server's clock (else 403
+RequestTimeTooSkewed with RequestTime and ServerTime); moto itself does not check it. ListMultipartUploads gives
+each upload's true creation time (moto's answer says 2010-11-10 for all). Each logged request has
+"t" (seconds on the server's monotonic clock) and "token" (its X-Amz-Security-Token, if any).
 """
 
 import argparse
@@ -29,6 +44,8 @@ import signal
 import socket
 import sys
 import threading
+import time
+from datetime import datetime, timezone
 from urllib.parse import parse_qs
 
 
@@ -71,8 +88,9 @@ def main() -> None:
     # moto reads these when imported.
     os.environ.setdefault("MOTO_ALLOW_NONEXISTENT_REGION", "true")
     if args.auth:
-        # The first 3 requests (making the IAM user, its key and its policy) go unchecked; all later ones are.
-        os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
+        # The first 5 requests (the IAM user, its key and its policy; a second user and key without a policy) go
+    # unchecked; all later ones are.
+        os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "5"
 
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -89,10 +107,37 @@ def main() -> None:
     faults: list = []
     lock = threading.Lock()
     credentials: dict = {}
+    expired_tokens: set = set()
+    limit: dict = {"max": None}
+    holds: list = []  # [action, count]
+    released = threading.Event()
 
     def reply(start_response, status: str, body: bytes, content_type: str = "application/json"):
         start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
         return [body]
+
+    initiated: dict = {}  # UploadId -> when it was created, as S3 writes it
+
+    def initiated_of(action: str, result: list) -> None:
+        """moto lists every multipart upload as initiated on 2010-11-10; S3 gives the time it was created (a client
+        that looks for uploads it may have created relies on that). Same length, so Content-Length holds."""
+        import re
+        if action == "CreateMultipartUpload":
+            found = re.search(rb"<UploadId>([^<]+)</UploadId>", result[0])
+            if found:
+                with lock:
+                    initiated[found.group(1)] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z").encode()
+            return
+
+        def fix(upload: "re.Match") -> bytes:
+            block = upload.group(0)
+            upload_id = re.search(rb"<UploadId>([^<]+)</UploadId>", block)
+            with lock:
+                when = initiated.get(upload_id.group(1)) if upload_id else None
+            return re.sub(rb"<Initiated>[^<]*</Initiated>", b"<Initiated>" + when + b"</Initiated>", block) if when \
+                else block
+
+        result[0] = re.sub(rb"<Upload>.*?</Upload>", fix, result[0], flags=re.S)
 
     def app(environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -121,6 +166,10 @@ def main() -> None:
             if path == "/__fault/clear" and method == "POST":
                 with lock:
                     faults.clear()
+                    expired_tokens.clear()
+                    limit["max"] = None
+                    holds.clear()
+                released.set()
                 return reply(start_response, "200 OK", b"{}")
             if path.startswith("/__fault/status") and method == "POST":
                 with lock:
@@ -128,7 +177,21 @@ def main() -> None:
                         "code": int(query.get("code", ["503"])[0]), "count": int(query.get("count", ["1"])[0]),
                         "action": query.get("action", [""])[0], "retry_after": query.get("retry_after", [None])[0],
                         "s3_code": query.get("s3_code", ["SlowDown"])[0],
+                        "after": query.get("after", ["0"])[0] == "1",
                     })
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__fault/hold" and method == "POST":
+                with lock:
+                    released.clear()
+                    holds.append([query.get("action", [""])[0], int(query.get("count", ["1"])[0])])
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__fault/expire" and method == "POST":
+                with lock:
+                    expired_tokens.add(query["token"][0])
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__fault/limit" and method == "POST":
+                with lock:
+                    limit["max"] = int(query["max"][0])
                 return reply(start_response, "200 OK", b"{}")
             if path == "/__abort" and method == "POST":
                 # A lifecycle rule's abort: the upload is gone, its parts with it.
@@ -141,8 +204,45 @@ def main() -> None:
             return reply(start_response, "404 Not Found", b"{}")
 
         action = action_of(method, query, path)
+        token = environ.get("HTTP_X_AMZ_SECURITY_TOKEN")
         entry = {"method": method, "path": path, "query": {k: v[0] for k, v in query.items()}, "action": action,
-                 "length": int(environ.get("CONTENT_LENGTH") or 0)}
+                 "length": int(environ.get("CONTENT_LENGTH") or 0), "t": time.monotonic()}
+        if token:
+            entry["token"] = token
+
+        def refuse(status: str, code: str, message: str, extra: str = ""):
+            """Answers with an S3 error (the body drained first), logged."""
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            if length:
+                environ["wsgi.input"].read(length)
+            entry["status"] = int(status.split(" ", 1)[0])
+            with lock:
+                log.append(entry)
+            body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>"
+                    f"<Message>{message}</Message>{extra}</Error>").encode()
+            return reply(start_response, status, body, "application/xml")
+
+        # S3 refuses a request signed more than 15 minutes away from its clock; moto does not check.
+        amz_date = environ.get("HTTP_X_AMZ_DATE")
+        if amz_date:
+            signed = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+            now = datetime.now(timezone.utc)
+            if abs((now - signed).total_seconds()) > 900:
+                return refuse(
+                    "403 Forbidden", "RequestTimeTooSkewed",
+                    "The difference between the request time and the current time is too large.",
+                    f"<RequestTime>{amz_date}</RequestTime><ServerTime>{now.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+                    "</ServerTime><MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>")
+        with lock:
+            expired = token in expired_tokens
+            too_large = limit["max"] is not None and action in ("PutObject", "UploadPart") and \
+                entry["length"] > limit["max"]
+        if expired:
+            return refuse("400 Bad Request", "ExpiredToken", "The provided token has expired.")
+        if too_large:
+            return refuse("400 Bad Request", "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size",
+                          f"<ProposedSize>{entry['length']}</ProposedSize><MaxSizeAllowed>{limit['max']}"
+                          "</MaxSizeAllowed>")
         if action == "CompleteMultipartUpload":
             length = int(environ.get("CONTENT_LENGTH") or 0)
             body = environ["wsgi.input"].read(length)
@@ -153,6 +253,14 @@ def main() -> None:
             fault = next((f for f in faults if f["count"] > 0 and (not f["action"] or f["action"] == action)), None)
             if fault:
                 fault["count"] -= 1
+            hold = next((h for h in holds if h[1] > 0 and h[0] == action), None)
+            if hold:
+                hold[1] -= 1
+        if fault and fault["after"]:
+            # The server does the work; the client hears an error (a lost or garbled answer).
+            served = [b"".join(moto_app(environ, lambda status, headers, exc_info=None: None))]
+            initiated_of(action, served)
+            entry["served"] = True
         if fault:
             length = int(environ.get("CONTENT_LENGTH") or 0)
             if length:
@@ -177,6 +285,20 @@ def main() -> None:
 
         result = moto_app(environ, recording_start_response)
         entry["status"] = status_holder.get("status", 0)
+        if action in ("CreateMultipartUpload", "ListMultipartUploads"):
+            result = [b"".join(result)]
+            initiated_of(action, result)
+        if hold:
+            # Served, but the answer never leaves: the client waits (or dies) without the response.
+            result = list(result)
+            entry["held"] = True
+            with lock:
+                log.append(entry)
+            released.wait()
+            held_socket = environ.get("werkzeug.socket")
+            if held_socket is not None:
+                held_socket.shutdown(socket.SHUT_RDWR)
+            raise ConnectionAbortedError("held answer dropped")
         with lock:
             log.append(entry)
         return result
@@ -198,7 +320,11 @@ def main() -> None:
         key = iam.create_access_key(UserName="uploader")["AccessKey"]
         iam.put_user_policy(UserName="uploader", PolicyName="all", PolicyDocument=json.dumps({
             "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-        credentials.update({"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]})
+        iam.create_user(UserName="no-policy")
+        denied = iam.create_access_key(UserName="no-policy")["AccessKey"]
+        credentials.update({"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"],
+                            "denied_access_key_id": denied["AccessKeyId"],
+                            "denied_secret_access_key": denied["SecretAccessKey"]})
         with lock:
             log.clear()
     backend.create_bucket(args.bucket, "us-east-1")
