@@ -11,5 +11,7 @@ python="${PYTHON:-python3}"
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.2.5' 'boto3==1.44.8'  # boto3: the --auth bootstrap in server.py
-"$venv/bin/python" -c 'import moto, boto3; print("s3 venv ready:", "'"$venv"'", "moto", moto.__version__)'
+# boto3: the --auth bootstrap in server.py and bench/s3_upload.py; awscli (1.46.3 goes with botocore 1.44.8):
+# the `aws s3 cp` of bench/s3_upload.py.
+"$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.2.5' 'boto3==1.44.8' 'awscli==1.46.3'
+"$venv/bin/python" -c 'import moto, boto3, awscli; print("s3 venv ready:", "'"$venv"'", "moto", moto.__version__)'
