@@ -19,7 +19,7 @@ payloads, and botocore's default CRC checksums.
 import argparse, hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ROOT as root, build, cpu_seconds  # noqa: E402
+from benchlib import ROOT as root, build, cpu_seconds, start_daemon  # noqa: E402
 
 venv = os.path.join(root, ".venv-s3", "bin")
 BUCKET = "photos"
@@ -107,12 +107,7 @@ def main():
                    TRAILBOOK_JOBS_HOME=os.path.join(work, "state"))
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
             env.pop(name, None)
-        daemon = subprocess.Popen([binary, "daemon"], env=env, stderr=subprocess.DEVNULL)
-        sock = os.path.join(work, "state", "daemon.sock")
-        for _ in range(200):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
+        daemon = start_daemon(binary, env)
 
         def check(s):
             for key, sha in s["sha"].items():
