@@ -260,7 +260,8 @@ public final class Scheduler {
         var reply: SubmitTicket
     }
     private var pendingEnds: [PendingEnd] = []
-    /// The records of `pendingEnds` by id: reads overlay them, as they do `unsavedRecords`.
+    /// The records of `pendingEnds` by id, for the duplicate check. Reads (`show`, `list`) do not overlay them:
+    /// until the end is written and announced they show the job as the feed last did (at most one loop turn).
     private var pendingRecords: [String: JobRecord] = [:]
     private var groupCommitHandle: CheckHandle?
     private var groupCommitClosed = false
@@ -587,7 +588,7 @@ public final class Scheduler {
                 code: sqlite?.isLocked == true ? "store_busy" : "store_error",
                 message: "cannot read the job store: \(sqlite?.cause ?? "") (\(error)); try again")
         }
-        let unwritten = pendingRecords.isEmpty ? unsavedRecords : unsavedRecords.merging(pendingRecords) { refused, _ in refused }
+        let unwritten = unsavedRecords
         if !unwritten.isEmpty {
             jobs = jobs.map { unwritten[$0.id] ?? $0 }
             let listed = Set(jobs.map(\.id))
@@ -1183,7 +1184,7 @@ public final class Scheduler {
 
     /// A job as the daemon knows it: its unwritten record if the store refused it, else the stored one.
     private func current(_ id: String) -> JobRecord? {
-        unsavedRecords[id] ?? pendingRecords[id] ?? (try? store.job(id: id)) ?? nil
+        unsavedRecords[id] ?? (try? store.job(id: id)) ?? nil
     }
 
     /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
