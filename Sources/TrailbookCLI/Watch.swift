@@ -152,6 +152,7 @@ enum Watch {
         let printer = LinePrinter(json: json)
         let keys = printing && !json ? PlainKeys() : nil
         defer { keys?.restore() }
+        var end: JSONValue?
         while true {
             if let code = keys?.waitForFeed(subscription.client) { return .quit(code) }
             guard let event = try subscription.next() else { break }
@@ -160,10 +161,29 @@ enum Watch {
             if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,
                 JobState(rawValue: to)?.isTerminal == true
             {
+                end = event
                 break
             }
         }
-        return .ended(try subscription.context.call(["op": "show", "job": .string(id)])["job"] ?? .null)
+        do {
+            return .ended(try subscription.context.call(["op": "show", "job": .string(id)])["job"] ?? .null)
+        } catch let reply as DaemonReply where reply.error.code == "no_such_job" {
+            // Retention may prune the job between its end and this `show` (`--keep-succeeded 0`): the end event
+            // already says how it ended, so that is the answer, not "no such job".
+            guard let end else { throw reply }
+            return .ended(job(endedBy: end))
+        }
+    }
+
+    /// The job as its terminal state event describes it (the inverse of `endedEvent`): for a job pruned before
+    /// it could be shown.
+    static func job(endedBy event: JSONValue) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "id": event["job"] ?? .null, "kind": event["kind"] ?? .null, "state": event["to"] ?? .null,
+            "attempt": event["attempt"] ?? .null, "updated_at": event["at"] ?? .null, "result": event["result"] ?? .null,
+        ]
+        for key in ["cancellation", "error"] where !(event[key] ?? .null).isNull { members[key] = event[key] }
+        return .object(members)
     }
 
     /// Keys for plain lines on a terminal (`TERM=dumb`, or unset): `q` quits (exit 0), Ctrl-C exits 130 and

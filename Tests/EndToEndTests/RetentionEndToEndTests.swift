@@ -111,6 +111,48 @@ struct RetentionEndToEndTests {
         #expect(daemon.log().contains("retention: pruned 1 ended jobs (1 succeeded, 0 failed, 0 cancelled)"), "\(daemon.log())")
     }
 
+    /// `submit --wait` on a daemon that prunes ended jobs at once: the job may be gone before the CLI's closing
+    /// `show`; the CLI still reports the end it saw and exits 0, never "no such job" (exit 4). Deterministic: the
+    /// CLI is stopped (SIGSTOP) while the job runs and continued only once the job has ended and been pruned, so
+    /// its end event waits in the socket and its `show` finds nothing.
+    @Test func submitWaitReportsTheEndOfAJobPrunedBeforeItsShow() throws {
+        let daemon = try DaemonHarness(arguments: ["--keep-succeeded", "0"])
+        let source = daemon.home.path + "/photo.jpg"
+        let destination = daemon.home.path + "/out"
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: source, contents: Data(repeating: 7, count: 768 * 1024)))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binary.path)
+        process.arguments = ["submit", "upload", source, "--to", destination, "--wait", "--max-rate", "1MiB"]
+        process.environment = daemon.environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        // Stop the CLI while the job runs, then let the job end and the sweep delete it.
+        var id: String?
+        let deadline = Date().addingTimeInterval(20)
+        while id == nil, Date() < deadline {
+            let jobs = try daemon.request(["op": "list", "states": ["running"]])["jobs"]?.arrayValue ?? []
+            id = jobs.first?["id"]?.stringValue
+            if id == nil { usleep(10_000) }
+        }
+        let job = try #require(id, "the upload never ran")
+        #expect(kill(process.processIdentifier, SIGSTOP) == 0)
+        while Date() < deadline, try daemon.request(["op": "show", "job": .string(job)])["ok"]?.boolValue == true {
+            usleep(50_000)
+        }
+        #expect(try daemon.request(["op": "show", "job": .string(job)])["error"]?["code"]?.stringValue == "no_such_job")
+        #expect(kill(process.processIdentifier, SIGCONT) == 0)
+        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(output)")
+        #expect(output.contains("succeeded"), "\(output)")
+        #expect(FileManager.default.fileExists(atPath: destination + "/photo.jpg"))
+    }
+
     /// 3 000 jobs: the store's files (database and WAL) shrink to a quarter or less once they are pruned.
     @Test func theStoreShrinksAfterPruningManyJobs() throws {
         let daemon = try DaemonHarness(arguments: ["--concurrency", "8"])

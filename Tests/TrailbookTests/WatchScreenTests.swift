@@ -243,4 +243,21 @@ struct WatchScreenTests {
         #expect(WatchScreen.unixSeconds("1970-01-01T00:01:00Z") == 60)
         #expect(WatchScreen.unixSeconds(Timestamp.iso8601(unixSeconds: Self.t0)) == Self.t0)
     }
+
+    /// A job pruned between its end and `submit --wait`'s `show` is answered from its end event: the job rebuilt
+    /// from the event sums up the same end (state, result, error, cancellation) as the stored job did.
+    @Test func aJobRebuiltFromItsEndEventEndsTheSameWay() {
+        let failed: JSONValue = [
+            "id": "j1", "kind": "upload", "state": "failed", "attempt": 2, "updated_at": "2027-01-01T00:00:00Z",
+            "result": .null, "error": ["code": "write_failed", "message": "disk full"],
+        ]
+        let rebuilt = Watch.job(endedBy: Watch.endedEvent(failed))
+        #expect(rebuilt == failed)
+        #expect(JobText.summary(rebuilt) == JobText.summary(failed))
+        let cancelled: JSONValue = [
+            "id": "j2", "kind": "sleep", "state": "cancelled", "attempt": 1, "updated_at": "2027-01-01T00:00:01Z",
+            "result": .null, "cancellation": ["reason": "user_stop"],
+        ]
+        #expect(Watch.job(endedBy: Watch.endedEvent(cancelled)) == cancelled)
+    }
 }

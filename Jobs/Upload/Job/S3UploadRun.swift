@@ -86,8 +86,8 @@ struct S3UploadRun: UploadTransfer {
             if let other = seen[name] {
                 throw JobError(
                     code: "duplicate_name",
-                    message: "'\(source)' and '\(other)' would both be stored as '\(prefix + name)'; rename one or "
-                        + "upload them in separate jobs")
+                    message: "'\(source)' and '\(other)' would both be stored as '\(prefix + name)'; rename one, or "
+                        + "upload them to different prefixes (one would replace the other under the same one)")
             }
             seen[name] = source
             guard (prefix + name).utf8.count <= 1024 else {

@@ -217,7 +217,7 @@ public enum UploadNames {
                     code: "duplicate_name",
                     message:
                         "'\(source)' and '\(other)' would both be written as '\(name)' in the destination; "
-                        + "rename one or upload them in separate jobs")
+                        + "rename one, or upload them to different destinations (one would replace the other in the same one)")
             }
             seen[name] = source
             names.append(name)
