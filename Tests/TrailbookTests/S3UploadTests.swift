@@ -69,4 +69,31 @@ struct S3UploadTests {
         let latin1 = BytePath(bytes: Array("/a/caf".utf8) + [0xE9] + Array(".jpg".utf8))
         #expect(throws: JobError.self) { try S3UploadRun.names(of: [latin1], prefix: "") }
     }
+
+    @Test func filesLandingOutOfOrderAreRecordedInOrder() throws {
+        let source = SourceIdentity(size: 10, modifiedNanoseconds: 1, inode: 2, device: 3)
+        func file(_ i: Int) -> UploadedFile {
+            UploadedFile(name: BytePath("f\(i)"), path: BytePath("s3://b/f\(i)"), bytes: 10, sha256: "\(i)", bytesResent: 0)
+        }
+        var checkpoint = UploadCheckpoint(sources: Array(repeating: source, count: 5))
+        checkpoint.s3Plan = S3PartPlan(size: 10, partSize: 10)
+        checkpoint.land(2, file(2))
+        checkpoint.land(1, file(1))
+        #expect(checkpoint.fileIndex == 0 && checkpoint.finished.isEmpty && checkpoint.landedAhead(2))
+        #expect(checkpoint.s3Plan != nil, "the file at file_index keeps its state while later ones land")
+        // Saved and read back (a resume) it is the same.
+        let saved = try JSONCoding.convert(JSONCoding.value(of: checkpoint), to: UploadCheckpoint.self)
+        #expect(saved == checkpoint)
+        try saved.check(fileCount: 5)
+        checkpoint.land(0, file(0))
+        #expect(checkpoint.fileIndex == 3 && checkpoint.finished.map(\.sha256) == ["0", "1", "2"])
+        #expect(checkpoint.finishedAhead == nil && checkpoint.s3Plan == nil)
+        checkpoint.land(4, file(4))
+        checkpoint.land(3, file(3))
+        #expect(checkpoint.fileIndex == 5 && checkpoint.finished.map(\.sha256) == ["0", "1", "2", "3", "4"])
+        // A checkpoint whose files ahead are not ahead is refused.
+        var bad = UploadCheckpoint(sources: Array(repeating: source, count: 2))
+        bad.finishedAhead = [.init(index: 0, file: file(0))]
+        #expect(throws: JobError.self) { try bad.check(fileCount: 2) }
+    }
 }

@@ -18,7 +18,8 @@ public struct S3Options: Codable, Sendable, Equatable {
     /// Smallest part the provider accepts, in bytes (S3: 5 MiB). Parts are at least this large (the last may
     /// be smaller). At least 1 KiB; lower it only for a server configured so (tests).
     public var minPartSize: Int64?
-    /// Parts sent at once per job, 1…32 (default 4). Memory: at most this many parts are held, so about
+    /// Requests with a body sent at once per job, 1…32 (default 4): parts of a multipart file, or files that fit in
+    /// one `PUT` (several such files go at once). Memory: at most this many parts or files are held, so about
     /// `parts_in_flight × part size` bytes per job.
     public var partsInFlight: Int?
 

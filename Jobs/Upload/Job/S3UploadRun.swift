@@ -11,11 +11,18 @@ import TusClient
 /// An upload to S3 or an S3-compatible server (`s3://BUCKET/PREFIX/`): each file becomes the object
 /// PREFIX + its name.
 ///
-/// Per file: the part plan (`S3PartPlan`) is fixed and saved first. A file that fits in one part goes up in one
-/// `PUT`. A larger one as a multipart upload: `CreateMultipartUpload` (its UploadId saved at once), then the parts
-/// in order, up to `parts_in_flight` at a time on the daemon's HTTP client, each read from the source on the
-/// thread pool after checking the source is unchanged, and sent with `Content-MD5` and its SHA-256 signed; then
-/// `CompleteMultipartUpload` listing 1…N with their ETags, and a `HEAD` that checks the object's size.
+/// Files that fit in one part go up in one `PUT` each, several at once: a run of such files is sent up to
+/// `parts_in_flight` at a time (the budget parts use), each read whole on the thread pool after checking the source
+/// is unchanged, its SHA-256 (the file's, which is also the signed payload hash) and MD5 computed there, and sent
+/// with `Content-MD5`. They may land out of order; the checkpoint keeps those that landed ahead
+/// (`finishedAhead`), so the result lists every file in order and a resume sends none of them again.
+///
+/// A larger file is a multipart upload, alone (the small files before it land first, the ones after it wait): its
+/// part plan (`S3PartPlan`) is fixed and saved first, then `CreateMultipartUpload` (its UploadId saved at once),
+/// then the parts in order, up to `parts_in_flight` at a time on the daemon's HTTP client, each read from the
+/// source on the thread pool after checking the source is unchanged, and sent with `Content-MD5` and its SHA-256
+/// signed; then `CompleteMultipartUpload` listing 1…N with their ETags, and a `HEAD` that checks the object's size.
+/// Memory stays about `parts_in_flight` × part size either way.
 ///
 /// Resume (after a crash, a stop, a timeout): the saved UploadId is reused; `ListParts` (every page) says which
 /// parts the server has; each is read again for the file's SHA-256 and kept when its size and ETag (the part's
@@ -133,12 +140,108 @@ struct S3UploadRun: UploadTransfer {
         let client = try await Self.client(for: params, bucket: bucket, in: job)
         let progress = S3Progress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
         for (index, file) in checkpoint.finished.enumerated() { progress.upload.set(index, file.bytes) }
+        for ahead in checkpoint.finishedAhead ?? [] { progress.upload.set(ahead.index, ahead.file.bytes) }
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
-            try await upload(checkpoint.fileIndex, checkpoint: &checkpoint, client: client, progress: progress, in: job)
+            let index = checkpoint.fileIndex
+            if checkpoint.s3UploadID == nil, checkpoint.s3CreateStarted == nil, try isSinglePut(index, checkpoint) {
+                try await uploadSinglePuts(checkpoint: &checkpoint, client: client, progress: progress, in: job)
+            } else {
+                try await upload(index, checkpoint: &checkpoint, client: client, progress: progress, in: job)
+            }
         }
         progress.report(current: nil)
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
+    }
+
+    /// Whether file `index` goes up in one `PUT` (its plan has one part).
+    private func isSinglePut(_ index: Int, _ checkpoint: UploadCheckpoint) throws(JobError) -> Bool {
+        try Self.plan(size: checkpoint.sources[index].size, params: params, name: names[index]).isSinglePut
+    }
+
+    /// Sends the files from `checkpoint.fileIndex` on that go up in one `PUT`, up to the next multipart one, at most
+    /// `parts_in_flight` at a time. Each file's result is saved in the checkpoint as it lands (out of order ones in
+    /// `finishedAhead`). On an error or a stop the requests in flight are cancelled (the task group cancels its
+    /// children, which aborts their transfers); what landed stays recorded, the others are sent again on resume (a
+    /// `PUT` of the same bytes to the same key is idempotent).
+    private func uploadSinglePuts(
+        checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext
+    ) async throws {
+        let limit = options.partsInFlight ?? S3Options.defaultPartsInFlight
+        do {
+            try await withThrowingTaskGroup(of: (Int, UploadedFile).self) { group in
+                var inFlight = 0
+                var next = checkpoint.fileIndex
+                @LoopActor func record(_ done: (Int, UploadedFile)) async throws {
+                    inFlight -= 1
+                    progress.finishFile(done.0)
+                    checkpoint.land(done.0, done.1)
+                    try job.saveCheckpoint(checkpoint)
+                    if let landed { await landed(done.0, done.1) }
+                }
+                while next < names.count {
+                    if checkpoint.landedAhead(next) {
+                        next += 1
+                        continue
+                    }
+                    guard try isSinglePut(next, checkpoint) else { break }
+                    try job.checkCancellation()
+                    if inFlight == limit, let done = try await group.next() { try await record(done) }
+                    let put = SinglePut(
+                        run: self, index: next, identity: checkpoint.sources[next], client: client, progress: progress,
+                        job: job)
+                    group.addTask { try await put.send() }
+                    inFlight += 1
+                    next += 1
+                }
+                while let done = try await group.next() { try await record(done) }
+            }
+        } catch let error as S3Error {
+            try job.checkCancellation()
+            throw JobError(code: error.code.rawValue, message: error.message, retryable: error.code == .expiredToken)
+        }
+    }
+
+    /// One file's single `PUT` with retries, as a value a child task can own.
+    @LoopActor
+    struct SinglePut {
+        let run: S3UploadRun
+        let index: Int
+        let identity: SourceIdentity
+        let client: S3Client
+        let progress: S3Progress
+        let job: JobContext
+
+        /// Reads the file (checking it is unchanged first), `PUT`s it and checks what the server stored.
+        /// - Returns: its index and result row.
+        /// - Throws: `S3Error` from the requests; `JobError` for the source (`source_changed`, …).
+        func send() async throws -> (Int, UploadedFile) {
+            let (name, key, path, identity, progress, client, index) =
+                (run.names[index], run.key(index), run.params.files[index], identity, progress, client, index)
+            progress.startFile(index)
+            // One hop to the pool per file: open (which checks the source), read, and both digests. The body is the
+            // whole file, so the file's SHA-256 is also the signed payload hash: computed once.
+            let piece = try await job.runOnPool { () throws -> S3Piece in
+                let source = try TusSource.open(path, expected: identity)
+                let bytes = try source.read(at: 0, count: Int(identity.size))
+                return S3Piece(bytes: bytes, sha256Hex: source.hash.hexDigest)
+            }
+            let etag = try await run.retrying("PUT \(key)", in: job) { () async throws(S3Error) -> String in
+                let etag = try await client.putObject(
+                    key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex,
+                    contentType: TusUploadRun.mediaType(of: name),
+                    onSendProgress: { sent in progress.sending(file: index, part: 1, sent: sent) })
+                try S3UploadRun.checkETag(etag, piece: piece, what: "PUT \(key)")
+                return etag
+            }
+            progress.acknowledged(file: index, part: 1, bytes: identity.size)
+            // An ETag equal to the MD5 the server checked (Content-MD5) proves it stored exactly these bytes, so
+            // their size; only another ETag form (encryption with KMS, some providers) needs the HEAD.
+            if !S3Piece.isMD5(etag) { try await run.checkSize(index, key: key, size: identity.size, client: client, in: job) }
+            return (index, UploadedFile(
+                name: BytePath(name), path: BytePath("s3://\(run.bucket)/\(key)"), bytes: identity.size,
+                sha256: piece.sha256Hex, bytesResent: 0))
+        }
     }
 
     /// Uploads file `index`, then advances the checkpoint to the next file. S3 errors become job errors; an
@@ -178,29 +281,7 @@ struct S3UploadRun: UploadTransfer {
         }
         let path = params.files[index]
         let source = try await job.runOnPool { try TusSource.open(path, expected: identity) }
-        progress.startFile(index, name: name)
-
-        if plan.isSinglePut {
-            let size = Int(plan.size)
-            let piece = try await job.runOnPool { () throws -> S3Piece in
-                try source.checkUnchanged()
-                return S3Piece(bytes: try source.read(at: 0, count: size))
-            }
-            let sha256 = source.hash.hexDigest
-            _ = try await retrying("PUT \(key)", in: job) { () async throws(S3Error) -> String in
-                let etag = try await client.putObject(
-                    key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex,
-                    contentType: TusUploadRun.mediaType(of: name),
-                    onSendProgress: { sent in progress.sending(part: 1, sent: sent) })
-                try Self.checkETag(etag, piece: piece, what: "PUT \(key)")
-                return etag
-            }
-            progress.acknowledged(part: 1, bytes: plan.size)
-            try await finish(index, key: key, sha256: sha256, plan: plan, client: client,
-                checkpoint: &checkpoint, in: job)
-            return
-        }
-
+        progress.startFile(index)
         try await uploadParts(
             index, key: key, plan: plan, source: source, checkpoint: &checkpoint, client: client, progress: progress,
             in: job)
@@ -240,7 +321,7 @@ struct S3UploadRun: UploadTransfer {
             var inFlight = 0
             @LoopActor func collect(_ done: (Int, String)) {
                 etags[done.0] = done.1
-                progress.acknowledged(part: done.0, bytes: plan.range(ofPart: done.0).length)
+                progress.acknowledged(file: index, part: done.0, bytes: plan.range(ofPart: done.0).length)
                 inFlight -= 1
             }
             for number in 1...plan.count {
@@ -255,7 +336,7 @@ struct S3UploadRun: UploadTransfer {
                 if let have = listed[number] {
                     if have.size == length && (have.etag == piece.md5Hex || !S3Piece.isMD5(have.etag)) {
                         etags[number] = have.etag
-                        progress.acknowledged(part: number, bytes: length)
+                        progress.acknowledged(file: index, part: number, bytes: length)
                         continue
                     }
                     job.log(.warning, "\(name): part \(number) on the server (\(have.size) bytes, ETag \(have.etag)) differs from the source (\(length) bytes, MD5 \(piece.md5Hex)); sending it again")
@@ -264,7 +345,7 @@ struct S3UploadRun: UploadTransfer {
                 }
                 if inFlight == inFlightLimit, let done = try await group.next() { collect(done) }
                 let sender = PartSender(
-                    run: self, client: client, key: key, uploadID: uploadID, number: number, piece: piece,
+                    run: self, client: client, key: key, uploadID: uploadID, file: index, number: number, piece: piece,
                     progress: progress, job: job)
                 group.addTask { try await sender.send() }
                 inFlight += 1
@@ -281,8 +362,14 @@ struct S3UploadRun: UploadTransfer {
             try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
         }
         job.log(.info, "\(name): completed multipart upload \(uploadID) (\(plan.count) parts)")
-        try await finish(index, key: key, sha256: sha256, plan: plan, client: client,
-            checkpoint: &checkpoint, in: job)
+        try await checkSize(index, key: key, size: plan.size, client: client, in: job)
+        progress.finishFile(index)
+        let file = UploadedFile(
+            name: BytePath(name), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size, sha256: sha256,
+            bytesResent: checkpoint.fileBytesResent)
+        checkpoint.land(index, file)
+        try job.saveCheckpoint(checkpoint)
+        if let landed { await landed(index, file) }
     }
 
     /// The UploadId for file `index`'s multipart upload, saved in the checkpoint: an upload this job created
@@ -369,6 +456,7 @@ struct S3UploadRun: UploadTransfer {
         let client: S3Client
         let key: String
         let uploadID: String
+        let file: Int
         let number: Int
         let piece: S3Piece
         let progress: S3Progress
@@ -376,12 +464,13 @@ struct S3UploadRun: UploadTransfer {
 
         /// Sends the part; returns its number and ETag.
         func send() async throws -> (Int, String) {
-            let (client, key, uploadID, number, piece, progress) = (client, key, uploadID, number, piece, progress)
+            let (client, key, uploadID, file, number, piece, progress) =
+                (client, key, uploadID, file, number, piece, progress)
             let etag = try await run.retrying("UploadPart \(number) of \(key)", in: job) {
                 () async throws(S3Error) -> String in
                 let etag = try await client.uploadPart(
                     key: key, uploadID: uploadID, number: number, body: piece.bytes, md5: piece.md5,
-                    sha256Hex: piece.sha256Hex, onSendProgress: { sent in progress.sending(part: number, sent: sent) })
+                    sha256Hex: piece.sha256Hex, onSendProgress: { sent in progress.sending(file: file, part: number, sent: sent) })
                 try S3UploadRun.checkETag(etag, piece: piece, what: "UploadPart \(number) of \(key)")
                 return etag
             }
@@ -389,33 +478,19 @@ struct S3UploadRun: UploadTransfer {
         }
     }
 
-    /// Checks the object's size, records the file and moves the checkpoint on. (The source was checked before
+    /// Checks with a `HEAD` that the object `key` (file `index`) has `size` bytes. (The source was checked before
     /// the object was made: before reading a single `PUT`'s bytes, before `CompleteMultipartUpload`.)
-    private func finish(
-        _ index: Int, key: String, sha256: String, plan: S3PartPlan, client: S3Client,
-        checkpoint: inout UploadCheckpoint, in job: JobContext
-    ) async throws {
-        let size = try await retrying("HEAD \(key)", in: job) { () async throws(S3Error) in
+    /// - Throws: `JobError` `size_mismatch`; `S3Error` when the `HEAD` fails.
+    func checkSize(_ index: Int, key: String, size: Int64, client: S3Client, in job: JobContext) async throws {
+        let stored = try await retrying("HEAD \(key)", in: job) { () async throws(S3Error) in
             try await client.objectSize(key: key)
         }
-        guard size == plan.size else {
+        guard stored == size else {
             throw JobError(
                 code: "size_mismatch",
-                message: "\(names[index]): the object s3://\(bucket)/\(key) has \(size) bytes, the source \(plan.size); "
+                message: "\(names[index]): the object s3://\(bucket)/\(key) has \(stored) bytes, the source \(size); "
                     + "submit the upload again")
         }
-        checkpoint.finished.append(
-            UploadedFile(
-                name: BytePath(names[index]), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size, sha256: sha256,
-                bytesResent: checkpoint.fileBytesResent))
-        checkpoint.fileIndex = index + 1
-        checkpoint.offset = 0
-        checkpoint.fileBytesResent = 0
-        checkpoint.s3Plan = nil
-        checkpoint.s3UploadID = nil
-        checkpoint.s3CreateStarted = nil
-        try job.saveCheckpoint(checkpoint)
-        if let landed, let file = checkpoint.finished.last { await landed(index, file) }
     }
 
     /// The server's ETag of a piece must be its MD5 (for unencrypted objects; other forms are not checked).
@@ -512,10 +587,11 @@ struct S3Piece: Sendable {
     let md5: [UInt8]
     let sha256Hex: String
 
-    init(bytes: [UInt8]) {
+    /// Computes the MD5, and the SHA-256 unless the caller already has it (`sha256Hex`, of exactly `bytes`).
+    init(bytes: [UInt8], sha256Hex: String? = nil) {
         self.bytes = bytes
         md5 = TusChecksumAlgorithm.md5.digest(bytes)
-        sha256Hex = S3Signer.hexSHA256(bytes)
+        self.sha256Hex = sha256Hex ?? S3Signer.hexSHA256(bytes)
     }
 
     var md5Hex: String { SHA256.hex(md5) }
@@ -526,59 +602,74 @@ struct S3Piece: Sendable {
     }
 }
 
-/// Byte progress of an S3 upload: acknowledged parts of the current file plus the bytes of the parts in flight.
+/// Byte progress of an S3 upload: the acknowledged bytes of each file (parts, or single `PUT`s, several files at
+/// once) plus the bytes of the requests in flight.
 @LoopActor
 final class S3Progress {
     let job: JobContext
     var upload: UploadProgress
+    private let names: [String]
     private let sizes: [Int64]
-    private var index = 0
-    private var name = ""
-    private var acknowledgedBytes: Int64 = 0
-    private var inFlight: [Int: Int64] = [:]
+    /// Acknowledged bytes of each file under way, by index.
+    private var acknowledgedBytes: [Int: Int64] = [:]
+    /// Bytes sent so far of each request in flight.
+    private var inFlight: [Request: Int64] = [:]
     private var lastReport = 0.0
+
+    /// A request in flight: part `part` of file `file` (a single `PUT` is part 1).
+    private struct Request: Hashable {
+        let file: Int
+        let part: Int
+    }
 
     init(job: JobContext, names: [String], sizes: [Int64]) {
         self.job = job
+        self.names = names
         self.sizes = sizes
         upload = UploadProgress(names: names.map { BytePath($0) }, sizes: sizes)
     }
 
-    /// A new file starts (or resumes) at 0 acknowledged bytes.
-    func startFile(_ index: Int, name: String) {
-        self.index = index
-        self.name = name
-        acknowledgedBytes = 0
-        inFlight = [:]
+    /// File `index` starts (or starts again) at 0 acknowledged bytes.
+    func startFile(_ index: Int) {
+        acknowledgedBytes[index] = 0
         upload.set(index, 0)
-        report(current: name)
+        update(index, force: false)
     }
 
-    /// Part `part` of `bytes` bytes is on the server.
-    func acknowledged(part: Int, bytes: Int64) {
-        inFlight[part] = nil
-        acknowledgedBytes += bytes
-        update(force: true)
+    /// File `index` landed: it no longer counts as under way, and the numbers are reported (before its
+    /// checkpoint is saved, which stores them too).
+    func finishFile(_ index: Int) {
+        upload.set(index, sizes[index])
+        acknowledgedBytes[index] = nil
+        inFlight = inFlight.filter { $0.key.file != index }
+        report(current: acknowledgedBytes.keys.min().map { names[$0] })
     }
 
-    /// Part `part` has sent `sent` bytes so far.
-    func sending(part: Int, sent: Int64) {
-        inFlight[part] = sent
-        update(force: false)
+    /// Part `part` of file `file`, of `bytes` bytes, is on the server.
+    func acknowledged(file: Int, part: Int, bytes: Int64) {
+        inFlight[Request(file: file, part: part)] = nil
+        acknowledgedBytes[file, default: 0] += bytes
+        update(file, force: true)
     }
 
-    /// Counts `acknowledged` always (`force`), and reports at most every `TusUploadRun.progressInterval` seconds.
-    /// `completed` is the bytes the server acknowledged (it never goes back); the bytes of the parts under way
-    /// are reported as `in_flight`, as for tus.
-    private func update(force: Bool) {
+    /// Part `part` of file `file` has sent `sent` bytes so far.
+    func sending(file: Int, part: Int, sent: Int64) {
+        inFlight[Request(file: file, part: part)] = sent
+        update(file, force: false)
+    }
+
+    /// Counts file `file`'s acknowledged bytes always (`force`), and reports at most every
+    /// `TusUploadRun.progressInterval` seconds. `completed` is the bytes the server acknowledged (it never goes
+    /// back); the bytes of the requests under way are reported as `in_flight`, as for tus.
+    private func update(_ file: Int, force: Bool) {
         let now = Timestamp.monotonic()
         let due = now - lastReport >= TusUploadRun.progressInterval
         guard force || due else { return }
-        upload.set(index, max(upload.done(index), min(acknowledgedBytes, sizes[index])))
-        if due { report(current: name) }
+        upload.set(file, max(upload.done(file), min(acknowledgedBytes[file] ?? 0, sizes[file])))
+        if due { report(current: acknowledgedBytes.keys.min().map { names[$0] }) }
     }
 
-    /// Reports the current numbers.
+    /// Reports the current numbers; `current` names the first file under way.
     func report(current: String?) {
         lastReport = Timestamp.monotonic()
         job.reportProgress(

@@ -197,6 +197,10 @@ public struct FileNode: Codable, Sendable, Equatable {
 /// `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created); which parts the
 /// server has is asked with `ListParts` on resume, never assumed.
 ///
+/// An s3 upload of several files that each fit in one `PUT` sends several at once, so they may land out of order:
+/// `"finished_ahead"` holds those that landed past `file_index` (`[{"index", "file": {…as in finished}}]`), until
+/// the files before them land too and they move to `finished` in order. A resume does not send them again.
+///
 /// An upload of library photos adds `"photos"` (`PhotoUploadPlan`): the photos it resolved on its first run, whose
 /// files are its sources.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
@@ -243,6 +247,18 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// answer between the request and the save): the run looks for it before creating another.
     public var s3CreateStarted: Int64?
 
+    /// s3: files past `fileIndex` that already landed (single `PUT`s sent alongside earlier files), with their
+    /// index in `files`; `nil` or empty when none.
+    public var finishedAhead: [FinishedAhead]?
+
+    /// A file that landed before the file at `fileIndex` did.
+    public struct FinishedAhead: Codable, Sendable, Equatable {
+        /// Its index in `files` (greater than `fileIndex`).
+        public var index: Int
+        /// Its result row.
+        public var file: UploadedFile
+    }
+
     public init(
         version: Int = 1, fileIndex: Int = 0, offset: Int64 = 0, sources: [SourceIdentity],
         finished: [UploadedFile] = [], bytesResent: Int64 = 0, fileBytesResent: Int64 = 0
@@ -272,6 +288,33 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case photos
         case s3CreateStarted = "s3_create_started"
         case failingSince = "failing_since_ms"
+        case finishedAhead = "finished_ahead"
+    }
+
+    /// Whether file `index` (at or past `fileIndex`) already landed out of order (`finishedAhead`).
+    func landedAhead(_ index: Int) -> Bool { finishedAhead?.contains { $0.index == index } ?? false }
+
+    /// Records file `index` as landed with result `file`: the next file in order is appended to `finished`, one
+    /// further on waits in `finishedAhead`. Then `fileIndex` moves past every landed file, and the per-file state
+    /// (offset, plan, UploadId, resent bytes of the file) is cleared whenever it moves.
+    mutating func land(_ index: Int, _ file: UploadedFile) {
+        precondition(index >= fileIndex, "file \(index) landed twice")
+        guard index == fileIndex else {
+            finishedAhead = (finishedAhead ?? []) + [FinishedAhead(index: index, file: file)]
+            return
+        }
+        finished.append(file)
+        fileIndex += 1
+        while let next = finishedAhead?.firstIndex(where: { $0.index == fileIndex }) {
+            finished.append(finishedAhead!.remove(at: next).file)
+            fileIndex += 1
+        }
+        if finishedAhead?.isEmpty == true { finishedAhead = nil }
+        offset = 0
+        fileBytesResent = 0
+        s3Plan = nil
+        s3UploadID = nil
+        s3CreateStarted = nil
     }
 
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.
@@ -279,7 +322,8 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     func check(fileCount: Int) throws(JobError) {
         guard version == 1, sources.count == fileCount, fileIndex >= 0, fileIndex <= fileCount,
             finished.count == fileIndex, offset >= 0,
-            fileIndex == fileCount || offset <= sources[fileIndex].size
+            fileIndex == fileCount || offset <= sources[fileIndex].size,
+            (finishedAhead ?? []).allSatisfy({ $0.index > fileIndex && $0.index < fileCount })
         else {
             throw JobError(
                 code: "bad_checkpoint",

@@ -69,6 +69,14 @@ final class S3Server {
         try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/status?\(fault)"])
     }
 
+    /// Withholds the answers of the next `count` requests of `action` (served, answer never sent) until
+    /// `clearFaults`.
+    func hold(_ action: String, count: Int) throws {
+        try TusServers.curl([
+            "-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/hold?action=\(action)&count=\(count)",
+        ])
+    }
+
     /// Drops every armed fault.
     func clearFaults() throws {
         try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/clear"])
