@@ -444,16 +444,21 @@ enum Commands {
         return String(cString: cwd)
     }
 
+    /// `path` made absolute against `cwd`, without `.` components or repeated slashes (`./out/` → `/cwd/out`).
     static func absolute(_ path: String, cwd: String) -> String {
-        path.hasPrefix("/") ? path : (cwd == "/" ? "" : cwd) + "/" + path
+        let joined = path.hasPrefix("/") ? path : (cwd == "/" ? "" : cwd) + "/" + path
+        return BytePath(joined).lexicallyNormalized.description
     }
 
-    /// `path` made absolute against the working directory, byte for byte (either may be a name that is not UTF-8).
+    /// `path` made absolute against the working directory, byte for byte (either may be a name that is not UTF-8),
+    /// without `.` components or repeated slashes: `photos import .` records `/home/me/trip/a.jpg`, not
+    /// `/home/me/trip/./a.jpg`, so the same file is one path however it was typed.
     static func absolutePath(_ path: BytePath) -> BytePath {
-        guard !path.isAbsolute else { return path }
-        guard let cwd = getcwd(nil, 0) else { return BytePath.join("/", path) }
+        guard !path.isAbsolute else { return path.lexicallyNormalized }
+        guard let cwd = getcwd(nil, 0) else { return BytePath.join("/", path).lexicallyNormalized }
         defer { free(cwd) }
-        return BytePath.join(BytePath(bytes: UnsafeBufferPointer(start: cwd, count: strlen(cwd)).map { UInt8(bitPattern: $0) }), path)
+        let directory = BytePath(bytes: UnsafeBufferPointer(start: cwd, count: strlen(cwd)).map { UInt8(bitPattern: $0) })
+        return BytePath.join(directory, path).lexicallyNormalized
     }
 
     /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.

@@ -91,6 +91,22 @@ public struct BytePath: Hashable, Sendable, Codable, CustomStringConvertible, Ex
         return BytePath(bytes: bytes[(slash + 1)...])
     }
 
+    /// The path without `.` components, repeated `/` and a trailing `/`: `/home/me/./trip//` → `/home/me/trip`,
+    /// `./a.jpg` → `a.jpg`. `..` stays: resolving it needs the file system (`a/link/..` is not `a` when `link` is
+    /// a symbolic link), and the file system resolves it when the path is opened. An empty result is `/` for an
+    /// absolute path and `.` otherwise. Purely lexical (POSIX.1-2017, 4.13 Pathname Resolution: `.` names the
+    /// directory it is in, and consecutive slashes count as one), so it never touches the disk.
+    public var lexicallyNormalized: BytePath {
+        let slash = UInt8(ascii: "/")
+        let kept = bytes.split(separator: slash, omittingEmptySubsequences: true).filter { !$0.elementsEqual([UInt8(ascii: ".")]) }
+        var out: [UInt8] = isAbsolute ? [slash] : []
+        for (index, component) in kept.enumerated() {
+            if index > 0 { out.append(slash) }
+            out.append(contentsOf: component)
+        }
+        return BytePath(bytes: out.isEmpty ? [UInt8(ascii: ".")] : out)
+    }
+
     /// `directory/name`, without doubling a `/` at the end of `directory`.
     public static func join(_ directory: BytePath, _ name: BytePath) -> BytePath {
         BytePath(bytes: directory.bytes + (directory.bytes.last == UInt8(ascii: "/") ? [] : [UInt8(ascii: "/")]) + name.bytes)

@@ -140,6 +140,23 @@ struct TaggingEndToEndTests {
         #expect(autotag["params"]?["places"] == places.json)
     }
 
+    /// A folder typed with `.` components and doubled slashes (`photos import ./trip//`) is recorded as its plain
+    /// path; importing it again spelled another way finds the same photos, none new.
+    @Test func importRecordsPlainPathsHoweverTheFolderWasTyped() throws {
+        let folder = TemporaryDirectory("tbj-dots")
+        try FileManager.default.createDirectory(atPath: folder.file("trip"), withIntermediateDirectories: true)
+        PhotoTestSupport.write(try Fixtures.scene(64, 48).jpegData(), folder.file("trip/a.jpg"))
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", folder.path + "/./trip//", "--wait", "--json"])
+        #expect(imported["result"]?["inserted"]?.intValue == 1, "\(imported)")
+        #expect(imported["result"]?["dir"]?.stringValue == folder.file("trip"), "\(imported)")
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        #expect(photos.map { $0["path"]?.stringValue } == [folder.file("trip/a.jpg")], "\(photos)")
+        let again = try daemon.cliJSON(["photos", "import", folder.path + "//trip/.", "--wait", "--json"])
+        #expect(again["result"]?["inserted"]?.intValue == 0, "\(again)")
+        #expect(again["result"]?["unchanged"]?.intValue == 1, "\(again)")
+    }
+
     /// The neighbours of a name that is not UTF-8 (issue 10, item 4): control characters (newline, ESC, BEL), a
     /// leading dash, a name of 255 bytes (NAME_MAX) and `Cão` in NFC and in NFD (two files, so two photos) are
     /// all imported with their exact bytes, listed one photo a line with the controls escaped, and get sidecars;

@@ -40,4 +40,17 @@ struct BytePathTests {
         #expect(BytePath("caf\u{E9}") != BytePath("cafe\u{301}"))
         #expect(Set([BytePath("caf\u{E9}"), BytePath("cafe\u{301}")]).count == 2)
     }
+
+    /// `.` components, repeated and trailing slashes go; `..` and bytes that are not UTF-8 stay as they are.
+    @Test func lexicalNormalizationDropsDotsAndRepeatedSlashes() {
+        #expect(BytePath("/home/me/./trip//").lexicallyNormalized == "/home/me/trip")
+        #expect(BytePath("/home/me/trip/.").lexicallyNormalized == "/home/me/trip")
+        #expect(BytePath("./a.jpg").lexicallyNormalized == "a.jpg")
+        #expect(BytePath("a/../b").lexicallyNormalized == "a/../b")
+        #expect(BytePath("/./").lexicallyNormalized == "/")
+        #expect(BytePath("//").lexicallyNormalized == "/")
+        #expect(BytePath(".").lexicallyNormalized == ".")
+        #expect(BytePath("/a/.b/..c/...").lexicallyNormalized == "/a/.b/..c/...")
+        #expect(BytePath(bytes: Array("/p/./".utf8) + [0xE9]).lexicallyNormalized == BytePath(bytes: Array("/p/".utf8) + [0xE9]))
+    }
 }

@@ -27,7 +27,9 @@ final class TemporaryDirectory {
     let path: String
 
     init(_ prefix: String = "tbj") {
-        let template = NSTemporaryDirectory() + "/\(prefix)-XXXXXX"
+        // Without the `//` that NSTemporaryDirectory's trailing `/` would make: the CLI records paths without
+        // repeated slashes, and tests compare them with this one.
+        let template = BytePath(NSTemporaryDirectory()).lexicallyNormalized.description + "/\(prefix)-XXXXXX"
         var bytes = Array(template.utf8CString)
         path = String(cString: mkdtemp(&bytes)!)
     }
