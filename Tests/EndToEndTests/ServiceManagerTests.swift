@@ -64,9 +64,15 @@ struct ServiceManagerTests {
             waitpid(pid, &status, 0)
         }
         // The socket exists before the daemon runs; the first connection starts it, and is answered by it.
-        let deadline = Date().addingTimeInterval(5)
-        while !FileManager.default.fileExists(atPath: socket) && Date() < deadline { usleep(10_000) }
-        let ping = try DaemonClient(socketPath: socket).request(["op": "ping"])
+        // The launcher binds the socket, then listens: a connect in between is refused, so retry that until it
+        // listens (CI saw "Connection refused" under load).
+        let deadline = Date().addingTimeInterval(10)
+        var client = try? DaemonClient(socketPath: socket)
+        while client == nil && Date() < deadline {
+            usleep(10_000)
+            client = try? DaemonClient(socketPath: socket)
+        }
+        let ping = try (client ?? DaemonClient(socketPath: socket)).request(["op": "ping"])
         #expect(ping["ok"]?.boolValue == true)
         #expect(ping["pid"]?.intValue == Int64(pid), "the launcher execs the daemon in its own process")
         let list = try DaemonClient(socketPath: socket).request(["op": "list"])
