@@ -134,6 +134,29 @@ struct JobStoreTests {
         #expect(order == ["1", "3", "0", "2"])
     }
 
+    /// `list --state S --limit N`: the newest N of the given states (and kind), merged in submission order, each
+    /// state read newest first from `jobs_by_state_sequence` (no sort of every job in the state: issue 14).
+    @Test func listsTheNewestOfSomeStatesByIndex() throws {
+        let store = try JobStore(path: temporaryPath())
+        let states: [JobState] = [.queued, .succeeded, .queued, .paused, .queued, .succeeded]
+        for (index, state) in states.enumerated() {
+            var job = makeJob("0c000000-0000-4000-8000-00000000000\(index)", state: state)
+            if index == 4 { job.kind = "upload" }
+            try store.insert(&job)
+        }
+        let suffixes = { (jobs: [JobRecord]) in jobs.map { String($0.id.suffix(1)) } }
+        #expect(suffixes(try store.jobs(states: [.queued], limit: 2)) == ["2", "4"])
+        #expect(suffixes(try store.jobs(states: [.queued, .paused], limit: 3)) == ["2", "3", "4"])
+        #expect(suffixes(try store.jobs(states: [.queued, .succeeded], kind: "sleep", limit: 3)) == ["1", "2", "5"])
+        #expect(suffixes(try store.jobs(states: [.running], limit: 3)) == [])
+        #expect(suffixes(try store.jobs(limit: 2)) == ["4", "5"])
+        #expect(suffixes(try store.jobs(kind: "upload", limit: 2)) == ["4"])
+        let plan = try store.database.query(
+            "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state = 'queued' ORDER BY sequence DESC LIMIT 20"
+        ).compactMap { $0.text(3) }.joined(separator: "; ")
+        #expect(plan.contains("jobs_by_state_sequence") && !plan.contains("TEMP B-TREE"), "\(plan)")
+    }
+
     @Test func findsJobsByIdPrefix() throws {
         let store = try JobStore(path: temporaryPath())
         var first = makeJob("abc00000-0000-4000-8000-000000000001")
