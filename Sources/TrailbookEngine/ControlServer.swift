@@ -353,6 +353,7 @@ public final class ControlServer {
         guard let op = try string(request, "op") else {
             throw JobError(code: "bad_request", message: "request has no \"op\" string")
         }
+        if let known = Self.knownMembers[op] { try Self.refuseUnknownMembers(of: request, known: known, in: op) }
         switch op {
         case "ping":
             return [
@@ -461,12 +462,41 @@ public final class ControlServer {
         }
     }
 
+    /// The members each op takes. Any other is refused (`refuseUnknownMembers`): a misspelt one (`optoins`,
+    /// `limt`) would otherwise be ignored, and the request done without what it asked for.
+    static let knownMembers: [String: [String]] = [
+        "ping": ["op"], "submit": ["op"] + submitMembers, "submit_batch": ["op", "jobs"],
+        "list": ["op", "states", "kind", "limit"], "show": ["op", "job"], "cancel": ["op", "job"],
+        "pause": ["op", "job"], "resume": ["op", "job", "headers"], "prune": ["op", "older_than_s"],
+        "watch": ["op", "since", "jobs", "kinds"],
+    ]
+    /// The members of a submit object (a `submit` without its `op`, or a `submit_batch` entry).
+    static let submitMembers = ["kind", "params", "options", "key"]
+    /// The members of a submit's `options`: `SubmitOptions`' keys and `allow_duplicate`.
+    static let optionMembers = JobOptions.CodingKeys.allCases.map(\.rawValue) + ["allow_duplicate"]
+
+    /// Throws `code` (`bad_request` unless given) naming the first member of `object` (in key order) that is not
+    /// in `known`, and the known ones, e.g. `unknown member "optoins" in submit; known: kind, params, options, key`.
+    static func refuseUnknownMembers(
+        of object: JSONValue, known: [String], in what: String, code: String = "bad_request"
+    ) throws(JobError) {
+        guard case .object(let members) = object,
+            let unknown = members.keys.filter({ !known.contains($0) }).min()
+        else { return }
+        throw JobError(
+            code: code,
+            message: "unknown member \(shortText(.string(unknown))) in \(what); known: \(known.joined(separator: ", "))")
+    }
+
     /// A `submit` request, or one job of a `submit_batch`: `kind`, `params`, `options`, `key`.
-    /// - Throws: `bad_request` for a member of the wrong type, `invalid_options` for bad options.
+    /// - Throws: `bad_request` for a member of the wrong type or an unknown one, `invalid_options` for bad
+    ///   options (an unknown option too).
     private func submitRequest(_ request: JSONValue, op: String) throws(JobError) -> SubmitRequest {
         guard case .object = request else {
             throw JobError(code: "bad_request", message: "\(op) is a JSON object with a \"kind\"")
         }
+        // A `submit`'s own members were checked with its op's.
+        if op != "submit" { try Self.refuseUnknownMembers(of: request, known: Self.submitMembers, in: op) }
         guard let kind = try string(request, "kind") else {
             throw JobError(code: "bad_request", message: "\(op) needs a \"kind\" string")
         }
@@ -475,6 +505,9 @@ public final class ControlServer {
         }
         let optionsObject = try member(request, "options", "an object") { value -> JSONValue? in
             if case .object = value { return value } else { return nil }
+        }
+        if let optionsObject {
+            try Self.refuseUnknownMembers(of: optionsObject, known: Self.optionMembers, in: "options", code: "invalid_options")
         }
         for key in ["priority", "max_attempts"] {
             if let value = optionsObject?[key], !value.isNull,

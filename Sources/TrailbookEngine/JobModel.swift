@@ -202,7 +202,7 @@ public struct JobOptions: Codable, Sendable, Equatable {
     /// The default `giveUpAfterSeconds`: 24 h.
     public static let defaultGiveUpAfterSeconds: Double = 24 * 3600
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case priority
         case timeoutSeconds = "timeout_s"
         case stallTimeoutSeconds = "stall_timeout_s"

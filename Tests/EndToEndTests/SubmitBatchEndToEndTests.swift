@@ -302,4 +302,46 @@ struct SubmitBatchEndToEndTests {
             _ = try daemon.stop()
         }
     }
+
+    /// A misspelt member (`optoins`) is refused, naming it and the members the op takes, instead of being
+    /// ignored (the job would have been queued without its options): in a submit, in a batch's job (with its
+    /// index; through `submit --from`, with the file's line), in `options`, and in the other ops. Nothing queued.
+    @Test func unknownMembersAreRefusedNamingThem() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let cases: [(request: JSONValue, code: String, message: String)] = [
+            (["op": "submit", "kind": "sleep", "params": ["units": 1], "optoins": ["priority": 5]], "bad_request",
+             #"unknown member "optoins" in submit; known: op, kind, params, options, key"#),
+            (["op": "submit", "kind": "sleep", "params": ["units": 1], "options": ["priorty": 5]], "invalid_options",
+             #"unknown member "priorty" in options; known: priority, timeout_s"#),
+            (["op": "submit_batch", "jobs": [Self.sleepEntry(1), ["kind": "sleep", "params": ["units": 1], "Key": "k"]]],
+             "bad_request", #"job 1 of the batch (from 0): unknown member "Key" in a submit_batch job; known: kind, params, options, key"#),
+            (["op": "submit_batch", "jobs": [Self.sleepEntry(1)], "options": ["priority": 1]], "bad_request",
+             #"unknown member "options" in submit_batch; known: op, jobs"#),
+            (["op": "list", "limt": 5], "bad_request", #"unknown member "limt" in list; known: op, states, kind, limit"#),
+            (["op": "show", "id": "x"], "bad_request", #"unknown member "id" in show; known: op, job"#),
+            (["op": "ping", "x": 1], "bad_request", #"unknown member "x" in ping; known: op"#),
+        ]
+        for (request, code, message) in cases {
+            let reply = try daemon.request(request)
+            #expect(reply["error"]?["code"]?.stringValue == code, "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains(message) == true, "\(reply)")
+        }
+        let file = daemon.home.file("typo.ndjson")
+        try """
+            {"kind": "sleep", "params": {"units": 1}}
+            {"kind": "sleep", "params": {"units": 1}, "optoins": {"priority": 5}}
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try daemon.cli(["submit", "--from", file])
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(result.stderr.contains(#"typo.ndjson line 2: job 1 of the batch (from 0): unknown member "optoins""#), "\(result.stderr)")
+        #expect(try Self.jobCount(daemon) == 0, "nothing queued")
+        // The members that are known still work, all of them.
+        let reply = try daemon.request([
+            "op": "submit", "kind": "sleep", "params": ["units": 1], "key": "k1",
+            "options": ["priority": 5, "timeout_s": 60, "stall_timeout_s": 60, "max_attempts": 2, "give_up_after_s": 60,
+                        "allow_duplicate": true],
+        ])
+        #expect(reply["ok"]?.boolValue == true, "\(reply)")
+        #expect(reply["job"]?["priority"]?.intValue == 5)
+    }
 }
