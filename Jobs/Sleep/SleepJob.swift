@@ -1,5 +1,9 @@
 import TrailbookEngine
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A job kind for testing the scheduler: counts `units` items, `unit_ms` milliseconds each, with controllable
 /// stalls and failures. Registered only when the daemon runs with `TRAILBOOK_JOBS_TEST_KINDS=1`.
 ///
@@ -20,8 +24,16 @@ public struct SleepJob: JobKind {
         public var failCode: String?
         /// Report the wall-clock time of each progress change as `current` (the feed latency benchmark reads it).
         public var stamp: Bool?
+        /// Test hook: the daemon stops itself (SIGSTOP) while it checks this job, so a test can line up other
+        /// requests behind a batch the daemon has begun (it goes on at SIGCONT).
+        public var stopInValidation: Bool?
+        /// Test hook: checking this job holds the loop until this file exists (at most 60 s), as a costly check
+        /// would; a test shows that the loop answers others between a batch's slices.
+        public var holdValidationUntil: String?
 
         enum CodingKeys: String, CodingKey {
+            case stopInValidation = "stop_in_validation"
+            case holdValidationUntil = "hold_validation_until"
             case units
             case unitMilliseconds = "unit_ms"
             case stallAfter = "stall_after"
@@ -45,6 +57,11 @@ public struct SleepJob: JobKind {
     public func validate(_ params: Params) async throws(JobError) {
         guard params.units >= 0, (params.unitMilliseconds ?? 0) >= 0 else {
             throw JobError(code: "invalid_params", message: "units and unit_ms must not be negative")
+        }
+        if params.stopInValidation == true { kill(getpid(), SIGSTOP) }
+        if let path = params.holdValidationUntil {
+            let deadline = Timestamp.monotonic() + 60
+            while access(path, F_OK) != 0, Timestamp.monotonic() < deadline { usleep(1_000) }
         }
     }
 

@@ -374,6 +374,8 @@ public final class ControlServer {
             var requests: [SubmitRequest] = []
             requests.reserveCapacity(entries.count)
             for (index, entry) in entries.enumerated() {
+                // In slices, as the scheduler checks them: a batch of thousands lets other clients in between.
+                if index > 0, index % Scheduler.batchSlice == 0 { await Scheduler.nextTurn() }
                 do {
                     requests.append(try submitRequest(entry, op: "a submit_batch job"))
                 } catch {

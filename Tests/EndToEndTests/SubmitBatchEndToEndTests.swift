@@ -344,4 +344,57 @@ struct SubmitBatchEndToEndTests {
         #expect(reply["ok"]?.boolValue == true, "\(reply)")
         #expect(reply["job"]?["priority"]?.intValue == 5)
     }
+
+    /// Issue 14: a big batch is checked in slices with loop turns between them, so the loop answers others while
+    /// it is under way (3 600 entries held it for 3.7 s). Deterministic: the batch's first job stops the daemon
+    /// (SIGSTOP) while the daemon checks it; a `ping` is sent on a second connection meanwhile; the batch's job
+    /// 550 holds the loop until the test has the ping's answer. Checked in one go, the ping waits behind the held
+    /// job, and the test gives up on it after 20 s.
+    @Test func aBigBatchLetsTheLoopAnswerOthersBetweenItsSlices() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let release = daemon.home.file("release")
+        var jobs = (0..<600).map { _ in Self.sleepEntry(0) }
+        jobs[0] = ["kind": "sleep", "params": ["units": 0, "stop_in_validation": true]]
+        jobs[550] = ["kind": "sleep", "params": ["units": 0, "hold_validation_until": .string(release)]]
+        let batch = try daemon.rawConnection()
+        defer { close(batch) }
+        let line = JSONCoding.encode(["op": "submit_batch", "jobs": .array(jobs)] as JSONValue) + [0x0A]
+        #expect(line.count < 64 << 10, "the batch fits in the socket's buffer while the daemon is stopped")
+        #expect(DaemonHarness.send(batch, line))
+        try Self.waitUntilStopped(daemon.pid)
+        let ping = try daemon.rawConnection()
+        defer { close(ping) }
+        #expect(DaemonHarness.send(ping, Array(#"{"op":"ping"}"#.utf8) + [0x0A]))
+        kill(daemon.pid, SIGCONT)
+        let pong = Self.readLine(ping, timeout: 20)
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(pong.flatMap { try? JSONParser.parse($0) }?["ok"]?.boolValue == true, "the ping waited behind the batch")
+        let reply = try #require(Self.readLine(batch, timeout: 60).flatMap { try? JSONParser.parse($0) })
+        #expect(reply["ids"]?.arrayValue?.count == 600, "\(reply)")
+        #expect(try Self.jobCount(daemon) == 600)
+    }
+
+    /// Waits (up to 10 s) until process `pid` is stopped by a signal (`T` in /proc/PID/stat).
+    static func waitUntilStopped(_ pid: Int32) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            if let close = stat.lastIndex(of: ")"), stat[close...].dropFirst(2).first == "T" { return }
+            usleep(1_000)
+        }
+        throw HarnessError("process \(pid) did not stop")
+    }
+
+    /// One reply line from `fd` (without its newline), or `nil` when none comes within `timeout` seconds.
+    static func readLine(_ fd: Int32, timeout: Int) -> [UInt8]? {
+        var time = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1 {
+            if byte == 0x0A { return received }
+            received.append(byte)
+        }
+        return nil
+    }
 }
