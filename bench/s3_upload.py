@@ -9,12 +9,15 @@ VmHWM, reset before each upload through /proc/PID/clear_refs; ru_maxrss of the o
 Every stored object's SHA-256 is checked against its source after each upload.
 
     Tests/Support/s3-server/setup.sh   # .venv-s3 with moto, boto3 and awscli, pinned
-    .venv-s3/bin/python bench/s3_upload.py [--rounds 3] [--sets big,small]
+    .venv-s3/bin/python bench/s3_upload.py [--rounds 3] [--sets big,small] [--clients daemon,aws,boto3]
+        [--daemon-args '--parts-in-flight 8'] [--binary PATH]
 
 Sets: `big` is one 256 MiB file, `small` is 100 files of 1 MiB. Each client runs with its defaults: the daemon 8 MiB
-parts, 4 in flight, files one after another, each part's MD5 and SHA-256 computed (Content-MD5, signed payload
-hash) and the file's SHA-256; awscli and boto3 8 MiB parts, 10 threads (awscli also over files), unsigned
-payloads, and botocore's default CRC checksums.
+parts, 4 requests in flight (parts of a large file, or small files, 4 at once), each part's MD5 and SHA-256
+computed (Content-MD5, signed payload hash) and the file's SHA-256 (for a file in one PUT the same one); awscli
+and boto3 8 MiB parts, 10 threads (awscli also over files), unsigned payloads, and botocore's default CRC
+checksums. `--clients`, `--daemon-args` and `--binary` are for trying settings or builds (A/B), not for the
+published figures.
 """
 import argparse, hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time, urllib.request
 
@@ -74,10 +77,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sets", default="big,small")
+    parser.add_argument("--binary", help="a trailbook-jobs binary to run instead of building the release one (A/B runs)")
+    parser.add_argument("--clients", default="daemon,aws,boto3", help="which clients to run (comma-separated)")
+    parser.add_argument("--daemon-args", default="", help="extra `submit upload` options, e.g. '--parts-in-flight 8'")
     args = parser.parse_args()
     if not os.path.exists(os.path.join(venv, "aws")):
         sys.exit("run Tests/Support/s3-server/setup.sh first (it installs moto, boto3 and awscli into .venv-s3)")
-    binary = build()
+    binary = args.binary or build()
     work = tempfile.mkdtemp(prefix="tbj-s3-bench-")
     server = daemon = None
     try:
@@ -121,7 +127,8 @@ def main():
                     f.write("5")  # resets VmHWM to the current RSS
                 before = cpu_seconds(daemon.pid)
                 wall, cli_cpu, _, out = run_child(
-                    [binary, "submit", "upload", *s["paths"], "--to", f"s3://{BUCKET}/{PREFIX}", "--wait", "--json"], env)
+                    [binary, "submit", "upload", *s["paths"], "--to", f"s3://{BUCKET}/{PREFIX}", *args.daemon_args.split(),
+                     "--wait", "--json"], env)
                 job = json.loads(out)
                 assert job["state"] == "succeeded", out
                 return wall, cpu_seconds(daemon.pid) - before + cli_cpu, peak_rss_kib(daemon.pid)
@@ -136,11 +143,11 @@ def main():
                 [os.path.join(venv, "python"), "-c", BOTO3, endpoint, BUCKET, PREFIX, *s["paths"]], env)
             return wall, cpu, rss
 
-        clients = ["daemon", "aws", "boto3"]
+        clients = args.clients.split(",")
         load = [os.getloadavg()]
         results = {name: {who: [] for who in clients} for name in sets}
         for round_ in range(args.rounds):
-            order = clients[round_ % 3:] + clients[:round_ % 3]
+            order = clients[round_ % len(clients):] + clients[:round_ % len(clients)]
             for name, s in sets.items():
                 line = []
                 for who in order:
@@ -166,8 +173,10 @@ def main():
             for who in clients:
                 wall, cpu, rss, server_cpu = med[who]
                 print(f"| {labels[who]} | {wall:.2f} s | {mib / wall:.0f} | {cpu:.2f} | {rss / 1024:.0f} MiB | {server_cpu:.2f} |")
+            if "daemon" not in med:
+                continue
             d = med["daemon"]
-            for peer in ("aws", "boto3"):
+            for peer in (p for p in ("aws", "boto3") if p in med):
                 p = med[peer]
                 print(f"| ratio daemon / {peer} | {d[0] / p[0]:.2f} | | {d[1] / p[1]:.2f} | {d[2] / p[2]:.2f} | |")
     finally:
