@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "TrailbookHTTP", dependencies: ["TrailbookLoop", "CCurl"]),
         // PostgreSQL from the loop (libpq's non-blocking API on a poll handle) and the shared queue's SQL.
         .target(name: "TrailbookPostgres", dependencies: ["TrailbookLoop", "CLibPQ"]),
-        .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "CCrypto"]),
+        .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookPostgres", "CCrypto"]),
 
         .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
         .target(
@@ -57,7 +57,7 @@ let package = Package(
             dependencies: ["TrailbookEngine", "TrailbookLoop", "PhotoLibrary", "TrailbookSQLite", "UploadJob"],
             path: "Jobs/Tagging/Jobs"),
 
-        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
+        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
 
         // Helpers shared by the test targets: a loop on its own thread, an actor pinned to it, a child that says READY.

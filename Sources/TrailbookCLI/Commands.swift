@@ -1,4 +1,5 @@
 import TrailbookEngine
+import TrailbookPostgres
 import SleepJob
 import TaggingJobs
 import UploadJob
@@ -38,6 +39,8 @@ enum Commands {
             options: [
                 socket,
                 OptionSpec("concurrency", .value(placeholder: "N"), help: "jobs running at once (default 4)"),
+                OptionSpec("store", .value(placeholder: "URL"), help: "where jobs are kept: 'sqlite' (default, in $TRAILBOOK_JOBS_HOME) or a PostgreSQL database several daemons share (postgres://… or 'host=… dbname=…'; default $TRAILBOOK_JOBS_STORE)"),
+                OptionSpec("lease", .value(placeholder: "DUR"), help: "with PostgreSQL: how long a running job's lease lasts unless renewed; a dead daemon's jobs are rescued after it (default 30s)"),
                 OptionSpec("timeout", .value(placeholder: "DUR"), help: "default deadline of one attempt (default 1h long-running, 30s others)"),
                 OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
                 OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),
@@ -172,6 +175,9 @@ enum Commands {
         configuration.version = CLI.version
         let arguments = context.arguments
         if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
+        configuration.store = try storeLocation(
+            arguments.value("store") ?? context.environment["TRAILBOOK_JOBS_STORE"],
+            leaseSeconds: try arguments.duration("lease").map { try positive($0, "lease") } ?? 30)
         if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
@@ -205,6 +211,22 @@ enum Commands {
             scheduler.register(TagJob(library: library))
             scheduler.register(AutotagJob(library: library))
             if testKinds { scheduler.register(SleepJob()) }
+        }
+    }
+
+    /// The job store `text` names (`--store`, `TRAILBOOK_JOBS_STORE`): nothing or `sqlite` for the embedded store,
+    /// else a libpq connection string (URI or `key=value` pairs; missing parts from the `PG*` variables).
+    /// - Throws: `UsageError` (its message without the password) if it is neither.
+    static func storeLocation(_ text: String?, leaseSeconds: Double) throws(UsageError) -> JobStoreLocation {
+        guard let text, !text.isEmpty, text != "sqlite" else { return .sqlite }
+        let looksLikePostgres = text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") || text.contains("=")
+        do {
+            guard looksLikePostgres else { throw UsageError("") }
+            return .postgres(try PostgresConnectionString(text), leaseSeconds: leaseSeconds)
+        } catch {
+            let reason = (error as? PostgresError).map { ": \($0.message)" } ?? ""
+            throw UsageError(
+                "--store takes 'sqlite' or a PostgreSQL connection string (postgres://user@host/db or 'host=… dbname=…')\(reason)")
         }
     }
 

@@ -16,6 +16,8 @@ public struct DaemonConfiguration: Sendable {
     public var retention = RetentionPolicy()
     /// Worker processes for job kinds that decode untrusted files (`.workerProcess`).
     public var workers = WorkerPoolOptions()
+    /// Where jobs are kept: the embedded SQLite store (default) or a shared PostgreSQL database (`--store`).
+    public var store = JobStoreLocation.sqlite
     /// Version reported by `ping`.
     public var version = "0.1.0"
 
@@ -118,7 +120,19 @@ public final class Daemon {
                 code: "already_running",
                 message: "a daemon is already listening on \(configuration.socketPath); stop it first or use --socket")
         }
-        let store = try JobStore(path: configuration.storePath)
+        let store: any JobStoring
+        let storeName: String
+        switch configuration.store {
+        case .sqlite:
+            store = try JobStore(path: configuration.storePath)
+            storeName = configuration.storePath
+        case .postgres(let connectionString, let leaseSeconds):
+            let shared = try PostgresJobStore(connectionString: connectionString, leaseSeconds: leaseSeconds)
+            store = shared
+            storeName =
+                "PostgreSQL \(connectionString) as daemon \(shared.owner.daemonID) on \(shared.owner.host), "
+                + "leases of \(Scheduler.seconds(leaseSeconds))"
+        }
         let feed = ProgressFeed(firstSeq: try store.reserveSequenceBlock(count: 1_000_000_000))
         let scheduler = Scheduler(store: store, feed: feed, options: configuration.scheduler)
         scheduler.workerPool = WorkerPool(loop: .main, options: configuration.workers)
@@ -147,7 +161,7 @@ public final class Daemon {
         daemon.retention.start()
         let listening = activationSocket.map { "the socket passed by the service manager (descriptor \($0))" }
         DaemonLog.write(
-            "listening on \(listening ?? configuration.socketPath); store \(configuration.storePath); "
+            "listening on \(listening ?? configuration.socketPath); store \(storeName); "
                 + "concurrency \(configuration.scheduler.concurrency); kinds \(scheduler.kindNames.joined(separator: ", "))")
         daemon.startServiceNotifications()
         return daemon

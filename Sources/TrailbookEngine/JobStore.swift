@@ -1,4 +1,16 @@
+import TrailbookPostgres
 import TrailbookSQLite
+
+/// A stored row read by column index, so one decoder (`JobStore.record`) reads a job from the SQLite store's
+/// `Row` and the PostgreSQL store's `PostgresRow` alike (the same columns in the same order).
+protocol StoredRow {
+    func text(_ index: Int) -> String?
+    func int(_ index: Int) -> Int64?
+    func double(_ index: Int) -> Double?
+}
+
+extension Row: StoredRow {}
+extension PostgresRow: StoredRow {}
 
 /// The persistent job store: one SQLite database in WAL mode under `$TRAILBOOK_JOBS_HOME`.
 ///
@@ -379,11 +391,12 @@ public final class JobStore {
 
     static func text(_ value: JSONValue) -> String { String(decoding: JSONCoding.encode(value), as: UTF8.self) }
 
-    private static func json(_ row: Row, _ index: Int) -> JSONValue? {
+    private static func json(_ row: some StoredRow, _ index: Int) -> JSONValue? {
         row.text(index).flatMap { try? JSONCoding.decode(JSONValue.self, from: Array($0.utf8)) }
     }
 
-    private static func record(_ row: Row) -> JobRecord? {
+    /// The job in `row` (the columns of `columns`, in order), or `nil` if its id, kind or state is unreadable.
+    static func record(_ row: some StoredRow) -> JobRecord? {
         guard let id = row.text(0), let kind = row.text(1), let state = row.text(2).flatMap(JobState.init(rawValue:))
         else { return nil }
         let options = JobOptions(

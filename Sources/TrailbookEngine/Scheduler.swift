@@ -178,6 +178,8 @@ public final class Scheduler {
         /// Set when the store refused its checkpoint or progress (disk full): the job is stopped and ends with
         /// this retryable error instead of its stop reason.
         var storeFailure: JobError?
+        /// Set when this daemon lost the job's lease (shared store): the run stops and its end is not written.
+        var leaseLost = false
         var waiters: [CheckedContinuation<Void, Never>] = []
 
         init(record: JobRecord, context: JobContext, kind: AnyJobKind) {
@@ -202,10 +204,14 @@ public final class Scheduler {
     public let feed: ProgressFeed
     /// The worker processes job kinds reach through `JobContext.runInWorker`; `nil` until the daemon sets it.
     public var workerPool: WorkerPool?
-    let store: JobStore
+    let store: any JobStoring
+    /// `store` when several daemons share it (runs are leased), else `nil`.
+    let leasing: (any LeasingJobStoring)?
     private var kinds: [String: AnyJobKind] = [:]
     private var running: [String: RunningJob] = [:]
     private var retryTimer: LoopTimer?
+    /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
+    private var leaseTimer: LoopTimer?
     private var cleanUpTimer: LoopTimer?
     /// Jobs whose clean-up is being tried now (one try at a time per job).
     private var cleaningUp: Set<String> = []
@@ -271,11 +277,14 @@ public final class Scheduler {
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
     private static let firstStoreRetryDelay = 0.05
+    /// What `write` returns for a write the shared store fenced off (not a fault: nothing to retry).
+    fileprivate static let fencedOff = SQLiteError(code: -1, message: "fenced off: another daemon holds the job")
     private static let longestStoreRetryDelay = 1.0
 
     /// Makes a scheduler over `store`, publishing to `feed`.
-    public init(store: JobStore, feed: ProgressFeed, options: SchedulerOptions) {
+    public init(store: any JobStoring, feed: ProgressFeed, options: SchedulerOptions) {
         self.store = store
+        leasing = store as? any LeasingJobStoring
         self.feed = feed
         self.options = options
     }
@@ -305,22 +314,24 @@ public final class Scheduler {
         if try !store.duplicateKeysIndexed() {
             try store.indexDuplicateKeys { [kinds] job in kinds[job.kind]?.duplicateKeys(job.params) ?? [] }
         }
-        for var job in try store.jobs(states: [.running], limit: Int.max) {
+        // On a shared store other daemons' jobs are running legitimately: a job of a daemon that died is rescued
+        // when its lease expires (`leaseTick`), not here.
+        for var job in try store.jobs(states: [.running], kind: nil, limit: Int.max) where leasing == nil {
             var lifecycle = job.lifecycle
             guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
             job.adopt(lifecycle)
             job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
-            try store.update(job)
+            try store.update(job, addingCleanUp: false)
             announce(job, from: .running)
             log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
         }
         let now = Timestamp.now()
         let longest = options.longestRetryDelaySeconds
-        for var job in try store.jobs(states: [.needsRetry], limit: Int.max) {
+        for var job in try store.jobs(states: [.needsRetry], kind: nil, limit: Int.max) {
             let remaining = (job.retryAt ?? now) - now
             if remaining > longest {
                 job.retryAt = now + longest
-                try store.update(job)
+                try store.update(job, addingCleanUp: false)
                 log(
                     job, .warning,
                     "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
@@ -338,6 +349,7 @@ public final class Scheduler {
         store.failFastOnLocks()
         armRetryTimer()
         armCleanUpTimer()
+        armLeaseTimer()
         schedule()
     }
 
@@ -634,6 +646,7 @@ public final class Scheduler {
             return try job(id)
         }
         var job = try job(id)
+        try refuseIfRunningElsewhere(job, verb: "cancel")
         try transition(&job, .cancelWhileWaiting, verb: "cancel")
         job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
         retryDueAt[id] = nil
@@ -647,6 +660,17 @@ public final class Scheduler {
             cancelledWhileWaiting.insert(id)
         }
         return job
+    }
+
+    /// Shared store: a job running on another daemon cannot be stopped from here yet (cross-daemon control through
+    /// NOTIFY is not built).
+    /// - Throws: `JobError` `invalid_state` saying where to send the request.
+    private func refuseIfRunningElsewhere(_ job: JobRecord, verb: String) throws(JobError) {
+        guard leasing != nil, job.state == .running else { return }
+        throw JobError(
+            code: "invalid_state",
+            message: "cannot \(verb) job \(job.id): it is running on another daemon sharing the job store; \(verb) it "
+                + "through that daemon (cross-daemon \(verb) is not built yet)")
     }
 
     /// What follows a job's end once it is written: a job cancelled while waiting removes its partial output
@@ -670,6 +694,7 @@ public final class Scheduler {
             return try job(id)
         }
         var job = try job(id)
+        try refuseIfRunningElsewhere(job, verb: "pause")
         try transition(&job, .pauseWhileWaiting, verb: "pause")
         job.retryAt = nil
         retryDueAt[id] = nil
@@ -706,6 +731,8 @@ public final class Scheduler {
         isShuttingDown = true
         retryTimer?.close()
         retryTimer = nil
+        leaseTimer?.close()
+        leaseTimer = nil
         cleanUpTimer?.close()
         cleanUpTimer = nil
         let active = Array(running.values)
@@ -742,6 +769,7 @@ public final class Scheduler {
 
     private func schedule() {
         guard !isShuttingDown else { return }
+        if let leasing { return claim(from: leasing) }
         // A job that ends as it starts (a kind this daemon lacks) frees its slot at once: look again, until the
         // slots are full or nothing more could start. Each pass ends at least one job for good, so this stops.
         var again = true
@@ -763,11 +791,74 @@ public final class Scheduler {
             // writes succeed.
             var none: [JobRecord] = []
             guard write("the start of \(starting.count) jobs", {
-                try store.commitGroup(inserting: &none, updating: starting.map { ($0.job, false) }, durable: false)
+                try store.commitGroup(
+                    inserting: &none, digests: [], duplicateKeys: [], updating: starting.map { ($0.job, false) },
+                    durable: false)
             }) == nil else { break }
             for (job, kind) in starting { launch(job, kind: kind) }
         }
         preemptIfNeeded()
+    }
+
+    /// Shared store: claims as many queued jobs of the kinds this daemon has as it has free slots (the store
+    /// starts them, atomically with the row lock) and runs them. A refused claim is retried by the store retry
+    /// and the lease timer.
+    private func claim(from leasing: any LeasingJobStoring) {
+        let free = options.concurrency - running.count
+        guard free > 0 else { return }
+        var claimed: [JobRecord] = []
+        guard write("a claim of \(free) jobs", { claimed = try leasing.claim(limit: free, kinds: kindNames) }) == nil else { return }
+        for job in claimed {
+            guard let kind = kinds[job.kind] else { continue }  // claims only registered kinds
+            launch(prepared(job, kind: kind), kind: kind)
+        }
+    }
+
+    /// Shared store: every third of a lease, renews the leases of this daemon's running jobs (a job whose lease is
+    /// lost stops without writing its end), puts jobs whose lease expired and due retries back in the queue, and
+    /// claims what can run (in case a notification was missed).
+    private func armLeaseTimer() {
+        guard let leasing, leaseTimer == nil else { return }
+        leasing.onWorkAvailable = { [weak self] in LoopIsolation.assume { self?.schedule() } }
+        let timer = LoopTimer(loop: .main)
+        leaseTimer = timer
+        let period = UInt64(max(10, leasing.leaseSeconds * 1000 / 3))
+        timer.start(milliseconds: period, repeatMilliseconds: period) { [weak self] in
+            LoopIsolation.assume { self?.leaseTick() }
+        }
+    }
+
+    private func leaseTick() {
+        guard let leasing, !isShuttingDown else { return }
+        if let lost = try? leasing.renewLeases() {
+            for id in lost { if let active = running[id] { loseLease(active) } }
+        }
+        if let rescued = try? leasing.rescueExpiredLeases(), !rescued.isEmpty {
+            DaemonLog.write(
+                "rescued \(rescued.count) jobs whose daemon's lease expired (queued to resume from their checkpoint): "
+                    + rescued.map { String($0.prefix(8)) }.joined(separator: ", "))
+        }
+        schedule()
+    }
+
+    /// Stops a job whose lease this daemon lost (another daemon rescued it): its end will not be written.
+    private func loseLease(_ active: RunningJob) {
+        guard !active.leaseLost else { return }
+        active.leaseLost = true
+        log(
+            active.record, .warning,
+            "this daemon lost the job's lease (it expired and another daemon may run the job now): stopping this run without recording its end")
+        stop(active, .resourceReclaim, detail: "lease lost")
+    }
+
+    /// A write the shared store fenced off (`JobStoreError.leaseLost`): a running job stops; any other write is
+    /// dropped, since another daemon changed the job meanwhile.
+    fileprivate func fencedOff(_ id: String) {
+        if let active = running[id] {
+            loseLease(active)
+        } else {
+            DaemonLog.write("job \(id.prefix(8)): another daemon sharing the store changed it meanwhile; this daemon's write is dropped")
+        }
     }
 
     /// What `startUnknownKind` did with a queued job.
@@ -781,7 +872,8 @@ public final class Scheduler {
     /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
     /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
     private func preemptIfNeeded() {
-        guard running.count >= options.concurrency else { return }
+        // Not on a shared store yet: the freed slot could be claimed by another daemon's job.
+        guard leasing == nil, running.count >= options.concurrency else { return }
         // The usual case first, from one row: the most urgent waiting job outranks no running one.
         let lowest = running.values.lazy.filter { $0.context.stopReason == nil }.map(\.record.options.priority).min()
         guard let lowest, let first = queuedJobs(limit: 1)?.first, first.options.priority > lowest,
@@ -814,7 +906,7 @@ public final class Scheduler {
         _ = lifecycle.handle(.fail(retryable: false))
         job.adopt(lifecycle)
         job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
-        guard write("the state of job \(job.id.prefix(8))", { try store.update(job) }) == nil else { return .unchanged }
+        guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: false) }) == nil else { return .unchanged }
         announce(started, from: .queued)
         announce((try? store.job(id: job.id)) ?? job, from: .running)
         return .endedAtOnce
@@ -826,6 +918,12 @@ public final class Scheduler {
         var lifecycle = job.lifecycle
         guard lifecycle.handle(.start) == .run else { return nil }
         job.adopt(lifecycle)
+        return prepared(job, kind: kind)
+    }
+
+    /// A started job (state `running`) as its run begins: no error of an earlier attempt, the kind's unit, no rate.
+    private func prepared(_ started: JobRecord, kind: AnyJobKind) -> JobRecord {
+        var job = started
         job.error = nil
         job.progress.unit = kind.traits.unit
         job.progress.ratePerSecond = nil
@@ -873,6 +971,7 @@ public final class Scheduler {
     }
 
     private func finish(_ active: RunningJob, _ outcome: Outcome) {
+        if active.leaseLost { return endWithoutLease(active) }
         var job = live(active)
         var lifecycle = job.lifecycle
         let effect: JobLifecycle.Effect?
@@ -937,6 +1036,18 @@ public final class Scheduler {
         }
     }
 
+    /// A run whose lease was lost is over here: the slot is freed and nothing about it is written or announced
+    /// (the daemon that rescued the job owns it now).
+    private func endWithoutLease(_ active: RunningJob) {
+        active.watchdog.close()
+        running[active.record.id] = nil
+        activeCounts[.running, default: 0] -= 1
+        DaemonLog.write("job \(active.record.id.prefix(8)) \(active.record.kind): run stopped after its lease was lost; its end is not written")
+        for waiter in active.waiters { waiter.resume() }
+        active.waiters.removeAll()
+        schedule()
+    }
+
     // MARK: - Group commit
 
     /// Queues `job`'s transition from `from` for the turn's group commit; `written` runs after it, with whether
@@ -987,7 +1098,16 @@ public final class Scheduler {
                 for job in stored { submitted(job) }
                 submit.reply.resolve(.success(stored))
             }
+            let lost = leasing?.takeLostWrites() ?? []
             for end in ends {
+                guard !lost.contains(end.job.id) else {
+                    // Fenced off: another daemon took the job over; this run's end is not the job's.
+                    activeCounts[end.from, default: 0] -= 1
+                    DaemonLog.write(
+                        "job \(end.job.id.prefix(8)) \(end.job.kind): its lease was lost before its end (\(end.job.state.rawValue)) was written; not written")
+                    end.written(false)
+                    continue
+                }
                 announce(end.job, from: end.from)
                 end.written(true)
             }
@@ -1172,8 +1292,8 @@ public final class Scheduler {
     @discardableResult
     private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> Bool {
         let previous = from ?? current(job.id)?.state ?? job.state
-        guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) == nil
-        else {
+        if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) {
+            if error.code == Self.fencedOff.code { return false }
             unsavedRecords[job.id] = job
             if addingCleanUp { unsavedCleanUps.insert(job.id) }
             announce(job, from: previous)
@@ -1230,7 +1350,7 @@ public final class Scheduler {
         for (kind, pruned) in Dictionary(grouping: jobs, by: \.kind) { kinds[kind]?.jobsPruned(pruned.map(\.id)) }
     }
 
-    static func seconds(_ value: Double) -> String {
+    nonisolated static func seconds(_ value: Double) -> String {
         value >= 1 && value < 1e15 && value.rounded() == value ? "\(Int(value)) s" : "\(value) s"
     }
 }
@@ -1244,6 +1364,9 @@ extension Scheduler {
     fileprivate func write(_ what: String, _ body: () throws -> Void) -> SQLiteError? {
         do {
             try body()
+        } catch JobStoreError.leaseLost(let id) {
+            fencedOff(id)
+            return Self.fencedOff
         } catch {
             let refusal = error as? SQLiteError ?? SQLiteError(code: 1, message: "\(error)")
             storeRefused(refusal, writing: what)
@@ -1291,8 +1414,14 @@ extension Scheduler {
         }
         for job in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
             let cleansUp = unsavedCleanUps.contains(job.id)
-            guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) == nil
-            else { return }
+            if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
+                guard error.code == Self.fencedOff.code else { return }
+                // Another daemon sharing the store changed the job meanwhile: this write is dropped.
+                unsavedRecords[job.id] = nil
+                unsavedCleanUps.remove(job.id)
+                cancelledWhileWaiting.remove(job.id)
+                continue
+            }
             unsavedRecords[job.id] = nil
             unsavedCleanUps.remove(job.id)
             let cancelled = cancelledWhileWaiting.remove(job.id) != nil

@@ -127,6 +127,9 @@ public final class PostgresJobQueue {
 
     /// Schema migrations; index i moves the schema from version i to i + 1, each one transaction of single
     /// statements (the extended protocol takes one per message). Append, never edit.
+    /// The schema version this build migrates to.
+    public static var migrationCount: Int { migrations.count }
+
     static let migrations: [[String]] = [
         [
             """
@@ -178,7 +181,25 @@ public final class PostgresJobQueue {
                 last_error text
             )
             """,
-        ]
+        ],
+        // 2: what the engine's store keeps too (JobStore migrations 6 and 7): idempotency keys with their request
+        // digest, and what unfinished jobs work on (duplicate submits).
+        [
+            "ALTER TABLE trailbook_jobs ADD COLUMN idempotency_key text",
+            "ALTER TABLE trailbook_jobs ADD COLUMN submit_digest text",
+            """
+            CREATE UNIQUE INDEX trailbook_jobs_by_idempotency_key ON trailbook_jobs (idempotency_key)
+                WHERE idempotency_key IS NOT NULL
+            """,
+            """
+            CREATE TABLE trailbook_duplicate_keys (
+                key text NOT NULL,
+                job_id text NOT NULL,
+                PRIMARY KEY (key, job_id)
+            )
+            """,
+            "CREATE INDEX trailbook_duplicate_keys_by_job ON trailbook_duplicate_keys (job_id)",
+        ],
     ]
 
     /// The connection it runs on.
@@ -266,13 +287,15 @@ public final class PostgresJobQueue {
     // MARK: claiming and leases
 
     /// Claims up to `limit` queued jobs for `owner`: of `queues`, pinned to `owner.host` or to no host, in
-    /// priority then submission order, skipping rows other daemons are claiming (`FOR UPDATE SKIP LOCKED`), so
+    /// priority then submission order (only of `kinds` when given: a daemon claims only what it can run),
+    /// skipping rows other daemons are claiming (`FOR UPDATE SKIP LOCKED`), so
     /// concurrent claims never take the same job and never wait for each other. Each claimed job is `running`
     /// under a new lease of `leaseSeconds`.
     /// - Returns: the claimed jobs in run order (higher priority first, then submission order).
     /// - Throws: `PostgresError`.
     public func claim(
-        owner: Owner, queues: [String] = [PostgresJobQueue.defaultQueue], limit: Int, leaseSeconds: Double,
+        owner: Owner, queues: [String] = [PostgresJobQueue.defaultQueue], kinds: [String]? = nil, limit: Int,
+        leaseSeconds: Double,
         isolation: isolated (any Actor)? = #isolation
     ) async throws(PostgresError) -> [ClaimedJob] {
         guard limit > 0, !queues.isEmpty else { return [] }
@@ -281,6 +304,7 @@ public final class PostgresJobQueue {
             WITH picked AS (
                 SELECT id FROM trailbook_jobs
                 WHERE state = 'queued' AND queue = ANY($1::text[]) AND (pinned_host IS NULL OR pinned_host = $2)
+                    AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
                 ORDER BY priority DESC, sequence
                 LIMIT $3::integer
                 FOR UPDATE SKIP LOCKED
@@ -296,7 +320,10 @@ public final class PostgresJobQueue {
             RETURNING j.id, j.kind, j.priority, j.sequence, j.attempt, j.params, j.checkpoint, j.lease_token,
                 extract(epoch FROM j.lease_expires_at)
             """,
-            [.textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds)],
+            [
+                .textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds),
+                kinds.map { .textArray($0) } ?? .null,
+            ],
             isolation: isolation)
         let claimed = result.rows.compactMap { row -> ClaimedJob? in
             guard let id = row.text(0), let kind = row.text(1), let token = row.int(7) else { return nil }

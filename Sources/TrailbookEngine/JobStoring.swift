@@ -1,0 +1,126 @@
+/// What the scheduler and the daemon need from a job store: the SQLite `JobStore` (one daemon, the default) and
+/// the PostgreSQL `PostgresJobStore` (several daemons sharing one queue, issue 15) both provide it.
+///
+/// Calls are made on the loop thread and answer synchronously: a SQLite call waits for its commit (and fsync), a
+/// PostgreSQL call for its round trip (docs/postgres-store.md). Errors are the store's own (`SQLiteError`,
+/// `JobStoreError`); the scheduler treats any error as a refused write (kept in memory and retried) unless it is
+/// a lost lease (`JobStoreError.leaseLost`).
+public protocol JobStoring: AnyObject {
+    /// Adds new jobs in one transaction, all or none; fills in each one's `sequence`. `digests[i]` is `jobs[i]`'s
+    /// request digest (`nil` without a key), `duplicateKeys[i]` what it works on (`JobKind.duplicateKeys`).
+    /// - Throws: the store's error; then no job of the batch is stored.
+    func insert(_ jobs: inout [JobRecord], digests: [String?], duplicateKeys: [[String]]) throws
+    /// The job submitted with idempotency key `key` and its request digest, or `nil`.
+    /// - Throws: the store's error.
+    func job(key: String) throws -> (job: JobRecord, digest: String?)?
+    /// The unfinished jobs of `kind` that work on any of `keys` (`JobKind.duplicateKeys`).
+    /// - Throws: the store's error.
+    func unfinishedJobs(sharing keys: [String], kind: String) throws -> [JobRecord]
+    /// Whether jobs stored before duplicate keys were recorded have been indexed (`indexDuplicateKeys`).
+    /// - Throws: the store's error.
+    func duplicateKeysIndexed() throws -> Bool
+    /// Records what each unfinished job works on (`keys(job)`), once, and notes it done.
+    /// - Throws: the store's error.
+    func indexDuplicateKeys(_ keys: (JobRecord) -> [String]) throws
+    /// Writes a job's lifecycle fields (state, attempt, cancellation, error, result, retry time, progress); an end
+    /// durably. With `addingCleanUp`, records a pending clean-up in the same transaction.
+    /// - Throws: the store's error; `JobStoreError.leaseLost` if the job's run is no longer this daemon's.
+    func update(_ job: JobRecord, addingCleanUp: Bool) throws
+    /// Writes new jobs and lifecycle writes in one transaction (the scheduler's group commit), all or nothing;
+    /// fills in the new jobs' `sequence`. `durable`: the commit survives a power loss (an fsync).
+    /// - Throws: the store's error; then nothing was written.
+    func commitGroup(
+        inserting: inout [JobRecord], digests: [String?], duplicateKeys: [[String]],
+        updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool) throws
+    /// Replaces a job's params (a paused job given new credentials on `resume`).
+    /// - Throws: the store's error.
+    func updateParams(id: String, _ params: JSONValue) throws
+    /// Writes a running job's latest progress (throttled by the caller).
+    /// - Throws: the store's error; `JobStoreError.leaseLost` if the run is no longer this daemon's.
+    func saveProgress(id: String, _ progress: JobProgress) throws
+    /// Replaces a running job's checkpoint and progress in one transaction.
+    /// - Throws: the store's error; `JobStoreError.leaseLost` if the run is no longer this daemon's.
+    func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws
+    /// A job's checkpoint, or `nil` if it has none yet.
+    /// - Throws: the store's error.
+    func checkpoint(id: String) throws -> JSONValue?
+    /// The job with `id`, or `nil`.
+    /// - Throws: the store's error.
+    func job(id: String) throws -> JobRecord?
+    /// The jobs whose id starts with `prefix` (at most `limit`), in id order.
+    /// - Throws: the store's error.
+    func jobs(idPrefix prefix: String, limit: Int) throws -> [JobRecord]
+    /// Jobs in submission order, optionally only those in `states` and of `kind`, the newest `limit`.
+    /// - Throws: the store's error.
+    func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord]
+    /// The queued jobs in run order: higher priority first, FIFO within a priority.
+    /// - Throws: the store's error.
+    func queuedJobs(limit: Int) throws -> [JobRecord]
+    /// How many jobs are in each state (states with none are absent).
+    /// - Throws: the store's error.
+    func countsByState() throws -> [JobState: Int]
+    /// Reserves `count` feed sequence numbers above any handed out before (by any daemon of the store); returns
+    /// the first.
+    /// - Throws: the store's error.
+    func reserveSequenceBlock(count: Int64) throws -> Int64
+    /// The pending clean-ups due at `now` (Unix seconds), earliest first.
+    /// - Throws: the store's error.
+    func dueCleanUps(now: Double) throws -> [PendingCleanUp]
+    /// Records a failed try of a job's clean-up: tries so far, the next due time (Unix seconds), the last error.
+    /// - Throws: the store's error.
+    func rescheduleCleanUp(jobID: String, tries: Int, nextAt: Double, error: String) throws
+    /// Forgets a job's pending clean-up (done, or given up).
+    /// - Throws: the store's error.
+    func removeCleanUp(jobID: String) throws
+    /// From now on, a write that meets another writer's lock fails at once instead of waiting (the scheduler
+    /// retries it later); the loop thread must not sit in a lock wait.
+    func failFastOnLocks()
+}
+
+/// A store that several daemons share: a daemon runs a job only while it holds the job's lease (owner + token +
+/// expiry on the store's clock), renewed by its progress writes, and another daemon rescues jobs whose lease
+/// expired (`PostgresJobStore`, docs/postgres-store.md).
+public protocol LeasingJobStoring: JobStoring {
+    /// How long a lease lasts unless renewed, in seconds.
+    var leaseSeconds: Double { get }
+    /// Claims up to `limit` queued jobs of `kinds` for this daemon (atomically `queued` → `running`, each under a
+    /// new lease), in priority then submission order; jobs other daemons are claiming are skipped, not waited for.
+    /// - Returns: the claimed jobs as started (`JobLifecycle`'s `.start` applied), in run order.
+    /// - Throws: the store's error (then nothing was claimed).
+    func claim(limit: Int, kinds: [String]) throws -> [JobRecord]
+    /// Puts back in the queue every running job whose lease expired (same attempt, resumed from its checkpoint)
+    /// and queues `needs_retry` jobs whose backoff is over, whichever daemon they were on.
+    /// - Returns: the ids of the rescued jobs.
+    /// - Throws: the store's error.
+    func rescueExpiredLeases() throws -> [String]
+    /// Renews every lease this daemon holds, in one round trip: the heartbeat that keeps a job that reports no
+    /// progress for a while (it waits out an outage, or its unit is slow) from being rescued.
+    /// - Returns: the ids of jobs whose lease is lost (their runs must stop, their ends not be written).
+    /// - Throws: the store's error.
+    func renewLeases() throws -> [String]
+    /// The jobs whose lifecycle write in a `commitGroup` since the last call was fenced off (not written: the
+    /// lease was lost, or another daemon runs the job), once each.
+    func takeLostWrites() -> Set<String>
+    /// Called on the loop thread when another daemon queued or freed work (a notification), so the scheduler
+    /// claims at once instead of waiting for its timer.
+    var onWorkAvailable: (() -> Void)? { get set }
+}
+
+/// A store error that is not the SQLite store's own.
+public enum JobStoreError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The daemon no longer holds job `id`'s lease (it expired and another daemon rescued the job): it must stop
+    /// the job at once and not write its end (fencing).
+    case leaseLost(id: String)
+    /// The shared store could not be reached or refused the request; `message` has no password.
+    case unavailable(message: String)
+
+    public var description: String {
+        switch self {
+        case .leaseLost(let id): "the lease on job \(id) is lost (another daemon took the job over)"
+        case .unavailable(let message): "the shared job store is unavailable: \(message)"
+        }
+    }
+}
+
+/// The SQLite store, as is (its signatures are the protocol's).
+extension JobStore: JobStoring {}

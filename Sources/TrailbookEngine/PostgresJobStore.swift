@@ -1,0 +1,465 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TrailbookLoop
+import TrailbookPostgres
+
+#if canImport(Glibc)
+    @preconcurrency import Glibc
+#endif
+
+/// Where a daemon keeps its jobs: the embedded SQLite store in its home (the default), or a PostgreSQL database
+/// that several daemons share (`daemon --store postgres://…`, issue 15).
+public enum JobStoreLocation: Sendable, Equatable {
+    /// `$TRAILBOOK_JOBS_HOME/jobs.sqlite3`.
+    case sqlite
+    /// A shared PostgreSQL database; runs are leased for `leaseSeconds` (renewed by progress and a heartbeat).
+    case postgres(PostgresConnectionString, leaseSeconds: Double)
+}
+
+/// The job store on PostgreSQL, shared by several daemons (docs/postgres-store.md): the SQLite store's contract
+/// (`JobStoring`) plus leases (`LeasingJobStoring`): a daemon claims queued jobs with `FOR UPDATE SKIP LOCKED`,
+/// holds a lease (token + expiry on the database's clock) on each job it runs, renews it with progress writes
+/// and a heartbeat, and every write about a running job is fenced by its token, so a daemon that lost a lease
+/// (it was cut off, and another daemon rescued the job) writes nothing more about that run.
+///
+/// The connection (`PostgresConnection`, libpq's non-blocking API) runs on a loop of its own, on its own thread;
+/// each call of this class, on the daemon's loop thread, waits for its answer (one round trip, a pipeline of
+/// statements in one transaction), as a SQLite call waits for its commit, at most `requestTimeoutSeconds`. While
+/// the database is unreachable calls fail at once (`JobStoreError.unavailable`) and the connection reconnects
+/// with backoff. Messages never contain the connection string's password.
+public final class PostgresJobStore: LeasingJobStoring {
+    /// This daemon as a lease holder (host name + a random id per start).
+    public let owner: PostgresJobQueue.Owner
+    public let leaseSeconds: Double
+    /// The longest a call waits for PostgreSQL's answer before it fails with `JobStoreError.unavailable`, in seconds.
+    public var requestTimeoutSeconds = 10.0
+    /// Where it connects (its description has no password).
+    public let connectionString: PostgresConnectionString
+    private let database: PostgresStoreActor
+    /// Leases this daemon holds, by job id (loop thread only).
+    private var leases: [String: PostgresJobQueue.Lease] = [:]
+    /// Jobs whose fenced write in the last `commitGroup` found the lease gone (see `takeLostWrites`).
+    private var lostWrites: Set<String> = []
+    private let wake = WorkSignal()
+
+    public var onWorkAvailable: (() -> Void)? {
+        get { wake.callback }
+        set { wake.callback = newValue }
+    }
+
+    /// Connects (waiting at most `connectTimeoutSeconds`) as daemon `daemonID` (a new random id by default), migrates the schema (safe when daemons start together)
+    /// and listens for new work.
+    /// - Throws: `JobStoreError.unavailable` if the database cannot be reached or migrated.
+    public init(
+        connectionString: PostgresConnectionString, leaseSeconds: Double, daemonID: String? = nil,
+        connectTimeoutSeconds: Double = 10
+    ) throws {
+        self.connectionString = connectionString
+        self.leaseSeconds = leaseSeconds
+        owner = PostgresJobQueue.Owner(host: Self.hostName(), daemonID: daemonID ?? UUID.random())
+        let loop = EventLoop()
+        let thread = Thread { loop.run() }
+        thread.name = "postgres-store"
+        thread.start()
+        database = PostgresStoreActor(loop: loop)
+        let wake = self.wake
+        try wait(timeout: connectTimeoutSeconds) { database in
+            let connection = PostgresConnection(loop: database.loop, connectionString: connectionString)
+            connection.onNotification = { _ in EventLoop.main.execute { wake.fire() } }
+            // Notifications sent while the connection was down are lost: look for work once it is back.
+            connection.onReconnect = { EventLoop.main.execute { wake.fire() } }
+            let queue = PostgresJobQueue(connection: connection)
+            database.queue = queue
+            try await connection.connect()
+            try await queue.migrate()
+            try await connection.listen(PostgresJobQueue.jobsChannel)
+        }
+    }
+
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        return String(cString: buffer)
+    }
+
+    // MARK: waiting for the database
+
+    /// Runs `body` on the database's loop and waits for it on the calling thread, at most `timeout` seconds.
+    private func wait<T: Sendable>(
+        timeout: Double? = nil, _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T
+    ) throws -> T {
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let database = self.database
+        Task.detached {
+            let result: Result<T, any Error>
+            do { result = .success(try await database.run(body)) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        let seconds = timeout ?? requestTimeoutSeconds
+        guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
+            throw JobStoreError.unavailable(message: "PostgreSQL (\(connectionString)) did not answer within \(Self.seconds(seconds))")
+        }
+        switch result {
+        case .success(let value): return value
+        case .failure(let error as PostgresError):
+            // PostgresConnection redacts its messages; the connection string printed here is redacted too.
+            throw JobStoreError.unavailable(message: "\(error) (\(connectionString))")
+        case .failure(let error): throw error
+        }
+    }
+
+    private static func seconds(_ value: Double) -> String { Scheduler.seconds(value) }
+
+    /// One pipeline (one round trip, one transaction).
+    private func run(_ statements: [PostgresStatement]) throws -> [PostgresResult] {
+        try wait { database in try await database.queue!.connection.pipeline(statements) }
+    }
+
+    private func rows(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [PostgresRow] {
+        try run([PostgresStatement(sql, parameters)])[0].rows
+    }
+
+    // MARK: rows
+
+    /// The SQLite store's columns, in its order (`JobStore.record` decodes both).
+    private static let columns = """
+        id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
+        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt::int, give_up_after_s,
+        idempotency_key
+        """
+
+    private func records(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [JobRecord] {
+        try rows(sql, parameters).compactMap(JobStore.record)
+    }
+
+    private static func optionalText(_ value: JSONValue?) -> PostgresValue {
+        guard let value, !value.isNull else { return .null }
+        return .text(JobStore.text(value))
+    }
+
+    private static func insertStatement(_ job: JobRecord, digest: String?) -> PostgresStatement {
+        PostgresStatement(
+            """
+            INSERT INTO trailbook_jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt,
+                params, progress, created_at, updated_at, give_up_after_s, idempotency_key, submit_digest)
+            VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10, $11::float8,
+                $11::float8, $12::float8, $13, $14)
+            RETURNING sequence
+            """,
+            [
+                .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
+                .double(job.options.timeoutSeconds), .double(job.options.stallTimeoutSeconds),
+                .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(JobStore.text(job.params)),
+                .text(JobStore.text(job.progress.json)), .double(Timestamp.now()), .double(job.options.giveUpAfterSeconds),
+                job.key.map { .text($0) } ?? .null, digest.map { .text($0) } ?? .null,
+            ])
+    }
+
+    private static func duplicateKeyStatements(_ keys: [String], of id: String) -> [PostgresStatement] {
+        Set(keys).sorted().map {
+            PostgresStatement(
+                "INSERT INTO trailbook_duplicate_keys (key, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", [.text($0), .text(id)])
+        }
+    }
+
+    /// A lifecycle write, fenced: a job this daemon holds the lease of is written only while that lease holds (and
+    /// the lease is released when the run is over); any other job only while no daemon runs it. An end drops the
+    /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened. Its
+    /// result has one row when written, none when fenced off.
+    private func writeStatement(_ job: JobRecord, addingCleanUp: Bool) -> PostgresStatement {
+        let lease = leases[job.id]
+        let releases = job.state != .running
+        let fence =
+            lease != nil
+            ? "lease_token = $11::bigint AND state = 'running'" : "lease_token IS NULL AND state <> 'running'"
+        let release = releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL" : ""
+        return PostgresStatement(
+            """
+            WITH written AS (
+                UPDATE trailbook_jobs SET state = $2, attempt = $3::integer, cancellation = $4, error = $5, result = $6,
+                    retry_at = $7::float8, progress = $8, updated_at = $9::float8, resumes_attempt = $10::boolean\(release)
+                WHERE id = $1 AND \(fence)
+                RETURNING id
+            ), dropped AS (
+                DELETE FROM trailbook_duplicate_keys WHERE $12::boolean AND job_id IN (SELECT id FROM written)
+            ), cleanup AS (
+                INSERT INTO trailbook_cleanups (job_id, tries, next_at, created_at)
+                SELECT id, 0, $9::float8, $9::float8 FROM written WHERE $13::boolean
+                ON CONFLICT DO NOTHING
+            )
+            SELECT id FROM written
+            """,
+            [
+                .text(job.id), .text(job.state.rawValue), .integer(Int64(job.attempt)),
+                Self.optionalText(job.cancellation.map { JSONCoding.value(of: $0) }),
+                Self.optionalText(job.error.map { JSONCoding.value(of: $0) }), Self.optionalText(job.result),
+                job.retryAt.map { .double($0) } ?? .null, .text(JobStore.text(job.progress.json)), .double(Timestamp.now()),
+                .bool(job.resumesAttempt), lease.map { .integer($0.token) } ?? .null, .bool(job.state.isTerminal),
+                .bool(addingCleanUp),
+            ])
+    }
+
+    /// Notes which of `jobs`' writes (results `results`) were fenced off, and releases the leases of runs that
+    /// are over. - Returns: the ids fenced off.
+    private func settle(_ jobs: [JobRecord], _ results: ArraySlice<PostgresResult>) -> Set<String> {
+        var lost: Set<String> = []
+        for (job, result) in zip(jobs, results) {
+            if result.rows.isEmpty { lost.insert(job.id) }
+            if result.rows.isEmpty || job.state != .running { leases[job.id] = nil }
+        }
+        return lost
+    }
+
+    // MARK: JobStoring
+
+    public func insert(_ jobs: inout [JobRecord], digests: [String?], duplicateKeys: [[String]]) throws {
+        try commitGroup(inserting: &jobs, digests: digests, duplicateKeys: duplicateKeys, updating: [], durable: true)
+    }
+
+    public func job(key: String) throws -> (job: JobRecord, digest: String?)? {
+        guard let row = try rows(
+            "SELECT \(Self.columns), submit_digest FROM trailbook_jobs WHERE idempotency_key = $1", [.text(key)]).first,
+            let job = JobStore.record(row)
+        else { return nil }
+        return (job, row.text(20))
+    }
+
+    public func unfinishedJobs(sharing keys: [String], kind: String) throws -> [JobRecord] {
+        guard !keys.isEmpty else { return [] }
+        return try records(
+            """
+            SELECT \(Self.columns) FROM trailbook_jobs WHERE id IN (
+                SELECT job_id FROM trailbook_duplicate_keys WHERE key = ANY($1::text[]))
+            AND kind = $2 AND state IN ('queued', 'running', 'paused', 'needs_retry') ORDER BY sequence
+            """, [.textArray(keys), .text(kind)])
+    }
+
+    /// Always: the shared schema records duplicate keys from its first job on.
+    public func duplicateKeysIndexed() throws -> Bool { true }
+
+    public func indexDuplicateKeys(_ keys: (JobRecord) -> [String]) throws {}
+
+    public func update(_ job: JobRecord, addingCleanUp: Bool) throws {
+        let results = try run([writeStatement(job, addingCleanUp: addingCleanUp)])
+        if !settle([job], results[...]).isEmpty { throw JobStoreError.leaseLost(id: job.id) }
+    }
+
+    /// As the protocol says; a fenced-off write of `updating` (its lease is lost, or another daemon runs the job)
+    /// does not fail the group: the rest is written, and `takeLostWrites()` names it.
+    public func commitGroup(
+        inserting: inout [JobRecord], digests: [String?], duplicateKeys: [[String]],
+        updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool
+    ) throws {
+        var statements: [PostgresStatement] = []
+        var insertIndices: [Int] = []
+        for (index, job) in inserting.enumerated() {
+            insertIndices.append(statements.count)
+            statements.append(Self.insertStatement(job, digest: index < digests.count ? digests[index] : nil))
+            if index < duplicateKeys.count { statements += Self.duplicateKeyStatements(duplicateKeys[index], of: job.id) }
+        }
+        let firstUpdate = statements.count
+        statements += updating.map { writeStatement($0.job, addingCleanUp: $0.addingCleanUp) }
+        // Wakes the other daemons (delivered at commit, once per transaction for the same payload).
+        if !inserting.isEmpty || updating.contains(where: { $0.job.state == .queued }) {
+            statements.append(PostgresStatement("SELECT pg_notify($1, 'queued')", [.text(PostgresJobQueue.jobsChannel)]))
+        }
+        guard !statements.isEmpty else { return }
+        let results = try run(statements)
+        for (index, at) in insertIndices.enumerated() { inserting[index].sequence = results[at].rows.first?.int(0) ?? 0 }
+        lostWrites.formUnion(settle(updating.map(\.job), results[firstUpdate..<firstUpdate + updating.count]))
+    }
+
+    public func updateParams(id: String, _ params: JSONValue) throws {
+        _ = try rows(
+            "UPDATE trailbook_jobs SET params = $2, updated_at = $3::float8 WHERE id = $1",
+            [.text(id), .text(JobStore.text(params)), .double(Timestamp.now())])
+    }
+
+    public func saveProgress(id: String, _ progress: JobProgress) throws {
+        guard let lease = leases[id] else {
+            _ = try rows(
+                "UPDATE trailbook_jobs SET progress = $2, updated_at = $3::float8 WHERE id = $1 AND lease_token IS NULL",
+                [.text(id), .text(JobStore.text(progress.json)), .double(Timestamp.now())])
+            return
+        }
+        let renewal = PostgresJobQueue.Renewal(lease: lease, progress: JobStore.text(progress.json))
+        let seconds = leaseSeconds
+        let renewed = try wait { database in try await database.queue!.renew([renewal], leaseSeconds: seconds) }
+        guard let new = renewed.first ?? nil else {
+            leases[id] = nil
+            throw JobStoreError.leaseLost(id: id)
+        }
+        leases[id] = new
+    }
+
+    public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
+        guard let lease = leases[id] else { throw JobStoreError.leaseLost(id: id) }
+        let checkpointText = JobStore.text(checkpoint)
+        let progressText = JobStore.text(progress.json)
+        let saved = try wait { database in
+            try await database.queue!.saveCheckpoint(lease, checkpoint: checkpointText, progress: progressText)
+        }
+        guard saved else {
+            leases[id] = nil
+            throw JobStoreError.leaseLost(id: id)
+        }
+    }
+
+    public func checkpoint(id: String) throws -> JSONValue? {
+        guard let text = try rows("SELECT checkpoint FROM trailbook_jobs WHERE id = $1", [.text(id)]).first?.text(0)
+        else { return nil }
+        return try? JSONCoding.decode(JSONValue.self, from: Array(text.utf8))
+    }
+
+    public func job(id: String) throws -> JobRecord? {
+        try records("SELECT \(Self.columns) FROM trailbook_jobs WHERE id = $1", [.text(id)]).first
+    }
+
+    public func jobs(idPrefix prefix: String, limit: Int) throws -> [JobRecord] {
+        let escaped = prefix.lowercased().filter { $0.isHexDigit || $0 == "-" }
+        return try records(
+            "SELECT \(Self.columns) FROM trailbook_jobs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3::bigint",
+            [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))])
+    }
+
+    public func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord] {
+        try records(
+            """
+            SELECT * FROM (
+                SELECT \(Self.columns) FROM trailbook_jobs
+                WHERE ($1::text[] IS NULL OR state = ANY($1::text[])) AND ($2::text IS NULL OR kind = $2)
+                ORDER BY sequence DESC LIMIT $3::bigint
+            ) newest ORDER BY sequence
+            """,
+            [states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null, .integer(Int64(limit))])
+    }
+
+    public func queuedJobs(limit: Int) throws -> [JobRecord] {
+        try records(
+            "SELECT \(Self.columns) FROM trailbook_jobs WHERE state = 'queued' ORDER BY priority DESC, sequence LIMIT $1::bigint",
+            [.integer(Int64(limit))])
+    }
+
+    public func countsByState() throws -> [JobState: Int] {
+        var counts: [JobState: Int] = [:]
+        for row in try rows("SELECT state, count(*) FROM trailbook_jobs GROUP BY state") {
+            if let state = row.text(0).flatMap(JobState.init(rawValue:)) { counts[state] = Int(row.int(1) ?? 0) }
+        }
+        return counts
+    }
+
+    /// The block comes from the shared sequence `trailbook_feed_seq`, under an advisory lock so that two daemons
+    /// starting together get disjoint blocks.
+    public func reserveSequenceBlock(count: Int64) throws -> Int64 {
+        let results = try run([
+            PostgresStatement("SELECT pg_advisory_xact_lock($1::bigint)", [.integer(Self.feedSequenceLockKey)]),
+            PostgresStatement(
+                "SELECT setval('trailbook_feed_seq', nextval('trailbook_feed_seq') + $1::bigint - 1)", [.integer(count)]),
+        ])
+        return (results[1].rows.first?.int(0) ?? count) - count + 1
+    }
+
+    /// "tbfeed" in ASCII: the advisory lock of `reserveSequenceBlock`.
+    static let feedSequenceLockKey: Int64 = 0x7462_6665_6564
+
+    public func dueCleanUps(now: Double) throws -> [PendingCleanUp] {
+        try rows(
+            "SELECT job_id, tries, created_at, next_at FROM trailbook_cleanups WHERE next_at <= $1::float8 ORDER BY next_at",
+            [.double(now.isFinite ? now : Double.greatestFiniteMagnitude)]
+        ).compactMap { row in
+            row.text(0).map {
+                PendingCleanUp(
+                    jobID: $0, tries: Int(row.int(1) ?? 0), createdAt: row.double(2) ?? 0, nextAt: row.double(3) ?? 0)
+            }
+        }
+    }
+
+    public func rescheduleCleanUp(jobID: String, tries: Int, nextAt: Double, error: String) throws {
+        _ = try rows(
+            "UPDATE trailbook_cleanups SET tries = $2::integer, next_at = $3::float8, last_error = $4 WHERE job_id = $1",
+            [.text(jobID), .integer(Int64(tries)), .double(nextAt), .text(error)])
+    }
+
+    public func removeCleanUp(jobID: String) throws {
+        _ = try rows("DELETE FROM trailbook_cleanups WHERE job_id = $1", [.text(jobID)])
+    }
+
+    /// Nothing to do: PostgreSQL's row locks are never waited for here (claims skip locked rows).
+    public func failFastOnLocks() {}
+
+    // MARK: LeasingJobStoring
+
+    public func claim(limit: Int, kinds: [String]) throws -> [JobRecord] {
+        guard limit > 0, !kinds.isEmpty else { return [] }
+        let owner = self.owner
+        let seconds = leaseSeconds
+        let columns = Self.columns
+        let (claimed, rows) = try wait { database -> ([PostgresJobQueue.ClaimedJob], [PostgresRow]) in
+            let claimed = try await database.queue!.claim(owner: owner, kinds: kinds, limit: limit, leaseSeconds: seconds)
+            guard !claimed.isEmpty else { return ([], []) }
+            let rows = try await database.queue!.connection.query(
+                "SELECT \(columns) FROM trailbook_jobs WHERE id = ANY($1::text[])", [.textArray(claimed.map(\.id))]
+            ).rows
+            return (claimed, rows)
+        }
+        var byID: [String: JobRecord] = [:]
+        for row in rows { if let job = JobStore.record(row) { byID[job.id] = job } }
+        return claimed.compactMap { claimed in
+            leases[claimed.id] = claimed.lease
+            return byID[claimed.id]
+        }
+    }
+
+    public func rescueExpiredLeases() throws -> [String] {
+        try wait { database in
+            let rescued = try await database.queue!.rescueExpiredLeases()
+            _ = try await database.queue!.queueDueRetries()
+            return rescued
+        }
+    }
+
+    public func renewLeases() throws -> [String] {
+        let renewals = leases.values.map { PostgresJobQueue.Renewal(lease: $0) }
+        guard !renewals.isEmpty else { return [] }
+        let seconds = leaseSeconds
+        let renewed = try wait { database in try await database.queue!.renew(renewals, leaseSeconds: seconds) }
+        var lost: [String] = []
+        for (renewal, new) in zip(renewals, renewed) {
+            leases[renewal.lease.jobID] = new
+            if new == nil { lost.append(renewal.lease.jobID) }
+        }
+        return lost
+    }
+
+    public func takeLostWrites() -> Set<String> {
+        defer { lostWrites.removeAll() }
+        return lostWrites
+    }
+}
+
+/// The actor `PostgresJobStore`'s connection lives on: pinned to the store's own loop (its own thread), so the
+/// connection's handles and callbacks run there while the daemon's loop waits for answers.
+actor PostgresStoreActor {
+    nonisolated let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    /// The queue over the connection; set once, on this actor, when the store connects.
+    var queue: PostgresJobQueue?
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// Runs `body` isolated to this actor (on the store's loop thread).
+    func run<T: Sendable>(_ body: @Sendable (isolated PostgresStoreActor) async throws -> T) async throws -> T {
+        try await body(self)
+    }
+}
+
+/// The scheduler's "work is available" callback, set and called on the daemon's loop thread only; the store's
+/// thread reaches it by `EventLoop.main.execute`.
+final class WorkSignal: @unchecked Sendable {
+    var callback: (() -> Void)?
+
+    func fire() { callback?() }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+import TrailbookEngine
+
+/// Several daemons, each with its own `TRAILBOOK_JOBS_HOME`, sharing one PostgreSQL database (`daemon --store`,
+/// issue 15), against a real PostgreSQL 15 started by the test (`PostgresServer`).
+@Suite(.serialized)
+struct SharedStoreEndToEndTests {
+    /// Sleep jobs of `units` × `unitMilliseconds`, submitted round-robin through `daemons`; their ids.
+    private func submit(_ count: Int, units: Int, unitMilliseconds: Int, through daemons: [DaemonHarness]) throws -> [String] {
+        try (0..<count).map { try daemons[$0 % daemons.count].submitSleep(units: units, unitMilliseconds: unitMilliseconds) }
+    }
+
+    /// Every job as `daemon` lists it, by id.
+    private func listed(by daemon: DaemonHarness) throws -> [String: JSONValue] {
+        let reply = try daemon.request(["op": "list", "limit": 100_000])
+        var jobs: [String: JSONValue] = [:]
+        for job in reply["jobs"]?.arrayValue ?? [] {
+            if let id = job["id"]?.stringValue { jobs[id] = job }
+        }
+        return jobs
+    }
+
+    /// Waits until `daemon` lists every one of `ids` in a state in `states`, at most `timeout` seconds.
+    private func waitUntilAll(_ ids: [String], in states: Set<String>, by daemon: DaemonHarness, timeout: Double = 120)
+        throws
+    {
+        let deadline = Date().addingTimeInterval(timeout)
+        var pending = ids.count
+        while Date() < deadline {
+            let jobs = try listed(by: daemon)
+            pending = ids.filter { !states.contains(jobs[$0]?["state"]?.stringValue ?? "") }.count
+            if pending == 0 { return }
+            usleep(50_000)
+        }
+        throw HarnessError("\(pending) of \(ids.count) jobs not in \(states.sorted()) after \(timeout) s")
+    }
+
+    /// How many times each daemon's log says a job ended `succeeded` (the line is written after the end is).
+    private func successLines(_ id: String, in daemons: [DaemonHarness]) -> Int {
+        let needle = "job \(id.prefix(8)) sleep running -> succeeded"
+        return daemons.map { $0.log().components(separatedBy: needle).count - 1 }.reduce(0, +)
+    }
+
+    /// The jobs `daemon`'s log shows it started and never ended (running there when it died or stopped).
+    private func unfinishedRuns(in daemon: DaemonHarness, of ids: [String]) -> [String] {
+        let log = daemon.log()
+        return ids.filter {
+            log.contains("job \($0.prefix(8)) sleep queued -> running") && !log.contains("job \($0.prefix(8)) sleep running -> ")
+        }
+    }
+
+    @Test func threeDaemonsShareTheQueueAndAKilledDaemonsJobsAreRescuedAndEndOnce() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        // One daemon through TCP with the password in the URI: it must never reach the log or `show`.
+        let stores = [server.socketConnectionString, server.tcpURI, server.socketConnectionString]
+        let daemons = try stores.map {
+            try DaemonHarness(arguments: ["--store", $0, "--lease", "2s", "--concurrency", "4"])
+        }
+        let (a, b, c) = (daemons[0], daemons[1], daemons[2])
+        // 60 jobs of 20 × 50 ms (1 s each) through all three: 12 at a time, about 5 s of work.
+        let ids = try submit(60, units: 20, unitMilliseconds: 50, through: daemons)
+        // Every daemon sees every job, whichever took the submit.
+        #expect(Set(try listed(by: a).keys).isSuperset(of: ids))
+        #expect(Set(try listed(by: b).keys).isSuperset(of: ids))
+        #expect(try c.show(ids[1])["id"]?.stringValue == ids[1])
+
+        // kill -9 of daemon C while it runs jobs (its log says so; the lines are written after each claim), once
+        // one of them has checkpointed 2 units (a checkpoint is written before the progress that shows it).
+        var checkpointed: [String: Double] = [:]
+        let deadline = Date().addingTimeInterval(30)
+        while checkpointed.values.allSatisfy({ $0 < 2 }) && Date() < deadline {
+            for id in unfinishedRuns(in: c, of: ids) {
+                checkpointed[id] = try c.show(id)["progress"]?["completed"]?.doubleValue ?? 0
+            }
+            usleep(10_000)
+        }
+        try c.crash()
+        let orphaned = unfinishedRuns(in: c, of: ids)
+        #expect(!orphaned.isEmpty, "daemon C ran nothing before it was killed")
+        #expect(checkpointed.values.contains { $0 >= 2 })
+
+        // A and B finish everything, C's orphans after their 2 s leases expire.
+        try waitUntilAll(ids, in: ["succeeded"], by: a)
+        let jobs = try listed(by: b)
+        for id in ids {
+            #expect(jobs[id]?["state"]?.stringValue == "succeeded")
+            #expect(successLines(id, in: daemons) == 1, "job \(id) ended \(successLines(id, in: daemons)) times")
+        }
+        // C's jobs were rescued (same attempt: a crash is not the job's failure) and resumed from their checkpoint.
+        let rescueLog = a.log() + b.log()
+        #expect(rescueLog.contains("rescued"))
+        for id in orphaned {
+            let result = jobs[id]?["result"]
+            #expect(result?["attempt"]?.doubleValue == 1, "job \(id): \(String(describing: result))")
+            // Resumed from its checkpoint: at least where C's `show` last saw it.
+            #expect((result?["resumed_at"]?.doubleValue ?? -1) >= checkpointed[id] ?? 0, "job \(id): \(String(describing: result))")
+        }
+        for daemon in daemons {
+            #expect(!daemon.log().contains(server.password))
+        }
+        #expect(!String(decoding: JSONCoding.encode(try b.show(ids[0])), as: UTF8.self).contains(server.password))
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
+    @Test func aDaemonCutOffPastItsLeaseStopsItsJobsWithoutWritingTheirEnds() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--lease", "1s", "--concurrency", "2"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--lease", "1s", "--concurrency", "2"])
+        // Only A runs at first: B is stopped (SIGSTOP) before anything is submitted.
+        kill(b.pid, SIGSTOP)
+        var stoppedB = true
+        defer { if stoppedB { kill(b.pid, SIGCONT) } }
+        let ids = try submit(2, units: 40, unitMilliseconds: 50, through: [a])
+        let deadline = Date().addingTimeInterval(30)
+        while unfinishedRuns(in: a, of: ids).count < 2 && Date() < deadline { usleep(10_000) }
+        #expect(unfinishedRuns(in: a, of: ids).count == 2)
+        // A is cut off (SIGSTOP) for 3 leases while B runs: B rescues both jobs and runs them to their end.
+        kill(a.pid, SIGSTOP)
+        kill(b.pid, SIGCONT)
+        stoppedB = false
+        for id in ids { try b.waitForState(id, "succeeded", timeout: 60) }
+        // A wakes up: its renewals and checkpoints are fenced off, so it stops both runs and writes no end.
+        kill(a.pid, SIGCONT)
+        let quiet = Date().addingTimeInterval(30)
+        while !ids.allSatisfy({ a.log().contains("job \($0.prefix(8)) sleep: run stopped after its lease was lost") })
+            && Date() < quiet
+        {
+            usleep(20_000)
+        }
+        for id in ids {
+            #expect(a.log().contains("job \(id.prefix(8)) sleep: run stopped after its lease was lost"))
+            #expect(successLines(id, in: [a, b]) == 1)
+            #expect(try a.show(id)["state"]?.stringValue == "succeeded")
+        }
+        #expect(!a.log().contains("sleep running -> "))
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+}
