@@ -114,7 +114,8 @@ struct DaemonReply: Error {
     var exitCode: Int32 {
         switch error.code {
         case "no_such_job", "ambiguous_id", "no_such_photo": return ExitCode.notFound
-        case "invalid_state", "internal", "store_error", "store_write_failed", "store_busy", "shutting_down":
+        case "store_unavailable": return ExitCode.daemonUnreachable
+        case "invalid_state", "internal", "store_error", "store_write_failed", "store_busy", "shutting_down", "control_timeout":
             return ExitCode.jobFailed
         default: return ExitCode.usage
         }

@@ -104,6 +104,24 @@ public protocol LeasingJobStoring: JobStoring {
     /// Called on the loop thread when another daemon queued or freed work (a notification), so the scheduler
     /// claims at once instead of waiting for its timer.
     var onWorkAvailable: (() -> Void)? { get set }
+    /// Asks the daemon running job `id` to `control` it (it is notified at once and also finds the request on its
+    /// next lease renewal, so a lost notification only delays it).
+    /// - Returns: `false` if the job is not running any more (nothing asked).
+    /// - Throws: the store's error.
+    func requestControl(_ control: JobControl, of id: String) throws -> Bool
+    /// The requests (`requestControl`) waiting for jobs this daemon runs.
+    /// - Throws: the store's error.
+    func pendingControls() throws -> [(id: String, control: JobControl)]
+    /// Called on the loop thread when another daemon asks this one to control job `id` (a notification).
+    var onControl: ((String, JobControl) -> Void)? { get set }
+}
+
+/// What a daemon asks of a job running on another daemon sharing the store.
+public enum JobControl: String, Sendable, Equatable {
+    /// Stop it and clean up (`cancel`, reason `user_stop`).
+    case cancel
+    /// Checkpoint and stop it (`pause`).
+    case pause
 }
 
 /// A store error that is not the SQLite store's own.

@@ -48,6 +48,11 @@ public final class PostgresJobStore: LeasingJobStoring {
         set { wake.callback = newValue }
     }
 
+    public var onControl: ((String, JobControl) -> Void)? {
+        get { wake.control }
+        set { wake.control = newValue }
+    }
+
     /// Connects (waiting at most `connectTimeoutSeconds`) as daemon `daemonID` (a new random id by default), migrates the schema (safe when daemons start together)
     /// and listens for new work.
     /// - Throws: `JobStoreError.unavailable` if the database cannot be reached or migrated.
@@ -64,9 +69,18 @@ public final class PostgresJobStore: LeasingJobStoring {
         thread.start()
         database = PostgresStoreActor(loop: loop)
         let wake = self.wake
+        let me = owner.daemonID
         try wait(timeout: connectTimeoutSeconds) { database in
             let connection = PostgresConnection(loop: database.loop, connectionString: connectionString)
-            connection.onNotification = { _ in EventLoop.main.execute { wake.fire() } }
+            connection.onNotification = { notification in
+                guard notification.channel == PostgresJobQueue.controlChannel else {
+                    return EventLoop.main.execute { wake.fire() }
+                }
+                // "<daemon> <control> <job>": only the daemon named acts.
+                let parts = notification.payload.split(separator: " ").map(String.init)
+                guard parts.count == 3, parts[0] == me, let control = JobControl(rawValue: parts[1]) else { return }
+                EventLoop.main.execute { wake.control?(parts[2], control) }
+            }
             // Notifications sent while the connection was down are lost: look for work once it is back.
             connection.onReconnect = { EventLoop.main.execute { wake.fire() } }
             let queue = PostgresJobQueue(connection: connection)
@@ -74,6 +88,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             try await connection.connect()
             try await queue.migrate()
             try await connection.listen(PostgresJobQueue.jobsChannel)
+            try await connection.listen(PostgresJobQueue.controlChannel)
         }
     }
 
@@ -174,8 +189,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         let releases = job.state != .running
         let fence =
             lease != nil
-            ? "lease_token = $11::bigint AND state = 'running'" : "lease_token IS NULL AND state <> 'running'"
-        let release = releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL" : ""
+            ? "lease_token = $11::bigint AND state = 'running'"
+            : "lease_token IS NULL AND state <> 'running' AND $11::bigint IS NULL"
+        let release =
+            releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL, control = NULL" : ""
         return PostgresStatement(
             """
             WITH written AS (
@@ -434,6 +451,27 @@ public final class PostgresJobStore: LeasingJobStoring {
         return lost
     }
 
+    public func requestControl(_ control: JobControl, of id: String) throws -> Bool {
+        !(try rows(
+            """
+            WITH asked AS (
+                UPDATE trailbook_jobs SET control = $2 WHERE id = $1 AND state = 'running' RETURNING id, lease_daemon
+            )
+            SELECT pg_notify($3, lease_daemon || ' ' || $2 || ' ' || id) FROM asked
+            """, [.text(id), .text(control.rawValue), .text(PostgresJobQueue.controlChannel)]
+        ).isEmpty)
+    }
+
+    public func pendingControls() throws -> [(id: String, control: JobControl)] {
+        try rows(
+            "SELECT id, control FROM trailbook_jobs WHERE lease_daemon = $1 AND state = 'running' AND control IS NOT NULL",
+            [.text(owner.daemonID)]
+        ).compactMap { row in
+            guard let id = row.text(0), let control = row.text(1).flatMap(JobControl.init(rawValue:)) else { return nil }
+            return (id, control)
+        }
+    }
+
     public func takeLostWrites() -> Set<String> {
         defer { lostWrites.removeAll() }
         return lostWrites
@@ -456,10 +494,12 @@ actor PostgresStoreActor {
     }
 }
 
-/// The scheduler's "work is available" callback, set and called on the daemon's loop thread only; the store's
+/// The scheduler's "work is available" and control callbacks, set and called on the daemon's loop thread only; the store's
 /// thread reaches it by `EventLoop.main.execute`.
 final class WorkSignal: @unchecked Sendable {
     var callback: (() -> Void)?
+    /// `onControl`: a request of another daemon about a job (id) this one runs.
+    var control: ((String, JobControl) -> Void)?
 
     func fire() { callback?() }
 }

@@ -278,7 +278,7 @@ public final class Scheduler {
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
     private static let firstStoreRetryDelay = 0.05
     /// What `write` returns for a write the shared store fenced off (not a fault: nothing to retry).
-    fileprivate static let fencedOff = SQLiteError(code: -1, message: "fenced off: another daemon holds the job")
+    fileprivate static let fencedOff = StoreRefusal(code: -1, isLocked: false, cause: "fenced off", description: "another daemon holds the job")
     private static let longestStoreRetryDelay = 1.0
 
     /// Makes a scheduler over `store`, publishing to `feed`.
@@ -646,7 +646,7 @@ public final class Scheduler {
             return try job(id)
         }
         var job = try job(id)
-        try refuseIfRunningElsewhere(job, verb: "cancel")
+        if let ended = try await controlElsewhere(job, .cancel) { return ended }
         try transition(&job, .cancelWhileWaiting, verb: "cancel")
         job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
         retryDueAt[id] = nil
@@ -662,15 +662,41 @@ public final class Scheduler {
         return job
     }
 
-    /// Shared store: a job running on another daemon cannot be stopped from here yet (cross-daemon control through
-    /// NOTIFY is not built).
-    /// - Throws: `JobError` `invalid_state` saying where to send the request.
-    private func refuseIfRunningElsewhere(_ job: JobRecord, verb: String) throws(JobError) {
-        guard leasing != nil, job.state == .running else { return }
+    /// Shared store: asks the daemon running `job` to `control` it (`requestControl`: a `control` column and a
+    /// notification), then waits until the job is no longer running (polling the store every 20 ms, at most
+    /// `shutdownGraceSeconds` + 30 s).
+    /// - Returns: the job as it is then, or `nil` if it was not running on another daemon (handle it here).
+    /// - Throws: `JobError` `store_error` if the request cannot be written, `control_timeout` if the job is still
+    ///   running at the end of the wait (its daemon does not answer: it is rescued once its lease expires).
+    private func controlElsewhere(_ job: JobRecord, _ control: JobControl) async throws(JobError) -> JobRecord? {
+        guard let leasing, job.state == .running, running[job.id] == nil else { return nil }
+        let asked: Bool
+        do {
+            asked = try leasing.requestControl(control, of: job.id)
+        } catch {
+            throw JobError(code: "store_error", message: "cannot ask the daemon running job \(job.id) to \(control.rawValue) it: \(error)")
+        }
+        guard asked else { return nil }
+        let deadline = Timestamp.monotonic() + options.shutdownGraceSeconds + 30
+        while Timestamp.monotonic() < deadline {
+            if let now = current(job.id), now.state != .running { return now }
+            await Self.wait(seconds: 0.02)
+        }
         throw JobError(
-            code: "invalid_state",
-            message: "cannot \(verb) job \(job.id): it is running on another daemon sharing the job store; \(verb) it "
-                + "through that daemon (cross-daemon \(verb) is not built yet)")
+            code: "control_timeout",
+            message: "asked the daemon running job \(job.id) to \(control.rawValue) it, but it is still running; it "
+                + "acts on the request when it renews its lease, or the job is rescued once its lease expires")
+    }
+
+    /// Another daemon asked this one to `control` job `id`, which it runs: done as a local `cancel` or `pause`.
+    private func controlRequested(_ id: String, _ control: JobControl) {
+        guard let active = running[id], active.context.stopReason == nil else { return }
+        switch control {
+        case .cancel: stop(active, .userStop, detail: "cancelled by user (through another daemon)")
+        case .pause:
+            active.pausing = true
+            stop(active, .resourceReclaim, detail: "paused by user (through another daemon)")
+        }
     }
 
     /// What follows a job's end once it is written: a job cancelled while waiting removes its partial output
@@ -694,7 +720,7 @@ public final class Scheduler {
             return try job(id)
         }
         var job = try job(id)
-        try refuseIfRunningElsewhere(job, verb: "pause")
+        if let stopped = try await controlElsewhere(job, .pause) { return stopped }
         try transition(&job, .pauseWhileWaiting, verb: "pause")
         job.retryAt = nil
         retryDueAt[id] = nil
@@ -820,6 +846,7 @@ public final class Scheduler {
     private func armLeaseTimer() {
         guard let leasing, leaseTimer == nil else { return }
         leasing.onWorkAvailable = { [weak self] in LoopIsolation.assume { self?.schedule() } }
+        leasing.onControl = { [weak self] id, control in LoopIsolation.assume { self?.controlRequested(id, control) } }
         let timer = LoopTimer(loop: .main)
         leaseTimer = timer
         let period = UInt64(max(10, leasing.leaseSeconds * 1000 / 3))
@@ -833,6 +860,8 @@ public final class Scheduler {
         if let lost = try? leasing.renewLeases() {
             for id in lost { if let active = running[id] { loseLease(active) } }
         }
+        // Requests whose notification was lost (this daemon was reconnecting, or claimed the job after).
+        for (id, control) in (try? leasing.pendingControls()) ?? [] { controlRequested(id, control) }
         if let rescued = try? leasing.rescueExpiredLeases(), !rescued.isEmpty {
             DaemonLog.write(
                 "rescued \(rescued.count) jobs whose daemon's lease expired (queued to resume from their checkpoint): "
@@ -1264,7 +1293,15 @@ public final class Scheduler {
         guard !key.isEmpty, key.count <= 36, key.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
             throw JobError(code: "no_such_job", message: "'\(idOrPrefix)' is not a job id (a UUID or its prefix)")
         }
-        let matches = (try? store.jobs(idPrefix: key, limit: 2)) ?? []
+        // A job this daemon runs or holds unwritten is known without the store (which may be unreachable).
+        if running[key] != nil || unsavedRecords[key] != nil { return key }
+        let matches: [JobRecord]
+        do {
+            matches = try store.jobs(idPrefix: key, limit: 2)
+        } catch {
+            let refusal = StoreRefusal(error)
+            throw JobError(code: "store_error", message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
+        }
         if let exact = matches.first(where: { $0.id == key }) { return exact.id }
         switch matches.count {
         case 0: throw JobError(code: "no_such_job", message: "no job with id \(idOrPrefix); see `trailbook-jobs list`")
@@ -1361,14 +1398,14 @@ extension Scheduler {
     /// Runs one store write. On failure the fault is noted (one warning naming its cause per episode) and the store
     /// retry armed; the caller decides what the refusal means for its write.
     /// - Returns: `nil` when written, else the error.
-    fileprivate func write(_ what: String, _ body: () throws -> Void) -> SQLiteError? {
+    fileprivate func write(_ what: String, _ body: () throws -> Void) -> StoreRefusal? {
         do {
             try body()
         } catch JobStoreError.leaseLost(let id) {
             fencedOff(id)
             return Self.fencedOff
         } catch {
-            let refusal = error as? SQLiteError ?? SQLiteError(code: 1, message: "\(error)")
+            let refusal = StoreRefusal(error)
             storeRefused(refusal, writing: what)
             return refusal
         }
@@ -1376,7 +1413,7 @@ extension Scheduler {
         return nil
     }
 
-    private func storeRefused(_ error: SQLiteError, writing what: String) {
+    private func storeRefused(_ error: StoreRefusal, writing what: String) {
         if storeFault == nil {
             storeFault = (error.cause, Timestamp.monotonic())
             DaemonLog.write(
@@ -1458,6 +1495,12 @@ extension Scheduler {
                 return
             }
             let nothing = jobs.count == 1 ? "nothing was submitted" : "none of the \(jobs.count) jobs was submitted"
+            if error.code == StoreRefusal.unavailableCode {
+                // The shared store is down: fail fast (the CLI exits 3, as when the daemon is not reachable).
+                throw JobError(
+                    code: "store_unavailable",
+                    message: "cannot store the job: \(error.cause) (\(error)); \(nothing): submit again once it is back")
+            }
             guard error.isLocked else {
                 throw JobError(
                     code: "store_write_failed",
@@ -1617,4 +1660,40 @@ final class SubmitTicket {
 extension UUID {
     /// A random (version 4) UUID in lower case, for job ids.
     static func random() -> String { UUID().uuidString.lowercased() }
+}
+
+/// Why the store refused a write, whichever store it is: SQLite's error, or the shared store being unreachable
+/// (`JobStoreError.unavailable`, which is transient like a lock: progress is skipped, checkpoints and transitions
+/// are kept and retried).
+struct StoreRefusal: Error, CustomStringConvertible {
+    /// SQLite's extended result code; `unavailableCode` for an unreachable shared store; -1 for a fenced-off write.
+    let code: Int32
+    /// Whether trying again later can succeed without anything else changing (a lock, an outage).
+    let isLocked: Bool
+    /// The cause in a few words, for messages.
+    let cause: String
+    let description: String
+
+    /// The code of an unreachable shared store.
+    static let unavailableCode: Int32 = -2
+
+    init(code: Int32, isLocked: Bool, cause: String, description: String) {
+        self.code = code
+        self.isLocked = isLocked
+        self.cause = cause
+        self.description = description
+    }
+
+    init(_ error: any Error) {
+        switch error {
+        case let sqlite as SQLiteError:
+            self.init(code: sqlite.code, isLocked: sqlite.isLocked, cause: sqlite.cause, description: sqlite.description)
+        case JobStoreError.unavailable(let message):
+            self.init(
+                code: Self.unavailableCode, isLocked: true, cause: "the shared job store (PostgreSQL) is unavailable",
+                description: message)
+        default:
+            self.init(code: 1, isLocked: false, cause: "the store refused it", description: "\(error)")
+        }
+    }
 }

@@ -122,6 +122,9 @@ public final class PostgresJobQueue {
     public static let defaultQueue = "default"
     /// The channel a submit notifies (payload: the queue), so idle daemons claim at once instead of polling.
     public static let jobsChannel = "trailbook_jobs"
+    /// The channel a `cancel`/`pause` of a job running on another daemon notifies; payload
+    /// `<lease daemon id> <control> <job id>` (the request itself is in the job's `control` column).
+    public static let controlChannel = "trailbook_control"
     /// The advisory lock key migrations hold (`pg_advisory_xact_lock`): "trailbk" in ASCII.
     static let migrationLockKey: Int64 = 0x7472_6169_6C62_6B
 
@@ -200,6 +203,9 @@ public final class PostgresJobQueue {
             """,
             "CREATE INDEX trailbook_duplicate_keys_by_job ON trailbook_duplicate_keys (job_id)",
         ],
+        // 3: a request to the daemon running a job (`cancel` or `pause`), made through another daemon; cleared
+        // when the run's end is written.
+        ["ALTER TABLE trailbook_jobs ADD COLUMN control text"],
     ]
 
     /// The connection it runs on.

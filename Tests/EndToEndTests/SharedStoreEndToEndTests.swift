@@ -140,4 +140,84 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
         _ = try b.stop()
     }
+
+    @Test func cancelAndPauseThroughOneDaemonReachTheDaemonRunningTheJob() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString])
+        // Both jobs run on B: A is stopped (SIGSTOP) until B has claimed them.
+        kill(a.pid, SIGSTOP)
+        let ids = try submit(2, units: 2_000, unitMilliseconds: 20, through: [b])
+        let deadline = Date().addingTimeInterval(30)
+        while unfinishedRuns(in: b, of: ids).count < 2 && Date() < deadline { usleep(10_000) }
+        kill(a.pid, SIGCONT)
+        #expect(unfinishedRuns(in: b, of: ids).count == 2)
+
+        // Cancel through A: B stops the run (user_stop) and writes the end; A answers with it.
+        let cancelled = try a.job(["op": "cancel", "job": .string(ids[0])])
+        #expect(cancelled["state"]?.stringValue == "cancelled")
+        #expect(cancelled["cancellation"]?["reason"]?.stringValue == "user_stop")
+        #expect(b.log().contains("job \(ids[0].prefix(8)) sleep running -> cancelled"))
+        #expect(!a.log().contains("job \(ids[0].prefix(8)) sleep running -> "))
+
+        // Pause through A: B checkpoints and stops it; resumed through A, it runs on from its checkpoint.
+        let paused = try a.job(["op": "pause", "job": .string(ids[1])])
+        #expect(paused["state"]?.stringValue == "paused")
+        let done = paused["progress"]?["completed"]?.doubleValue ?? 0
+        #expect(done > 0)
+        #expect(b.log().contains("job \(ids[1].prefix(8)) sleep running -> paused"))
+        let resumed = try a.job(["op": "resume", "job": .string(ids[1])])
+        #expect(resumed["state"]?.stringValue != "paused")
+        try a.waitFor(ids[1], timeout: 30, "running again past its checkpoint") {
+            $0["state"]?.stringValue == "running" && ($0["progress"]?["completed"]?.doubleValue ?? 0) > done
+        }
+        let again = try a.job(["op": "cancel", "job": .string(ids[1])])
+        #expect(again["state"]?.stringValue == "cancelled")
+        // No write was refused on the way (a refused write is kept and retried, and would hide a broken statement).
+        #expect(!(a.log() + b.log()).contains("refused a write"))
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
+    @Test func postgresStoppedForTenSecondsMidRunLosesNothingAndEndsEachJobOnce() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let daemons = try (0..<2).map { _ in
+            try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--concurrency", "2"])
+        }
+        // 4 jobs of 300 × 50 ms (15 s), all running at once across the two daemons.
+        let ids = try submit(4, units: 300, unitMilliseconds: 50, through: daemons)
+        let deadline = Date().addingTimeInterval(30)
+        while daemons.map({ unfinishedRuns(in: $0, of: ids).count }).reduce(0, +) < 4 && Date() < deadline { usleep(10_000) }
+        try server.shutDown()
+        defer { try? server.startUp() }
+        let downAt = Date()
+        // A submit fails fast and says why (the CLI exits 3 on store_unavailable).
+        let refused = try daemons[0].request([
+            "op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:],
+        ])
+        #expect(refused["ok"]?.boolValue == false)
+        #expect(refused["error"]?["code"]?.stringValue == "store_unavailable")
+        // `show` answers from the daemon's own state for its running jobs meanwhile.
+        let runningOnA = unfinishedRuns(in: daemons[0], of: ids)
+        for id in runningOnA { #expect(try daemons[0].show(id)["state"]?.stringValue == "running") }
+        usleep(useconds_t(max(0, 10 - Date().timeIntervalSince(downAt)) * 1_000_000))
+        try server.startUp()
+
+        try waitUntilAll(ids, in: ["succeeded"], by: daemons[1])
+        for id in ids {
+            #expect(successLines(id, in: daemons) == 1, "job \(id) ended \(successLines(id, in: daemons)) times")
+        }
+        let logs = daemons.map { $0.log() }.joined()
+        #expect(logs.contains("the shared job store (PostgreSQL) is unavailable"))
+        #expect(logs.contains("the job store takes writes again"))
+        #expect(!logs.contains("lease was lost"))
+        // The runs went on through the outage (progress skipped, checkpoints kept and written after): no job was
+        // stopped for the store or retried.
+        #expect(!logs.contains("running -> needs_retry"))
+        let jobs = try listed(by: daemons[0])
+        for id in ids { #expect(jobs[id]?["result"]?["attempt"]?.doubleValue == 1) }
+        for daemon in daemons { _ = try daemon.stop() }
+    }
 }
