@@ -134,8 +134,23 @@ struct S3UploadRun: UploadTransfer {
     /// Runs (or resumes) the upload; see the type's documentation.
     func run(in job: JobContext) async throws -> JSONValue {
         let files = params.files
-        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
-            try DirectoryIO.sourceIdentities(files: files, indices: indices)
+        // Files that landed ahead of an earlier one are done: a resume does not look at them again (they may have
+        // been moved or changed since, as any uploaded file may), it takes their saved identity as it is.
+        let saved = try job.loadCheckpoint(as: UploadCheckpoint.self)
+        var landedAhead: [Int: SourceIdentity] = [:]
+        for ahead in saved?.finishedAhead ?? [] where saved!.sources.indices.contains(ahead.index) {
+            landedAhead[ahead.index] = saved!.sources[ahead.index]
+        }
+        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(files: files, in: job) { [landedAhead] indices in
+            var identities: [SourceIdentity] = []
+            for index in indices {
+                if let known = landedAhead[index] {
+                    identities.append(known)
+                } else {
+                    identities += try DirectoryIO.sourceIdentities(files: files, indices: index..<index + 1)
+                }
+            }
+            return identities
         }
         let client = try await Self.client(for: params, bucket: bucket, in: job)
         let progress = S3Progress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
