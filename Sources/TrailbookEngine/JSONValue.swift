@@ -169,7 +169,10 @@ public enum JSONCoding {
     /// Converts a `JSONValue` to a `Decodable` type.
     /// - Throws: `DecodingError` when the value does not have the type's shape.
     public static func convert<T: Decodable>(_ value: JSONValue, to type: T.Type) throws -> T {
-        try decode(type, from: encode(value))
+        // Straight from the value when it can be sure of the result; else as text through Foundation's decoder,
+        // whose error names the bad member.
+        if let fast = try? JSONValueDecoder.decode(type, from: value) { return fast }
+        return try decode(type, from: encode(value))
     }
 
     /// A readable one-line account of a `DecodingError` ("params.files: expected an array").
