@@ -30,10 +30,13 @@ public struct SleepJob: JobKind {
         /// Test hook: checking this job holds the loop until this file exists (at most 60 s), as a costly check
         /// would; a test shows that the loop answers others between a batch's slices.
         public var holdValidationUntil: String?
+        /// Test hook: checking this job holds the loop this many milliseconds (busy), as a costly check would.
+        public var validationMilliseconds: Int64?
 
         enum CodingKeys: String, CodingKey {
             case stopInValidation = "stop_in_validation"
             case holdValidationUntil = "hold_validation_until"
+            case validationMilliseconds = "validation_ms"
             case units
             case unitMilliseconds = "unit_ms"
             case stallAfter = "stall_after"
@@ -59,6 +62,10 @@ public struct SleepJob: JobKind {
             throw JobError(code: "invalid_params", message: "units and unit_ms must not be negative")
         }
         if params.stopInValidation == true { kill(getpid(), SIGSTOP) }
+        if let milliseconds = params.validationMilliseconds {
+            let end = Timestamp.monotonic() + Double(milliseconds) / 1000
+            while Timestamp.monotonic() < end {}
+        }
         if let path = params.holdValidationUntil {
             let deadline = Timestamp.monotonic() + 60
             while access(path, F_OK) != 0, Timestamp.monotonic() < deadline { usleep(1_000) }

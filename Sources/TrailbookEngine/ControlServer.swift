@@ -373,9 +373,10 @@ public final class ControlServer {
             }
             var requests: [SubmitRequest] = []
             requests.reserveCapacity(entries.count)
+            // In slices, as the scheduler checks them: a batch of thousands lets other clients in between.
+            var slice = Scheduler.LoopSlice()
             for (index, entry) in entries.enumerated() {
-                // In slices, as the scheduler checks them: a batch of thousands lets other clients in between.
-                if index > 0, index % Scheduler.batchSlice == 0 { await Scheduler.nextTurn() }
+                _ = await slice.pause()
                 do {
                     requests.append(try submitRequest(entry, op: "a submit_batch job"))
                 } catch {

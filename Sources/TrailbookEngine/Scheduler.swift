@@ -427,14 +427,15 @@ public final class Scheduler {
         }
 
         var results: [Submitted?] = Array(repeating: nil, count: requests.count)
-        var fresh: [(index: Int, job: JobRecord, digest: String?, kind: AnyJobKind)] = []
+        // `keys`: what the job works on (`JobKind.duplicateKeys`, which decodes its params), found once.
+        var fresh: [(index: Int, job: JobRecord, digest: String?, kind: AnyJobKind, keys: [String])] = []
         var claimed: [String: (kind: String, index: Int)] = [:]
         let queuedBefore = submitsQueued
+        // A big batch is checked in slices of `LoopSlice.seconds`, so the loop answers other clients and runs jobs
+        // in between (issue 14: 3 600 entries held it for 3.7 s); a batch checked within one slice takes no turn.
+        var slice = LoopSlice()
         for (index, request) in requests.enumerated() {
-            // A big batch is checked `batchSlice` entries a loop turn, so the loop answers other clients and runs
-            // jobs in between (issue 14: 3 600 entries held it for 3.7 s).
-            if index > 0, index % Self.batchSlice == 0 {
-                await Self.nextTurn()
+            if index > 0, await slice.pause() {
                 guard !isShuttingDown else {
                     throw SubmitRefusal(index: nil, error: JobError(code: "shutting_down", message: "the daemon is shutting down"))
                 }
@@ -454,7 +455,8 @@ public final class Scheduler {
             }
             do throws(JobError) {
                 let (job, kind) = try await prepare(request)
-                let duplicateKeys = request.allowDuplicate ? [] : kind.duplicateKeys(job.params)
+                let keys = kind.duplicateKeys(job.params)
+                let duplicateKeys = request.allowDuplicate ? [] : keys
                 if !duplicateKeys.isEmpty {
                     try refuseDuplicate(of: duplicateKeys, kind: kind)
                     for key in duplicateKeys {
@@ -466,8 +468,8 @@ public final class Scheduler {
                         }
                     }
                 }
-                for key in kind.duplicateKeys(job.params) where claimed[key] == nil { claimed[key] = (kind.name, index) }
-                fresh.append((index, job, digest, kind))
+                for key in keys where claimed[key] == nil { claimed[key] = (kind.name, index) }
+                fresh.append((index, job, digest, kind, keys))
             } catch {
                 throw SubmitRefusal(index: index, error: error)
             }
@@ -476,10 +478,9 @@ public final class Scheduler {
         // Another submit queued while this batch let the loop run may do what one of its jobs does: check again,
         // now, without letting go of the loop before the jobs join the turn's commit.
         if submitsQueued != queuedBefore {
-            for entry in fresh {
-                guard requests[entry.index].allowDuplicate == false else { continue }
+            for entry in fresh where !entry.keys.isEmpty && !requests[entry.index].allowDuplicate {
                 do throws(JobError) {
-                    try refuseDuplicate(of: entry.kind.duplicateKeys(entry.job.params), kind: entry.kind)
+                    try refuseDuplicate(of: entry.keys, kind: entry.kind)
                 } catch {
                     throw SubmitRefusal(index: entry.index, error: error)
                 }
@@ -493,7 +494,7 @@ public final class Scheduler {
         submitsQueued += 1
         pendingSubmits.append(PendingSubmit(
             jobs: fresh.map(\.job), digests: fresh.map(\.digest),
-            duplicateKeys: fresh.map { $0.kind.duplicateKeys($0.job.params) }, reply: ticket))
+            duplicateKeys: fresh.map(\.keys), reply: ticket))
         armGroupCommit()
         let jobs: [JobRecord]
         do {
@@ -1519,14 +1520,31 @@ extension Scheduler {
         }
     }
 
-    /// Entries of a `submit_batch` checked in one loop turn (see `submit(_:)`); the control server converts
-    /// a batch's entries in slices of the same size.
-    public static let batchSlice = 128
-
     /// Suspends until the loop's next turn, after it has polled for I/O, so a long piece of work lets other
     /// clients and jobs in between its slices. `Task.yield()` would not: the loop runs every ready task before
     /// it polls again.
     public static func nextTurn() async { await wait(seconds: 0) }
+
+    /// Long work on the loop (a big batch's entries) done in slices of at most `seconds` of the loop's time each:
+    /// `pause()` lets the loop take a turn once the current slice has run that long, and costs a clock read
+    /// otherwise.
+    public struct LoopSlice {
+        /// How long one slice may hold the loop, in seconds.
+        public let seconds: Double
+        private var start = Timestamp.monotonic()
+
+        /// A slice starting now; `seconds` is its length (20 ms unless given).
+        public init(seconds: Double = 0.02) { self.seconds = seconds }
+
+        /// Takes a loop turn (`nextTurn`) when the slice has run for `seconds`, then starts the next one.
+        /// - Returns: whether it took a turn (other work ran meanwhile).
+        public mutating func pause() async -> Bool {
+            guard Timestamp.monotonic() - start >= seconds else { return false }
+            await Scheduler.nextTurn()
+            start = Timestamp.monotonic()
+            return true
+        }
+    }
 
     /// Suspends for `seconds` on a loop timer (the loop serves everything else meanwhile).
     static func wait(seconds: Double) async {

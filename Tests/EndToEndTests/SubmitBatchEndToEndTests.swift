@@ -345,16 +345,18 @@ struct SubmitBatchEndToEndTests {
         #expect(reply["job"]?["priority"]?.intValue == 5)
     }
 
-    /// Issue 14: a big batch is checked in slices with loop turns between them, so the loop answers others while
-    /// it is under way (3 600 entries held it for 3.7 s). Deterministic: the batch's first job stops the daemon
-    /// (SIGSTOP) while the daemon checks it; a `ping` is sent on a second connection meanwhile; the batch's job
-    /// 550 holds the loop until the test has the ping's answer. Checked in one go, the ping waits behind the held
-    /// job, and the test gives up on it after 20 s.
+    /// Issue 14: a big batch is checked in slices of at most 20 ms with loop turns between them, so the loop
+    /// answers others while it is under way (3 600 entries held it for 3.7 s). Deterministic: the batch's first
+    /// job stops the daemon (SIGSTOP) while the daemon checks it; a `ping` is sent on a second connection
+    /// meanwhile; jobs 1-10 each take 30 ms to check (so each ends a slice); job 550 holds the loop until the test
+    /// has the ping's answer. Checked in one go, the ping waits behind the held job, and the test gives up on it
+    /// after 20 s.
     @Test func aBigBatchLetsTheLoopAnswerOthersBetweenItsSlices() throws {
         let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
         let release = daemon.home.file("release")
         var jobs = (0..<600).map { _ in Self.sleepEntry(0) }
         jobs[0] = ["kind": "sleep", "params": ["units": 0, "stop_in_validation": true]]
+        for index in 1...10 { jobs[index] = ["kind": "sleep", "params": ["units": 0, "validation_ms": 30]] }
         jobs[550] = ["kind": "sleep", "params": ["units": 0, "hold_validation_until": .string(release)]]
         let batch = try daemon.rawConnection()
         defer { close(batch) }
