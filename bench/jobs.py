@@ -4,6 +4,7 @@
     python3 bench/jobs.py throughput [--jobs 10000,100000] [--concurrency 256] [--no-huey]
     python3 bench/jobs.py queued [--jobs 1000000]
     python3 bench/jobs.py latency [--queued 100000]
+    python3 bench/jobs.py bigbatch [--running 2400] [--batch 3600]
     python3 bench/jobs.py all
 
 throughput: N `sleep` jobs with `units: 0` (no work: the figure is the scheduler's bookkeeping), submitted over 4
@@ -12,9 +13,13 @@ connection). Single submits (`submit`, one job a request) and, when the daemon h
 (`submit_batch`, 500 jobs a request). The peer in the same run: huey 3.5 (bench/huey_peer.py: SqliteHuey,
 fsync=True, 4 worker threads, 4 producer threads), N no-op tasks, first enqueue -> every result stored.
 
-queued: N jobs queued behind one long job (`--concurrency 1`), then the submit time, `list --limit 20` latency (the
-CLI, median of 20), the daemon's RSS and the store's size; latency: one job at priority 10 submitted while N
-others wait at priority 0, submit -> `running` on the feed (median of 20).
+queued: N jobs queued behind one long job (`--concurrency 1`), then the submit time, `list --limit 20` and
+`list --state queued --limit 20` latency (the CLI, median of 20), `watch`'s refresh and subscribe, ping, submit ->
+running of one job at priority 1000 (it preempts the long job), the daemon's RSS and the store's size; then all N
+run (daemon restarted with --concurrency 256 on the same store) and `prune --older-than 0` deletes them: the time,
+the peak RSS, the store's size before and after. latency: one job at priority 1000 submitted while N others wait
+at priority 0, submit -> `running` on the feed (median of 20). bigbatch: one `submit_batch` of 3 600 jobs while
+2 400 jobs of 1 s run 256 at a time, a ping every 10 ms on another connection meanwhile: the slowest ping answer (the loop's longest stall).
 
 Starts its own daemons (TRAILBOOK_JOBS_TEST_KINDS=1) in temp dirs and stops them. Binary: $TRAILBOOK_JOBS_BIN or
 the release build (built by benchlib). The huey venv: bench/setup-huey.sh.
@@ -40,15 +45,24 @@ class Daemon:
         self.home = tempfile.mkdtemp(prefix="trailbook-jobs-bench-")
         self.env = dict(os.environ, TRAILBOOK_JOBS_HOME=self.home, TRAILBOOK_JOBS_TEST_KINDS="1")
         self.log = open(os.path.join(self.home, "bench-daemon.log"), "w")
-        self.proc = subprocess.Popen([binary, "daemon", *args], env=self.env, stdout=self.log, stderr=self.log)
         self.sock = os.path.join(self.home, "daemon.sock")
-        for _ in range(200):
+        self.start(*args)
+
+    def start(self, *args):
+        self.proc = subprocess.Popen([self.binary, "daemon", *args], env=self.env, stdout=self.log, stderr=self.log)
+        for _ in range(1200):
             try:
                 self.ping = self.call({"op": "ping"})
                 return
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("daemon did not start")
+
+    def restart(self, *args):
+        """Stops the daemon (SIGTERM) and starts it again on the same store with `args`."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.start(*args)
 
     def connect(self):
         s = socket.socket(socket.AF_UNIX)
@@ -218,30 +232,88 @@ def cli_ms(d, *args):
 
 def fill_queue(d, n):
     """One job that runs for a day (concurrency 1 keeps everything else queued), then `n` queued at priority 0."""
-    d.call({"op": "submit", "kind": "sleep", "params": {"units": 1, "unit_ms": 86_400_000},
-            "options": {"priority": 100}})
+    d.long_job = d.call({"op": "submit", "kind": "sleep", "params": {"units": 1, "unit_ms": 86_400_000},
+                         "options": {"priority": 100}})["job"]["id"]
     batched = "submit_batch" in json.dumps(d.call({"op": "nope"}))
     started = time.monotonic()
     pipelined(d, submit_requests(n, batched, {"units": 0}))
     return time.monotonic() - started, batched
 
 
+def request_ms(d, request):
+    """One request on a fresh connection, in ms (connect, send, whole reply)."""
+    started = time.monotonic()
+    reply = d.call(request)
+    if not reply.get("ok"):
+        raise RuntimeError(f"{request} refused: {reply}")
+    return (time.monotonic() - started) * 1000
+
+
+def timings(f, rounds):
+    f()
+    times = sorted(f() for _ in range(rounds))
+    return f"median {statistics.median(times):.1f} ms, max {times[-1]:.1f} ms ({rounds} rounds)"
+
+
+def submit_to_running(d, samples=20):
+    """Submit -> `running` on the feed for one job at priority 1000, `samples` times, in ms."""
+    running = Counter(d, "running", stamps=True)
+    times = []
+    for _ in range(samples):
+        sent = time.monotonic()
+        reply = d.call({"op": "submit", "kind": "sleep", "params": {"units": 0}, "options": {"priority": 1000}})
+        job = reply["job"]["id"]
+        deadline = time.monotonic() + 30
+        while job not in running.seen and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        times.append((running.seen[job] - sent) * 1000)
+    running.close()
+    times.sort()
+    return f"median {statistics.median(times):.1f} ms, max {times[-1]:.1f} ms ({samples} jobs)"
+
+
+def unfinished(d):
+    return sum(d.call({"op": "list", "limit": 1})["counts"].values())
+
+
 def queued(binary):
+    """A million queued (issue 14): submit time, list latencies, watch, RSS, latency, draining, pruning."""
     n = int(arg("--jobs", "1000000"))
     d = Daemon(binary, "--concurrency", "1")
     try:
         seconds, batched = fill_queue(d, n)
-        print(f"{n} queued ({'batched' if batched else 'single'} submits): {seconds:.1f} s, {n / seconds:.0f} jobs/s")
-        cli_ms(d, "list", "--limit", "20")
-        times = sorted(cli_ms(d, "list", "--limit", "20") for _ in range(20))
-        print(f"  `list --limit 20` (CLI process included): median {statistics.median(times):.1f} ms, "
-              f"max {times[-1]:.1f} ms")
-        times = sorted(cli_ms(d, "list", "--state", "queued", "--limit", "20") for _ in range(5))
-        print(f"  `list --state queued --limit 20`: median {statistics.median(times):.1f} ms")
+        print(f"{n} queued ({'batched' if batched else 'single'} submits, {BATCH} a request): {seconds:.1f} s, "
+              f"{n / seconds:.0f} jobs/s; daemon RSS {d.rss_kib() / 1024:.1f} MiB, store {d.store_bytes() / 2**20:.1f} MiB")
+        print(f"  `list --limit 20` (CLI process included): {timings(lambda: cli_ms(d, 'list', '--limit', '20'), 20)}")
+        print(f"  `list --state queued --limit 20` (CLI): "
+              f"{timings(lambda: cli_ms(d, 'list', '--state', 'queued', '--limit', '20'), 20)}")
+        active = {"op": "list", "states": ["queued", "running", "paused", "needs_retry"]}
+        print(f"  `watch`'s refresh (list of 4 states, 1000 newest, counts): {timings(lambda: request_ms(d, active), 20)}")
+        print(f"  `watch` subscribe (connect -> header): "
+              f"{timings(lambda: request_ms(d, {'op': 'watch'}), 20)}")
+        print(f"  ping: {timings(lambda: request_ms(d, {'op': 'ping'}), 20)}")
+        print(f"  submit -> running, one job at priority 1000 while {n} wait at priority 0 (it preempts the running "
+              f"one): {submit_to_running(d)}")
         print(f"  daemon RSS {d.rss_kib() / 1024:.1f} MiB, store {d.store_bytes() / 2**20:.1f} MiB")
+        sys.stdout.flush()
+        # Run them all: the long job cancelled, the daemon restarted with room to run the queue.
+        d.call({"op": "cancel", "job": d.long_job})
+        concurrency = arg("--concurrency", "256")
         started = time.monotonic()
-        d.call({"op": "ping"})
-        print(f"  ping {1000 * (time.monotonic() - started):.1f} ms")
+        d.restart("--concurrency", concurrency, "--keep-succeeded", "forever")
+        restarted = time.monotonic() - started
+        peak = 0
+        while unfinished(d):
+            peak = max(peak, d.rss_kib())
+            time.sleep(0.5)
+        ran = time.monotonic() - started
+        print(f"  restart on the full store {restarted:.2f} s; all {n} run (--concurrency {concurrency}) in {ran:.1f} s, "
+              f"{n / ran:.0f} jobs/s; peak RSS meanwhile {peak / 1024:.1f} MiB")
+        before = d.store_bytes()
+        started = time.monotonic()
+        pruned = d.call({"op": "prune", "older_than_s": 0})
+        print(f"  prune --older-than 0: {pruned.get('total')} jobs in {time.monotonic() - started:.1f} s; store "
+              f"{before / 2**20:.1f} MiB before, {d.store_bytes() / 2**20:.1f} MiB after; RSS {d.rss_kib() / 1024:.1f} MiB")
     finally:
         d.stop()
 
@@ -250,21 +322,47 @@ def latency(binary):
     n = int(arg("--queued", "100000"))
     d = Daemon(binary, "--concurrency", "1")
     try:
-        seconds, _ = fill_queue(d, n)
-        running = Counter(d, "running", stamps=True)
-        samples = []
-        for _ in range(20):
-            sent = time.monotonic()
-            reply = d.call({"op": "submit", "kind": "sleep", "params": {"units": 0}, "options": {"priority": 1000}})
-            job = reply["job"]["id"]
-            deadline = time.monotonic() + 30
-            while job not in running.seen and time.monotonic() < deadline:
-                time.sleep(0.0005)
-            samples.append((running.seen[job] - sent) * 1000)
-        samples.sort()
-        print(f"submit -> running for one job (priority 1000) while {n} wait at priority 0: "
-              f"median {statistics.median(samples):.1f} ms, max {samples[-1]:.1f} ms (20 jobs)")
-        running.close()
+        fill_queue(d, n)
+        print(f"submit -> running for one job (priority 1000) while {n} wait at priority 0: {submit_to_running(d)}")
+    finally:
+        d.stop()
+
+
+def big_batch(binary):
+    """Loop responsiveness under a big batch: `--running` jobs of 1 s are submitted (256 run at a time), then one
+    `submit_batch` of `--batch` jobs; a client pings every 10 ms meanwhile (on its own connection) and the slowest
+    answer is reported."""
+    running, size = int(arg("--running", "2400")), int(arg("--batch", "3600"))
+    d = Daemon(binary, "--concurrency", "256")
+    try:
+        # Each runs 1 s in 20 steps (a progress event and a checkpoint each), 256 at a time.
+        pipelined(d, submit_requests(running, True, {"units": 20, "unit_ms": 50}))
+        s = d.connect()
+        f = s.makefile("rb")
+        stop, slowest = threading.Event(), []
+
+        def ping():
+            while not stop.is_set():
+                sent = time.monotonic()
+                s.sendall(b'{"op":"ping"}\n')
+                f.readline()
+                slowest.append(time.monotonic() - sent)
+                time.sleep(0.01)
+
+        pinger = threading.Thread(target=ping)
+        pinger.start()
+        time.sleep(0.2)
+        before = len(slowest)
+        sent = time.monotonic()
+        reply = d.call({"op": "submit_batch", "jobs": [{"kind": "sleep", "params": {"units": 0}}] * size})
+        seconds = time.monotonic() - sent
+        time.sleep(0.5)
+        stop.set()
+        pinger.join()
+        during = sorted(slowest[before:])
+        print(f"one submit_batch of {size} jobs while {running} jobs of 1 s run (256 at a time): answered in {seconds * 1000:.0f} ms "
+              f"({'ok' if reply.get('ok') else reply}); pings every 10 ms meanwhile and 0.5 s after: "
+              f"{len(during)}, slowest {during[-1] * 1000:.0f} ms, median {statistics.median(during) * 1000:.1f} ms")
     finally:
         d.stop()
 
@@ -272,7 +370,7 @@ def latency(binary):
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     binary = os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()
-    for name, run in (("throughput", throughput), ("queued", queued), ("latency", latency)):
+    for name, run in (("throughput", throughput), ("queued", queued), ("latency", latency), ("bigbatch", big_batch)):
         if what in (name, "all"):
             run(binary)
 
