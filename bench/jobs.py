@@ -5,6 +5,7 @@
     python3 bench/jobs.py queued [--jobs 1000000]
     python3 bench/jobs.py latency [--queued 100000]
     python3 bench/jobs.py bigbatch [--running 2400] [--batch 3600]
+    python3 bench/jobs.py shared [--store postgres://…] [--daemons 1,2,3] [--jobs 5000] [--concurrency 64]
     python3 bench/jobs.py all
 
 throughput: N `sleep` jobs with `units: 0` (no work: the figure is the scheduler's bookkeeping), submitted over 4
@@ -21,10 +22,16 @@ the peak RSS, the store's size before and after. latency: one job at priority 10
 at priority 0, submit -> `running` on the feed (median of 20). bigbatch: one `submit_batch` of 3 600 jobs while
 2 400 jobs of 1 s run 256 at a time, a ping every 10 ms on another connection meanwhile: the slowest ping answer (the loop's longest stall).
 
+shared (issue 15): the same durable no-op jobs through 1, 2 and 3 daemons sharing one PostgreSQL database
+(`daemon --store`), submitted round-robin through all of them, first submit -> every job `succeeded` (each daemon's
+`watch` counts the ends it wrote; their sum), beside one daemon on its SQLite store in the same run. Without
+`--store` it starts a throwaway PostgreSQL (Debian's `postgresql`; initdb as `nobody` when run as root, default
+settings, so commits are fsynced as SQLite's are) and gives each run a new database.
+
 Starts its own daemons (TRAILBOOK_JOBS_TEST_KINDS=1) in temp dirs and stops them. Binary: $TRAILBOOK_JOBS_BIN or
 the release build (built by benchlib). The huey venv: bench/setup-huey.sh.
 """
-import json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
+import glob, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -224,6 +231,101 @@ def throughput(binary):
         sys.stdout.flush()
 
 
+class ThrowawayPostgres:
+    """A PostgreSQL server in a temporary directory (Unix socket only), stopped and deleted by `stop()`."""
+
+    def __init__(self):
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not bins:
+            raise SystemExit("no PostgreSQL server binaries: run scripts/install-deps.sh")
+        self.bin = os.path.dirname(bins[-1])
+        self.dir = tempfile.mkdtemp(prefix="trailbook-bench-pg-", dir="/tmp")
+        self.prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] if os.getuid() == 0 else []
+        if self.prefix:
+            shutil.chown(self.dir, "nobody", "nogroup")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.run("initdb", "-D", f"{self.dir}/data", "-U", "trailbook", "--auth-local=trust", "-E", "UTF8",
+                 "--locale=C", "--no-instructions")
+        self.run("pg_ctl", "-D", f"{self.dir}/data", "-l", f"{self.dir}/server.log", "-w", "-o",
+                 f"-p {self.port} -k {self.dir} -c listen_addresses='' -c max_connections=50", "start")
+        self.databases = 0
+
+    def run(self, tool, *args):
+        subprocess.run(self.prefix + [os.path.join(self.bin, tool), *args], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
+
+    def new_database(self):
+        self.databases += 1
+        name = f"bench{self.databases}"
+        self.run("createdb", "-h", self.dir, "-p", str(self.port), "-U", "trailbook", name)
+        return f"host={self.dir} port={self.port} user=trailbook dbname={name}"
+
+    def stop(self):
+        try:
+            self.run("pg_ctl", "-D", f"{self.dir}/data", "-w", "-m", "fast", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def shared_run(binary, store, daemons, n, concurrency, batched):
+    """N no-op jobs through `daemons` daemons on `store` (None: one daemon on SQLite); the `daemon_run` figures."""
+    args = ["--concurrency", str(concurrency)] + (["--store", store] if store else [])
+    ds = [Daemon(binary, *args) for _ in range(daemons)]
+    try:
+        counters = [Counter(d, "succeeded") for d in ds]
+        cpu0 = [benchlib.cpu_seconds(d.proc.pid) for d in ds]
+        started = time.monotonic()
+        requests = submit_requests(n, batched, {"units": 0})
+        threads = [threading.Thread(target=pipelined, args=(d, requests[i::daemons])) for i, d in enumerate(ds)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        submitted = time.monotonic() - started
+        deadline = time.monotonic() + 3600
+        while sum(c.count for c in counters) < n:
+            if any(c.gap for c in counters) or time.monotonic() > deadline:
+                raise RuntimeError(f"only {sum(c.count for c in counters)} of {n} jobs succeeded")
+            time.sleep(0.005)
+        seconds = time.monotonic() - started
+        cpu = sum(benchlib.cpu_seconds(d.proc.pid) - c for d, c in zip(ds, cpu0))
+        for c in counters:
+            c.close()
+        return {"jobs": n, "seconds": round(seconds, 3), "per_second": round(n / seconds, 1),
+                "submit_seconds": round(submitted, 3), "daemons_cpu_seconds": round(cpu, 2),
+                "ran_per_daemon": [c.count for c in counters]}
+    finally:
+        for d in ds:
+            d.stop()
+
+
+def shared(binary):
+    n = int(arg("--jobs", "5000"))
+    concurrency = int(arg("--concurrency", "64"))
+    counts = [int(x) for x in arg("--daemons", "1,2,3").split(",")]
+    given = arg("--store", None)
+    server = None if given else ThrowawayPostgres()
+    print(f"durable no-op jobs, submit -> all succeeded; each daemon --concurrency {concurrency}; "
+          f"{CONNECTIONS} connections x {IN_FLIGHT} in flight per daemon; load before: {os.getloadavg()}")
+    try:
+        for batched in (False, True):
+            how = f"batched ({BATCH} a request)" if batched else "single submits"
+            sqlite = shared_run(binary, None, 1, n, concurrency, batched)
+            print(f"  {how}")
+            print(f"    1 daemon, SQLite: {sqlite}")
+            for k in counts:
+                store = given or server.new_database()
+                figures = shared_run(binary, store, k, n, concurrency, batched)
+                print(f"    {k} daemon(s), PostgreSQL: {figures} ({figures['per_second'] / sqlite['per_second']:.2f}x SQLite)")
+                sys.stdout.flush()
+    finally:
+        if server:
+            server.stop()
+    print(f"  load after: {os.getloadavg()}")
+
+
 def cli_ms(d, *args):
     started = time.monotonic()
     subprocess.run([d.binary, *args], env=d.env, check=True, stdout=subprocess.DEVNULL)
@@ -370,7 +472,11 @@ def big_batch(binary):
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     binary = os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()
-    for name, run in (("throughput", throughput), ("queued", queued), ("latency", latency), ("bigbatch", big_batch)):
+    runs = (("throughput", throughput), ("queued", queued), ("latency", latency), ("bigbatch", big_batch),
+            ("shared", shared))
+    for name, run in runs:
+        if name == "shared" and what != "shared":
+            continue  # needs PostgreSQL: only when asked
         if what in (name, "all"):
             run(binary)
 

@@ -220,4 +220,19 @@ struct SharedStoreEndToEndTests {
         for id in ids { #expect(jobs[id]?["result"]?["attempt"]?.doubleValue == 1) }
         for daemon in daemons { _ = try daemon.stop() }
     }
+
+    @Test func aBadOrUnreachableStoreStopsTheDaemonWithAReasonAndNoPassword() throws {
+        let home = TemporaryDirectory()
+        let environment = ["TRAILBOOK_JOBS_HOME": home.path]
+        let bad = try DaemonHarness.run(Binary.path, ["daemon", "--store", "mysql://db/jobs"], environment: environment)
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--store takes 'sqlite' or a PostgreSQL connection string"), "\(bad.stderr)")
+        // Nothing listens on port 1: the daemon gives up after its connect and says why, password masked.
+        let unreachable = try DaemonHarness.run(
+            Binary.path, ["daemon", "--store", "postgres://alice:s3cret-pw@127.0.0.1:1/jobs?connect_timeout=2"],
+            environment: environment)
+        #expect(unreachable.status == 1)
+        #expect(unreachable.stderr.contains("postgres://alice:***@127.0.0.1:1/jobs"), "\(unreachable.stderr)")
+        #expect(!(unreachable.stdout + unreachable.stderr).contains("s3cret-pw"))
+    }
 }
