@@ -1623,7 +1623,17 @@ extension Scheduler: JobHost {
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
         if let unsaved = unsavedCheckpoints[job.id] { return unsaved.checkpoint }
-        return try store.checkpoint(id: job.id)
+        do {
+            return try store.checkpoint(id: job.id)
+        } catch {
+            let refusal = StoreRefusal(error)
+            if refusal.isLocked, let active = running[job.id], active.context === job {
+                // Not the job's failure (a lock, the shared store down as the run starts): back to the queue on the
+                // same attempt, started again once the store answers.
+                stop(active, .resourceReclaim, detail: "cannot read its checkpoint now (\(refusal.cause)); queued to start again")
+            }
+            throw error
+        }
     }
 
     func jobLog(_ job: JobContext, level: LogLevel, message: String) {

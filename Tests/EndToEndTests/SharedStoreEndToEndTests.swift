@@ -215,7 +215,7 @@ struct SharedStoreEndToEndTests {
         #expect(!logs.contains("lease was lost"))
         // The runs went on through the outage (progress skipped, checkpoints kept and written after): no job was
         // stopped for the store or retried.
-        #expect(!logs.contains("running -> needs_retry"))
+        #expect(!logs.contains("running -> needs_retry"), "\(logs.split(separator: "\n").filter { $0.contains("needs_retry") || $0.contains("warning") || $0.contains("store") })")
         let jobs = try listed(by: daemons[0])
         for id in ids { #expect(jobs[id]?["result"]?["attempt"]?.doubleValue == 1) }
         for daemon in daemons { _ = try daemon.stop() }
