@@ -529,12 +529,12 @@ public final class Scheduler {
         do {
             return try store.job(key: key)
         } catch {
-            let sqlite = error as? SQLiteError
+            let refusal = StoreRefusal(error)
             throw SubmitRefusal(
                 index: nil,
                 error: JobError(
-                    code: sqlite?.isLocked == true ? "store_busy" : "store_error",
-                    message: "cannot look up the key of job \(index): \(sqlite?.cause ?? "") (\(error)); submit again"))
+                    code: refusal.readErrorCode,
+                    message: "cannot look up the key of job \(index): \(refusal.cause) (\(refusal)); submit again"))
         }
     }
 
@@ -621,10 +621,8 @@ public final class Scheduler {
         do {
             jobs = try store.jobs(states: states, kind: kind, limit: limit)
         } catch {
-            let sqlite = error as? SQLiteError
-            throw JobError(
-                code: sqlite?.isLocked == true ? "store_busy" : "store_error",
-                message: "cannot read the job store: \(sqlite?.cause ?? "") (\(error)); try again")
+            let refusal = StoreRefusal(error)
+            throw JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
         }
         let unwritten = unsavedRecords
         if !unwritten.isEmpty {
@@ -1301,7 +1299,7 @@ public final class Scheduler {
             matches = try store.jobs(idPrefix: key, limit: 2)
         } catch {
             let refusal = StoreRefusal(error)
-            throw JobError(code: "store_error", message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
+            throw JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
         }
         if let exact = matches.first(where: { $0.id == key }) { return exact.id }
         switch matches.count {
@@ -1704,6 +1702,12 @@ struct StoreRefusal: Error, CustomStringConvertible {
 
     /// The code of an unreachable shared store.
     static let unavailableCode: Int32 = -2
+
+    /// The protocol's error code for a read the store refused: `store_unavailable` (shared store down: the CLI exits
+    /// 3), `store_busy` (a lock), else `store_error`.
+    var readErrorCode: String {
+        code == Self.unavailableCode ? "store_unavailable" : isLocked ? "store_busy" : "store_error"
+    }
 
     init(code: Int32, isLocked: Bool, cause: String, description: String) {
         self.code = code

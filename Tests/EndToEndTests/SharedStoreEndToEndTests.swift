@@ -199,6 +199,12 @@ struct SharedStoreEndToEndTests {
         ])
         #expect(refused["ok"]?.boolValue == false)
         #expect(refused["error"]?["code"]?.stringValue == "store_unavailable")
+        // The CLI exits 3 for it, as when the daemon is not reachable.
+        let lines = daemons[0].home.file("one.ndjson")
+        try Data("{\"kind\": \"sleep\", \"params\": {\"units\": 1}}\n".utf8).write(to: URL(fileURLWithPath: lines))
+        let cliSubmit = try daemons[0].cli(["submit", "--from", lines])
+        #expect(cliSubmit.status == 3, "\(cliSubmit.stderr)")
+        #expect(cliSubmit.stderr.contains("store_unavailable"), "\(cliSubmit.stderr)")
         // `show` answers from the daemon's own state for its running jobs meanwhile.
         let runningOnA = unfinishedRuns(in: daemons[0], of: ids)
         for id in runningOnA { #expect(try daemons[0].show(id)["state"]?.stringValue == "running") }
