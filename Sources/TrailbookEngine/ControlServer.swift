@@ -428,6 +428,12 @@ public final class ControlServer {
             let olderThan = try member(request, "older_than_s", "a number of seconds, 0 or more") { value -> Double? in
                 value.doubleValue.flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
             }
+            guard retention.isBuilt else {
+                throw JobError(
+                    code: "invalid_state",
+                    message: "prune is not built for the shared PostgreSQL store yet; ended jobs stay in the database "
+                        + "(delete them there if needed)")
+            }
             let report = await retention.prune(olderThan: olderThan)
             if let error = report.error {
                 throw JobError(

@@ -96,8 +96,15 @@ public final class Retention {
     /// then every `sweepIntervalSeconds`. Nothing is armed when every retention is "for good".
     public func start() {
         guard JobState.ended.contains(where: { policy.keepSeconds($0) != nil }) else { return }
+        guard isBuilt else {
+            return DaemonLog.write(
+                "retention (--keep-*) is not built for the shared PostgreSQL store yet: ended jobs are kept")
+        }
         arm(seconds: 1)
     }
+
+    /// Whether retention works on the scheduler's store: the SQLite store only so far (docs/postgres-store.md).
+    public var isBuilt: Bool { scheduler.store is JobStore }
 
     /// Stops the timer (daemon shutdown). A sweep under way ends after its current batch.
     public func close() {
