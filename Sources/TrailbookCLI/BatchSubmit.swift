@@ -68,6 +68,15 @@ enum BatchSubmit {
             throw UsageError("--wait and --watch follow one job; follow a batch's jobs with 'trailbook-jobs watch ID…'")
         }
         let key = Self.key(arguments)
+        // Entries without their own key get `KEY/INDEX`, which must fit the daemon's 200 bytes: said here, about
+        // --key, rather than as a `bad_key` of job 0 for a key the user typed within the limit.
+        let longest = key.utf8.count + 1 + String(entries.count - 1).utf8.count
+        if longest > 200, entries.contains(where: { $0.request["key"] == nil }) {
+            throw UsageError(
+                "--key is \(key.utf8.count) characters, and the jobs of this batch get KEY/INDEX (up to "
+                    + "/\(entries.count - 1)), over the 200 a key may have; give a --key of at most "
+                    + "\(key.utf8.count - (longest - 200)) characters")
+        }
         guard case .object(let common) = try Commands.submitOptions(arguments) else { return ExitCode.usage }
         var jobs: [JSONValue] = []
         jobs.reserveCapacity(entries.count)
@@ -75,10 +84,13 @@ enum BatchSubmit {
             var request = entry.request
             if request["key"] == nil { request["key"] = .string("\(key)/\(index)") }
             if !common.isEmpty {
-                var options: [String: JSONValue] = [:]
-                if case .object(let given) = request["options"] ?? .null { options = given }
-                options.merge(common) { given, _ in given }
-                request["options"] = .object(options)
+                switch request["options"] ?? .null {
+                case .null: request["options"] = .object(common)
+                case .object(let given): request["options"] = .object(given.merging(common) { given, _ in given })
+                // Not an object (`"options": "junk"`): sent as it is, so the daemon refuses the line, naming it,
+                // instead of the command line's options quietly replacing it.
+                default: break
+                }
             }
             jobs.append(.object(request))
         }
@@ -119,7 +131,10 @@ enum BatchSubmit {
     /// - Throws: `UsageError` naming the line that is not a submit object, or a file that cannot be read.
     static func entries(fromFile path: String) throws -> [Entry] {
         let name = path == "-" ? "standard input" : path
-        let bytes = try readAll(path)
+        var bytes = try readAll(path)
+        // A UTF-8 byte order mark (Windows editors write one) is not part of the first line's JSON; RFC 8259,
+        // section 8.1, lets a parser ignore it.
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         var entries: [Entry] = []
         var number = 0
         for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {

@@ -228,6 +228,42 @@ struct SubmitBatchEndToEndTests {
         #expect(try Self.jobCount(daemon) == 5)
     }
 
+    /// What a user's NDJSON file and command line may hold: a byte order mark before the first line (Notepad
+    /// writes one) is skipped, not "found byte 0xEF"; a line's `"options"` that is not an object is refused naming
+    /// it even when the command line gives options (they used to replace it, and the job was queued without what
+    /// the line asked); and a `--key` that leaves no room for `/INDEX` is refused before anything is sent, about
+    /// `--key`, not as a `bad_key` of job 0 for a key typed within the 200 characters.
+    @Test func ndjsonByteOrderMarkBadOptionsAndALongBatchKey() throws {
+        let daemon = try DaemonHarness()
+        let file = daemon.home.file("jobs.ndjson")
+        try Data([0xEF, 0xBB, 0xBF] + Array("{\"kind\": \"sleep\", \"params\": {\"units\": 1}}\r\n".utf8))
+            .write(to: URL(fileURLWithPath: file))
+        var result = try daemon.cli(["submit", "--from", file])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try Self.jobCount(daemon) == 1)
+
+        try "{\"kind\": \"sleep\", \"params\": {\"units\": 1}, \"options\": \"junk\"}\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        result = try daemon.cli(["submit", "--from", file, "--priority", "3"])
+        #expect(result.status == 2, "\(result.stdout)")
+        #expect(result.stderr.contains("jobs.ndjson line 1"), "\(result.stderr)")
+        #expect(result.stderr.contains("\"options\" must be an object"), "\(result.stderr)")
+        #expect(try Self.jobCount(daemon) == 1)
+
+        let dest = daemon.home.file("dest")
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
+        let sources = (0..<11).map { daemon.home.file("f\($0).jpg") }
+        for source in sources { try Data(repeating: 1, count: 10).write(to: URL(fileURLWithPath: source)) }
+        // 200 characters is a valid key, but KEY/10 is 203.
+        result = try daemon.cli(["submit", "upload"] + sources + ["--to", dest, "--each", "--key", String(repeating: "k", count: 200)])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("give a --key of at most 197 characters"), "\(result.stderr)")
+        #expect(!result.stderr.contains("bad_key"), "\(result.stderr)")
+        result = try daemon.cli(["submit", "upload"] + sources + ["--to", dest, "--each", "--key", String(repeating: "k", count: 197)])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try Self.jobCount(daemon) == 12)
+    }
+
     /// `--each` of two files named alike (`a/x.jpg`, `b/x.jpg`) into one directory: as one job it is
     /// `duplicate_name`; as a batch it was queued, both jobs succeeded and the second copy silently replaced the
     /// first. It is refused the same way now, and nothing is queued or written.
