@@ -466,21 +466,42 @@ enum Commands {
         return String(cString: cwd)
     }
 
-    /// `path` made absolute against `cwd`, without `.` components or repeated slashes (`./out/` → `/cwd/out`).
+    /// `path` made absolute against `cwd`, without `.` components or repeated slashes (`./out/` → `/cwd/out`), and
+    /// without `..` where the file system can resolve it (`resolvingParentReferences`).
     static func absolute(_ path: String, cwd: String) -> String {
         let joined = path.hasPrefix("/") ? path : (cwd == "/" ? "" : cwd) + "/" + path
-        return BytePath(joined).lexicallyNormalized.description
+        return resolvingParentReferences(BytePath(joined).lexicallyNormalized).description
+    }
+
+    /// An absolute, lexically normalised `path` whose part up to its last `..` component is replaced by where
+    /// `realpath(3)` finds it (`/home/me/trip/../dest` → `/home/me/dest`), the rest kept as typed (a final
+    /// symbolic link stays a link). Why: the daemon tells two jobs doing the same upload apart by their paths
+    /// (`duplicate_upload`), and `../dest` spelled `/home/me/trip/../dest` let a second job upload the same file to
+    /// the same place. Resolved by the file system, as the kernel would when opening it, not lexically
+    /// (`link/..` is the link target's parent). Unchanged when there is no `..` or the part does not resolve (the
+    /// daemon then says what is missing).
+    static func resolvingParentReferences(_ path: BytePath) -> BytePath {
+        let slash = UInt8(ascii: "/")
+        let components = path.bytes.split(separator: slash, omittingEmptySubsequences: true)
+        guard path.isAbsolute, let last = components.lastIndex(where: { $0.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) })
+        else { return path }
+        let prefix = BytePath(bytes: [slash] + components[...last].joined(separator: [slash]))
+        guard let pointer = prefix.withCString({ realpath($0, nil) }) else { return path }
+        defer { free(pointer) }
+        var resolved = BytePath(bytes: UnsafeBufferPointer(start: pointer, count: strlen(pointer)).map { UInt8(bitPattern: $0) })
+        for component in components[(last + 1)...] { resolved = BytePath.join(resolved, BytePath(bytes: component)) }
+        return resolved
     }
 
     /// `path` made absolute against the working directory, byte for byte (either may be a name that is not UTF-8),
-    /// without `.` components or repeated slashes: `photos import .` records `/home/me/trip/a.jpg`, not
+    /// without `.` components, repeated slashes or (where they resolve) `..` components: `photos import .` records `/home/me/trip/a.jpg`, not
     /// `/home/me/trip/./a.jpg`, so the same file is one path however it was typed.
     static func absolutePath(_ path: BytePath) -> BytePath {
-        guard !path.isAbsolute else { return path.lexicallyNormalized }
-        guard let cwd = getcwd(nil, 0) else { return BytePath.join("/", path).lexicallyNormalized }
+        guard !path.isAbsolute else { return resolvingParentReferences(path.lexicallyNormalized) }
+        guard let cwd = getcwd(nil, 0) else { return resolvingParentReferences(BytePath.join("/", path).lexicallyNormalized) }
         defer { free(cwd) }
         let directory = BytePath(bytes: UnsafeBufferPointer(start: cwd, count: strlen(cwd)).map { UInt8(bitPattern: $0) })
-        return BytePath.join(directory, path).lexicallyNormalized
+        return resolvingParentReferences(BytePath.join(directory, path).lexicallyNormalized)
     }
 
     /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.

@@ -264,6 +264,38 @@ struct SubmitBatchEndToEndTests {
         #expect(try Self.jobCount(daemon) == 12)
     }
 
+    /// A path typed with `..` (`sub/../a.jpg`, `--to sub/../dest`) is the same file and place as without it: the CLI
+    /// resolves the `..` (by the file system), so the daemon's `duplicate_upload` check sees one path. It used to
+    /// send `/home/sub/../dest`, and a second job uploaded the same file to the same place beside the first.
+    @Test func parentReferencesInPathsAreTheSamePlaceForTheDuplicateCheck() throws {
+        let daemon = try DaemonHarness()
+        let source = daemon.home.file("a.jpg")
+        // 1 MiB at 1 KiB/s: unfinished while the test runs (a burst of a few KiB may go at once).
+        try Data(repeating: 7, count: 1 << 20).write(to: URL(fileURLWithPath: source))
+        for dir in ["dest", "sub"] {
+            try FileManager.default.createDirectory(atPath: daemon.home.file(dir), withIntermediateDirectories: true)
+        }
+        let dest = daemon.home.file("dest")
+        let first = try daemon.cli(["submit", "upload", source, "--to", dest, "--max-rate", "1KiB"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let id = first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try daemon.request(["op": "pause", "job": .string(id)])
+        for (file, to) in [(daemon.home.file("sub/../a.jpg"), dest), (source, daemon.home.file("sub/../dest/"))] {
+            let again = try daemon.cli(["submit", "upload", file, "--to", to])
+            #expect(again.status == 2, "\(file) to \(to): \(again.stdout)")
+            #expect(again.stderr.contains("[duplicate_upload]"), "\(again.stderr)")
+        }
+        #expect(try Self.jobCount(daemon) == 1)
+        // What is stored has no `..`; a path whose `..` does not resolve is left for the daemon to name.
+        let other = try daemon.cli(["submit", "upload", daemon.home.file("sub/../a.jpg"), "--to", daemon.home.file("sub/../dest"), "--allow-duplicate", "--json"])
+        let job = try JSONCoding.decode(JSONValue.self, from: Array(other.stdout.utf8))
+        #expect(job["params"]?["files"]?.arrayValue?.compactMap(\.stringValue) == [source])
+        #expect(job["params"]?["to"]?.stringValue == "file://" + dest)
+        let missing = try daemon.cli(["submit", "upload", daemon.home.file("nope/../a.jpg"), "--to", dest])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("nope/../a.jpg"), "\(missing.stderr)")
+    }
+
     /// `--each` of two files named alike (`a/x.jpg`, `b/x.jpg`) into one directory: as one job it is
     /// `duplicate_name`; as a batch it was queued, both jobs succeeded and the second copy silently replaced the
     /// first. It is refused the same way now, and nothing is queued or written.
