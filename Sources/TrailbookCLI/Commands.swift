@@ -22,6 +22,8 @@ enum Commands {
         OptionSpec("max-attempts", .value(placeholder: "N"), help: "attempts before failing (default 5)"),
         OptionSpec("give-up-after", .value(placeholder: "DUR"), help: "wait out a server's outage (5xx, 429, no connection) this long before failing (default 24h)"),
         OptionSpec("allow-duplicate", help: "queue it even if an unfinished job already does the same (same file to the same place)"),
+        OptionSpec("queue", .value(placeholder: "NAME"), help: "with a PostgreSQL store: the queue to put it in; only daemons started with --queues NAME run it (default: default)"),
+        OptionSpec("any-host", help: "with a PostgreSQL store: its files are on a disk every host shares, so any host's daemon may run it (uploads, import, tag and autotag run on the submitting host by default)"),
         key,
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
         OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
@@ -41,6 +43,8 @@ enum Commands {
                 OptionSpec("concurrency", .value(placeholder: "N"), help: "jobs running at once (default 4)"),
                 OptionSpec("store", .value(placeholder: "URL"), help: "where jobs are kept: 'sqlite' (default, in $TRAILBOOK_JOBS_HOME) or a PostgreSQL database several daemons share (postgres://… or 'host=… dbname=…'; default $TRAILBOOK_JOBS_STORE)"),
                 OptionSpec("lease", .value(placeholder: "DUR"), help: "with PostgreSQL: how long a running job's lease lasts unless renewed; a dead daemon's jobs are rescued after it (default 30s)"),
+                OptionSpec("host", .value(placeholder: "NAME"), help: "with PostgreSQL: this daemon's host name, which its leases carry and its submitted uploads and photo jobs are pinned to (default: the machine's host name)"),
+                OptionSpec("queues", .value(placeholder: "NAME,…"), help: "with PostgreSQL: the queues this daemon runs jobs from, comma-separated (default: default)"),
                 OptionSpec("timeout", .value(placeholder: "DUR"), help: "default deadline of one attempt (default 1h long-running, 30s others)"),
                 OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
                 OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),
@@ -175,9 +179,27 @@ enum Commands {
         configuration.version = CLI.version
         let arguments = context.arguments
         if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
+        var shared = SharedStoreOptions(leaseSeconds: try arguments.duration("lease").map { try positive($0, "lease") } ?? 30)
+        if let host = arguments.value("host") {
+            guard !host.isEmpty, host.utf8.count <= 255, !host.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+                throw UsageError("--host takes a host name: 1 to 255 characters without spaces")
+            }
+            shared.host = host
+        }
+        if let text = arguments.value("queues") {
+            let queues = text.split(separator: ",", omittingEmptySubsequences: false).map {
+                String($0).trimmingCharacters(in: .whitespaces)
+            }
+            if let problem = queues.lazy.compactMap(SubmitRequest.queueNameProblem).first {
+                throw UsageError("--queues takes queue names separated by commas: \(problem)")
+            }
+            shared.queues = queues.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+        }
         configuration.store = try storeLocation(
-            arguments.value("store") ?? context.environment["TRAILBOOK_JOBS_STORE"],
-            leaseSeconds: try arguments.duration("lease").map { try positive($0, "lease") } ?? 30)
+            arguments.value("store") ?? context.environment["TRAILBOOK_JOBS_STORE"], shared: shared)
+        if configuration.store == .sqlite, let given = ["host", "queues"].first(where: { arguments.value($0) != nil }) {
+            throw UsageError("--\(given) is for daemons sharing a PostgreSQL store (--store postgres://…); the SQLite store has one host and one queue")
+        }
         if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
@@ -217,12 +239,12 @@ enum Commands {
     /// The job store `text` names (`--store`, `TRAILBOOK_JOBS_STORE`): nothing or `sqlite` for the embedded store,
     /// else a libpq connection string (URI or `key=value` pairs; missing parts from the `PG*` variables).
     /// - Throws: `UsageError` (its message without the password) if it is neither.
-    static func storeLocation(_ text: String?, leaseSeconds: Double) throws(UsageError) -> JobStoreLocation {
+    static func storeLocation(_ text: String?, shared: SharedStoreOptions) throws(UsageError) -> JobStoreLocation {
         guard let text, !text.isEmpty, text != "sqlite" else { return .sqlite }
         let looksLikePostgres = text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") || text.contains("=")
         do {
             guard looksLikePostgres else { throw UsageError("") }
-            return .postgres(try PostgresConnectionString(text), leaseSeconds: leaseSeconds)
+            return .postgres(try PostgresConnectionString(text), shared)
         } catch {
             let reason = (error as? PostgresError).map { ": \($0.message)" } ?? ""
             throw UsageError(
@@ -276,6 +298,11 @@ enum Commands {
         if let value = try arguments.integer("max-attempts", range: 1...1_000) { options["max_attempts"] = .number(Double(value)) }
         if let value = try arguments.duration("give-up-after") { options["give_up_after_s"] = .number(try positive(value, "give-up-after")) }
         if arguments.flag("allow-duplicate") { options["allow_duplicate"] = true }
+        if let queue = arguments.value("queue") {
+            if let problem = SubmitRequest.queueNameProblem(queue) { throw UsageError("--queue: \(problem)") }
+            options["queue"] = .string(queue)
+        }
+        if arguments.flag("any-host") { options["any_host"] = true }
         return .object(options)
     }
 

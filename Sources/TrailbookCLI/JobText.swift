@@ -144,6 +144,9 @@ enum JobText {
             "created:   \(job["created_at"]?.stringValue ?? "")",
             "updated:   \(job["updated_at"]?.stringValue ?? "")",
         ]
+        // Only on a shared store do jobs have another queue or a host.
+        if let queue = job["queue"]?.stringValue, queue != "default" { lines.append("queue:     \(queue)") }
+        if let host = job["pinned_host"]?.stringValue { lines.append("runs on:   host \(host) (its files are there)") }
         if let retry = job["retry_at"]?.stringValue { lines.append("retry at:  \(retry)") }
         if let result = job["result"], !result.isNull { lines.append("result:    " + String(decoding: JSONCoding.encode(result), as: UTF8.self)) }
         lines.append("params:    " + String(decoding: JSONCoding.encode(job["params"] ?? .null), as: UTF8.self))

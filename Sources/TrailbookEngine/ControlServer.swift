@@ -481,8 +481,8 @@ public final class ControlServer {
     ]
     /// The members of a submit object (a `submit` without its `op`, or a `submit_batch` entry).
     static let submitMembers = ["kind", "params", "options", "key"]
-    /// The members of a submit's `options`: `SubmitOptions`' keys and `allow_duplicate`.
-    static let optionMembers = JobOptions.CodingKeys.allCases.map(\.rawValue) + ["allow_duplicate"]
+    /// The members of a submit's `options`: `SubmitOptions`' keys, `allow_duplicate`, `queue` and `any_host`.
+    static let optionMembers = JobOptions.CodingKeys.allCases.map(\.rawValue) + ["allow_duplicate", "queue", "any_host"]
 
     /// Throws `code` (`bad_request` unless given) naming the first member of `object` (in key order) that is not
     /// in `known`, and the known ones, e.g. `unknown member "optoins" in submit; known: kind, params, options, key`.
@@ -536,9 +536,17 @@ public final class ControlServer {
         guard allowDuplicate.isNull || allowDuplicate.boolValue != nil else {
             throw JobError(code: "invalid_options", message: "options.allow_duplicate must be true or false")
         }
+        let anyHost = optionsObject?["any_host"] ?? .null
+        guard anyHost.isNull || anyHost.boolValue != nil else {
+            throw JobError(code: "invalid_options", message: "options.any_host must be true or false")
+        }
+        let queue = optionsObject?["queue"] ?? .null
+        guard queue.isNull || queue.stringValue != nil else {
+            throw JobError(code: "invalid_options", message: "options.queue must be a string (a queue name)")
+        }
         return SubmitRequest(
             kind: kind, params: params ?? [:], options: options, allowDuplicate: allowDuplicate.boolValue ?? false,
-            key: try string(request, "key"))
+            key: try string(request, "key"), queue: queue.stringValue, anyHost: anyHost.boolValue ?? false)
     }
 
     /// A refused batch as one error: the entry's code, its index in `index` and at the start of the message.

@@ -126,12 +126,12 @@ public final class Daemon {
         case .sqlite:
             store = try JobStore(path: configuration.storePath)
             storeName = configuration.storePath
-        case .postgres(let connectionString, let leaseSeconds):
-            let shared = try PostgresJobStore(connectionString: connectionString, leaseSeconds: leaseSeconds)
+        case .postgres(let connectionString, let options):
+            let shared = try PostgresJobStore(connectionString: connectionString, options: options)
             store = shared
             storeName =
-                "PostgreSQL \(connectionString) as daemon \(shared.owner.daemonID) on \(shared.owner.host), "
-                + "leases of \(Scheduler.seconds(leaseSeconds))"
+                "PostgreSQL \(connectionString) as daemon \(shared.owner.daemonID) on host \(shared.owner.host), "
+                + "queues \(shared.queues.joined(separator: ",")), leases of \(Scheduler.seconds(options.leaseSeconds))"
         }
         let feed = ProgressFeed(firstSeq: try store.reserveSequenceBlock(count: 1_000_000_000))
         let scheduler = Scheduler(store: store, feed: feed, options: configuration.scheduler)

@@ -22,14 +22,22 @@ public struct JobKindTraits: Sendable {
     /// (a partial file, an unfinished upload on a server). Then the engine records a pending clean-up with the
     /// job's end, in the same store transaction, and runs it until it is done, across daemon restarts.
     public var cleansUpAfterEnd: Bool
+    /// Whether its jobs read their input from the submitting host's disks (source files, the photo library). On a
+    /// store several daemons share, such a job is pinned at submit to the host of the daemon it was submitted
+    /// through (`JobRecord.pinnedHost`), unless the submit says the paths are shared (`any_host`); only daemons
+    /// of that host claim it. No effect on the embedded SQLite store (one daemon, one host).
+    public var readsHostFiles: Bool
 
+    /// Traits; see the members.
     public init(
-        unit: ProgressUnit, isLongRunning: Bool, executionTargets: Set<ExecutionTarget>, cleansUpAfterEnd: Bool = false
+        unit: ProgressUnit, isLongRunning: Bool, executionTargets: Set<ExecutionTarget>, cleansUpAfterEnd: Bool = false,
+        readsHostFiles: Bool = false
     ) {
         self.unit = unit
         self.isLongRunning = isLongRunning
         self.executionTargets = executionTargets.union([.daemonLoop])
         self.cleansUpAfterEnd = cleansUpAfterEnd
+        self.readsHostFiles = readsHostFiles
     }
 
     /// Default deadline of one attempt, in seconds.

@@ -246,6 +246,15 @@ public struct JobRecord: Sendable, Equatable {
     /// The idempotency key it was submitted with (`submit --key`, or the one the CLI made), if any: a submit
     /// retried with it returns this job instead of making another.
     public var key: String? = nil
+    /// The queue (label) it waits in: on a shared store only daemons started with it claim it (`daemon
+    /// --queues`). Always `JobRecord.defaultQueue` on the embedded SQLite store.
+    public var queue: String = JobRecord.defaultQueue
+    /// The host whose daemons alone may run it (a kind that reads the submitting host's files, see
+    /// `JobKindTraits.readsHostFiles`); `nil` when any host may (always on the embedded SQLite store).
+    public var pinnedHost: String? = nil
+
+    /// The queue of a job submitted without one, and the one a daemon serves without `--queues`.
+    public static let defaultQueue = "default"
 
     /// The job's lifecycle state machine, at this record's state.
     public var lifecycle: JobLifecycle {
@@ -288,6 +297,7 @@ public struct JobRecord: Sendable, Equatable {
             "created_at": .string(createdAt), "updated_at": .string(updatedAt),
             "retry_at": retryAt.map { .string(Timestamp.iso8601(unixSeconds: $0)) } ?? .null,
             "params": Self.redacted(params), "result": result, "key": key.map { .string($0) } ?? .null,
+            "queue": .string(queue), "pinned_host": pinnedHost.map { .string($0) } ?? .null,
         ]
     }
 

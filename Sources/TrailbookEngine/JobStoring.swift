@@ -83,8 +83,13 @@ public protocol JobStoring: AnyObject {
 public protocol LeasingJobStoring: JobStoring {
     /// How long a lease lasts unless renewed, in seconds.
     var leaseSeconds: Double { get }
+    /// This daemon's host name (`daemon --host`, else the machine's): its leases name it, and jobs submitted
+    /// through it that read its files are pinned to it.
+    var host: String { get }
+    /// The queues this daemon claims from (`daemon --queues`; `JobRecord.defaultQueue` by default).
+    var queues: [String] { get }
     /// Claims up to `limit` queued jobs of `kinds` for this daemon (atomically `queued` → `running`, each under a
-    /// new lease), in priority then submission order; jobs other daemons are claiming are skipped, not waited for.
+    /// new lease), of its `queues` and pinned to its `host` or to none, in priority then submission order; jobs other daemons are claiming are skipped, not waited for.
     /// - Returns: the claimed jobs as started (`JobLifecycle`'s `.start` applied), in run order.
     /// - Throws: the store's error (then nothing was claimed).
     func claim(limit: Int, kinds: [String]) throws -> [JobRecord]

@@ -13,8 +13,26 @@ import TrailbookPostgres
 public enum JobStoreLocation: Sendable, Equatable {
     /// `$TRAILBOOK_JOBS_HOME/jobs.sqlite3`.
     case sqlite
-    /// A shared PostgreSQL database; runs are leased for `leaseSeconds` (renewed by progress and a heartbeat).
-    case postgres(PostgresConnectionString, leaseSeconds: Double)
+    /// A shared PostgreSQL database, and how this daemon takes part (lease length, host, queues).
+    case postgres(PostgresConnectionString, SharedStoreOptions)
+}
+
+/// How a daemon takes part in a shared store (`daemon --store postgres://… --lease --host --queues`).
+public struct SharedStoreOptions: Sendable, Equatable {
+    /// How long a run's lease lasts unless renewed (by progress and a heartbeat), in seconds.
+    public var leaseSeconds: Double
+    /// The host name its leases carry and its pinned jobs name (`--host`); `nil` for the machine's (`gethostname`).
+    /// Two daemons on one machine given different names act as two hosts (tests).
+    public var host: String?
+    /// The queues it claims from (`--queues`), at least one.
+    public var queues: [String]
+
+    /// Options; see the members.
+    public init(leaseSeconds: Double = 30, host: String? = nil, queues: [String] = [JobRecord.defaultQueue]) {
+        self.leaseSeconds = leaseSeconds
+        self.host = host
+        self.queues = queues
+    }
 }
 
 /// The job store on PostgreSQL, shared by several daemons (docs/postgres-store.md): the SQLite store's contract
@@ -32,6 +50,8 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// This daemon as a lease holder (host name + a random id per start).
     public let owner: PostgresJobQueue.Owner
     public let leaseSeconds: Double
+    public var host: String { owner.host }
+    public let queues: [String]
     /// The longest a call waits for PostgreSQL's answer before it fails with `JobStoreError.unavailable`, in seconds.
     public var requestTimeoutSeconds = 10.0
     /// Where it connects (its description has no password).
@@ -53,16 +73,18 @@ public final class PostgresJobStore: LeasingJobStoring {
         set { wake.control = newValue }
     }
 
-    /// Connects (waiting at most `connectTimeoutSeconds`) as daemon `daemonID` (a new random id by default), migrates the schema (safe when daemons start together)
-    /// and listens for new work.
+    /// Connects (waiting at most `connectTimeoutSeconds`) as daemon `daemonID` (a new random id by default) of
+    /// host `options.host` (the machine's name by default), claiming from `options.queues`, migrates the schema
+    /// (safe when daemons start together) and listens for new work.
     /// - Throws: `JobStoreError.unavailable` if the database cannot be reached or migrated.
     public init(
-        connectionString: PostgresConnectionString, leaseSeconds: Double, daemonID: String? = nil,
+        connectionString: PostgresConnectionString, options: SharedStoreOptions, daemonID: String? = nil,
         connectTimeoutSeconds: Double = 10
     ) throws {
         self.connectionString = connectionString
-        self.leaseSeconds = leaseSeconds
-        owner = PostgresJobQueue.Owner(host: Self.hostName(), daemonID: daemonID ?? UUID.random())
+        self.leaseSeconds = options.leaseSeconds
+        queues = options.queues
+        owner = PostgresJobQueue.Owner(host: options.host ?? Self.hostName(), daemonID: daemonID ?? UUID.random())
         let loop = EventLoop()
         let thread = Thread { loop.run() }
         thread.name = "postgres-store"
@@ -143,11 +165,19 @@ public final class PostgresJobStore: LeasingJobStoring {
     private static let columns = """
         id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
         cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt::int, give_up_after_s,
-        idempotency_key
+        idempotency_key, queue, pinned_host
         """
 
+    /// A row of `columns` (the SQLite store's, then the shared store's own `queue` and `pinned_host`).
+    private static func record(_ row: PostgresRow) -> JobRecord? {
+        guard var job = JobStore.record(row) else { return nil }
+        job.queue = row.text(20) ?? JobRecord.defaultQueue
+        job.pinnedHost = row.text(21)
+        return job
+    }
+
     private func records(_ sql: String, _ parameters: [PostgresValue] = []) throws -> [JobRecord] {
-        try rows(sql, parameters).compactMap(JobStore.record)
+        try rows(sql, parameters).compactMap(Self.record)
     }
 
     private static func optionalText(_ value: JSONValue?) -> PostgresValue {
@@ -159,9 +189,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         PostgresStatement(
             """
             INSERT INTO trailbook_jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt,
-                params, progress, created_at, updated_at, give_up_after_s, idempotency_key, submit_digest)
+                params, progress, created_at, updated_at, give_up_after_s, idempotency_key, submit_digest, queue,
+                pinned_host)
             VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10, $11::float8,
-                $11::float8, $12::float8, $13, $14)
+                $11::float8, $12::float8, $13, $14, $15, $16)
             RETURNING sequence
             """,
             [
@@ -169,7 +200,8 @@ public final class PostgresJobStore: LeasingJobStoring {
                 .double(job.options.timeoutSeconds), .double(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(JobStore.text(job.params)),
                 .text(JobStore.text(job.progress.json)), .double(Timestamp.now()), .double(job.options.giveUpAfterSeconds),
-                job.key.map { .text($0) } ?? .null, digest.map { .text($0) } ?? .null,
+                job.key.map { .text($0) } ?? .null, digest.map { .text($0) } ?? .null, .text(job.queue),
+                job.pinnedHost.map { .text($0) } ?? .null,
             ])
     }
 
@@ -239,9 +271,9 @@ public final class PostgresJobStore: LeasingJobStoring {
     public func job(key: String) throws -> (job: JobRecord, digest: String?)? {
         guard let row = try rows(
             "SELECT \(Self.columns), submit_digest FROM trailbook_jobs WHERE idempotency_key = $1", [.text(key)]).first,
-            let job = JobStore.record(row)
+            let job = Self.record(row)
         else { return nil }
-        return (job, row.text(20))
+        return (job, row.text(22))
     }
 
     public func unfinishedJobs(sharing keys: [String], kind: String) throws -> [JobRecord] {
@@ -414,8 +446,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         let owner = self.owner
         let seconds = leaseSeconds
         let columns = Self.columns
+        let queues = self.queues
         let (claimed, rows) = try wait { database -> ([PostgresJobQueue.ClaimedJob], [PostgresRow]) in
-            let claimed = try await database.queue!.claim(owner: owner, kinds: kinds, limit: limit, leaseSeconds: seconds)
+            let claimed = try await database.queue!.claim(
+                owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: seconds)
             guard !claimed.isEmpty else { return ([], []) }
             let rows = try await database.queue!.connection.query(
                 "SELECT \(columns) FROM trailbook_jobs WHERE id = ANY($1::text[])", [.textArray(claimed.map(\.id))]
@@ -423,7 +457,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             return (claimed, rows)
         }
         var byID: [String: JobRecord] = [:]
-        for row in rows { if let job = JobStore.record(row) { byID[job.id] = job } }
+        for row in rows { if let job = Self.record(row) { byID[job.id] = job } }
         return claimed.compactMap { claimed in
             leases[claimed.id] = claimed.lease
             return byID[claimed.id]

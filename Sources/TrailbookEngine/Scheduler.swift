@@ -92,17 +92,37 @@ public struct SubmitRequest: Sendable, Equatable {
     public var allowDuplicate: Bool
     /// The idempotency key: a submit with a key already stored returns that key's job instead of a new one.
     public var key: String?
+    /// The queue to put it in (`options.queue`); `nil` for `JobRecord.defaultQueue`. Only daemons of a shared
+    /// store started with it claim it; the SQLite store has only the default queue.
+    public var queue: String?
+    /// Its paths are shared by every host (`options.any_host`): not pinned to the submitting host even if its
+    /// kind reads that host's files (`JobKindTraits.readsHostFiles`).
+    public var anyHost: Bool
 
     /// A request; see the members.
     public init(
         kind: String, params: JSONValue, options: SubmitOptions = SubmitOptions(), allowDuplicate: Bool = false,
-        key: String? = nil
+        key: String? = nil, queue: String? = nil, anyHost: Bool = false
     ) {
         self.kind = kind
         self.params = params
         self.options = options
         self.allowDuplicate = allowDuplicate
         self.key = key
+        self.queue = queue
+        self.anyHost = anyHost
+    }
+
+    /// What is wrong with a queue name, or `nil`: 1 to 64 characters of ASCII letters, digits, `.`, `_` and `-`.
+    public static func queueNameProblem(_ name: String) -> String? {
+        let allowed = name.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a)
+                || byte == 0x2e || byte == 0x5f || byte == 0x2d
+        }
+        guard !name.isEmpty, name.utf8.count <= 64, allowed else {
+            return "a queue name is 1 to 64 letters, digits, '.', '_' or '-', got '\(name.prefix(80))'"
+        }
+        return nil
     }
 
     /// A fresh idempotency key: a random (version 4) UUID in lower case.
@@ -111,8 +131,13 @@ public struct SubmitRequest: Sendable, Equatable {
     /// SHA-256 (hex) of the request's kind, params and options as canonical JSON (sorted keys): what a retry with
     /// the same key must repeat. `allow_duplicate` is left out (it does not describe the job).
     public var digest: String {
-        let canonical: JSONValue = ["kind": .string(kind), "params": params, "options": JSONCoding.value(of: options)]
-        return SHA256.hexDigest(of: JSONCoding.encode(canonical))
+        var canonical: [String: JSONValue] = [
+            "kind": .string(kind), "params": params, "options": JSONCoding.value(of: options),
+        ]
+        // Only when given, so that the digests of keys stored before queues existed still match.
+        if let queue { canonical["queue"] = .string(queue) }
+        if anyHost { canonical["any_host"] = true }
+        return SHA256.hexDigest(of: JSONCoding.encode(JSONValue.object(canonical)))
     }
 }
 
@@ -563,12 +588,26 @@ public final class Scheduler {
                 message: "timeouts must be more than 0 and at most \(Int(longest)) s (a year), max_attempts between 1 "
                     + "and 1000, priority within ±1000000")
         }
+        if let queue = request.queue {
+            if let problem = SubmitRequest.queueNameProblem(queue) {
+                throw JobError(code: "invalid_options", message: "options.queue: \(problem)")
+            }
+            guard leasing != nil || queue == JobRecord.defaultQueue else {
+                throw JobError(
+                    code: "invalid_options",
+                    message: "queue '\(queue)': this daemon's SQLite store has only the '\(JobRecord.defaultQueue)' queue; "
+                        + "queues are for daemons sharing a PostgreSQL store (daemon --store postgres://… --queues …)")
+            }
+        }
         try await kind.validate(request.params)
         let now = Timestamp.nowISO8601()
-        let job = JobRecord(
+        var job = JobRecord(
             id: UUID.random(), kind: request.kind, state: .queued, options: jobOptions, attempt: 0,
             progress: JobProgress(unit: kind.traits.unit), cancellation: nil, error: nil, createdAt: now,
             updatedAt: now, params: request.params, result: .null, retryAt: nil, sequence: 0, key: request.key)
+        job.queue = request.queue ?? JobRecord.defaultQueue
+        // The one place pinning is decided: a kind that reads this host's files, on a store other hosts share.
+        if let leasing, kind.traits.readsHostFiles, !request.anyHost { job.pinnedHost = leasing.host }
         return (job, kind)
     }
 

@@ -245,4 +245,146 @@ struct SharedStoreEndToEndTests {
         #expect(unreachable.stderr.contains("postgres://alice:***@127.0.0.1:1/jobs"), "\(unreachable.stderr)")
         #expect(!(unreachable.stdout + unreachable.stderr).contains("s3cret-pw"))
     }
+
+    /// Whether `daemon`'s log shows it started job `id` of `kind` (the line is written after the claim).
+    private func ran(_ id: String, _ kind: String, on daemon: DaemonHarness) -> Bool {
+        daemon.log().contains("job \(id.prefix(8)) \(kind) queued -> running")
+    }
+
+    /// A file of `bytes` bytes in `directory`; its path.
+    private func sourceFile(_ name: String, bytes: Int, in directory: TemporaryDirectory) throws -> String {
+        try directory.create(BytePath(name), contents: [UInt8](repeating: 0x5a, count: bytes))
+        return directory.file(name)
+    }
+
+    @Test func pinnedJobsRunOnlyOnTheirHostAndQueuesOnlyOnDaemonsServingThem() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        // Two "hosts" on one machine: A serves the default queue one job at a time, B the default and gpu queues.
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--concurrency", "1"])
+        let b = try DaemonHarness(arguments: [
+            "--store", server.socketConnectionString, "--host", "host-b", "--queues", "default,gpu", "--concurrency", "4",
+        ])
+        #expect(a.log().contains("on host host-a, queues default,"))
+        let work = TemporaryDirectory()
+        for out in ["busy", "pinned", "shared"] {
+            try FileManager.default.createDirectory(atPath: work.file(out), withIntermediateDirectories: true)
+        }
+        // A is busy with a slow upload (32 MiB at 1 MiB/s) submitted through it, so pinned to it.
+        let busy = try a.submitUpload([
+            try sourceFile("busy.bin", bytes: 32 << 20, in: work), "--to", "file://" + work.file("busy"), "--max-rate", "1MiB",
+        ])
+        let deadline = Date().addingTimeInterval(30)
+        while !ran(busy, "upload", on: a) && !ran(busy, "upload", on: b) && Date() < deadline { usleep(10_000) }
+        #expect(ran(busy, "upload", on: a) && !ran(busy, "upload", on: b))
+        // Then a pinned upload, and one whose paths are shared (--any-host), both through A while B is idle.
+        let pinned = try a.submitUpload([try sourceFile("pinned.bin", bytes: 64 << 10, in: work), "--to", "file://" + work.file("pinned")])
+        let shared = try a.submitUpload([
+            try sourceFile("shared.bin", bytes: 64 << 10, in: work), "--to", "file://" + work.file("shared"), "--any-host",
+        ])
+        // B runs the shared one, submitted after the pinned one: claims go in submission order, so B skipped it.
+        try b.waitForState(shared, "succeeded", timeout: 60)
+        #expect(ran(shared, "upload", on: b))
+        let waiting = try b.show(pinned)
+        #expect(waiting["state"]?.stringValue == "queued")
+        #expect(waiting["pinned_host"]?.stringValue == "host-a")
+        #expect(waiting["queue"]?.stringValue == "default")
+        #expect(try b.show(shared)["pinned_host"] == .null)
+        #expect(!ran(pinned, "upload", on: b))
+        // The photo library's kinds are pinned the same way (the library is on A's disk).
+        let folder = TemporaryDirectory()
+        let imported = try a.job(["op": "submit", "kind": "import", "params": ["dir": .string(folder.path)]])
+        #expect(imported["pinned_host"]?.stringValue == "host-a")
+        // A free again: it runs its pinned jobs.
+        _ = try a.job(["op": "cancel", "job": .string(busy)])
+        try a.waitForState(pinned, "succeeded", timeout: 60)
+        try a.waitForState(imported["id"]?.stringValue ?? "", "succeeded", timeout: 60)
+        #expect(ran(pinned, "upload", on: a) && !ran(pinned, "upload", on: b))
+
+        // A queue only B serves: with B stopped, A (idle, one slot) runs a default-queue job submitted after the
+        // gpu one and leaves the gpu one queued; B, woken, runs it.
+        kill(b.pid, SIGSTOP)
+        var stoppedB = true
+        defer { if stoppedB { kill(b.pid, SIGCONT) } }
+        let gpu = try a.submitSleep(units: 2, unitMilliseconds: 20, options: ["queue": "gpu"])
+        let plain = try a.submitSleep(units: 2, unitMilliseconds: 20)
+        try a.waitForState(plain, "succeeded", timeout: 60)
+        #expect(try a.show(gpu)["state"]?.stringValue == "queued")
+        #expect(!ran(gpu, "sleep", on: a))
+        kill(b.pid, SIGCONT)
+        stoppedB = false
+        try b.waitForState(gpu, "succeeded", timeout: 60)
+        #expect(ran(gpu, "sleep", on: b))
+        // `list --json` through either daemon shows each job's queue and pinned host.
+        let listed = try a.cliJSON(["list", "--json"])
+        var byID: [String: JSONValue] = [:]
+        for job in listed.arrayValue ?? listed["jobs"]?.arrayValue ?? [] { byID[job["id"]?.stringValue ?? ""] = job }
+        #expect(byID[gpu]?["queue"]?.stringValue == "gpu")
+        #expect(byID[gpu]?["pinned_host"] == .null)
+        #expect(byID[pinned]?["pinned_host"]?.stringValue == "host-a")
+        let shown = try b.cli(["show", pinned])
+        #expect(shown.stdout.contains("runs on:   host host-a"), "\(shown.stdout)")
+        #expect(!(a.log() + b.log()).contains("refused a write"))
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
+    @Test func aKilledHostsPinnedJobsWaitForItInsteadOfBeingRescuedElsewhere() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: [
+            "--store", server.socketConnectionString, "--host", "host-a", "--concurrency", "1", "--lease", "1s",
+        ])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--lease", "1s"])
+        let work = TemporaryDirectory()
+        for out in ["first", "second"] {
+            try FileManager.default.createDirectory(atPath: work.file(out), withIntermediateDirectories: true)
+        }
+        // A runs a pinned upload (8 MiB at 1 MiB/s) and has another queued behind it.
+        let first = try a.submitUpload([
+            try sourceFile("first.bin", bytes: 8 << 20, in: work), "--to", "file://" + work.file("first"), "--max-rate", "1MiB",
+            "--chunk-size", "256KiB",
+        ])
+        try a.waitFor(first, timeout: 30, "1 MiB uploaded") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 1 << 20 }
+        let second = try a.submitUpload([try sourceFile("second.bin", bytes: 64 << 10, in: work), "--to", "file://" + work.file("second")])
+        // kill -9 of A: once its lease expires the running job goes back to the queue, but stays A's.
+        try a.crash()
+        try b.waitForState(first, "queued", timeout: 30)
+        // B is idle and claims: a job submitted after both runs on B, and both pinned jobs stay queued.
+        let later = try b.submitSleep(units: 2, unitMilliseconds: 20)
+        try b.waitForState(later, "succeeded", timeout: 60)
+        for id in [first, second] {
+            let job = try b.show(id)
+            #expect(job["state"]?.stringValue == "queued")
+            #expect(job["pinned_host"]?.stringValue == "host-a")
+            #expect(!ran(id, "upload", on: b))
+        }
+        // A comes back: it runs them, the first from its checkpoint.
+        try a.start()
+        for id in [first, second] {
+            try a.waitForState(id, "succeeded", timeout: 60)
+            #expect(!ran(id, "upload", on: b))
+        }
+        let done = try a.show(first)
+        #expect(done["attempt"]?.intValue == 1)
+        #expect((done["result"]?["bytes_resent"]?.intValue ?? Int64.max) < 8 << 20)
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
+    @Test func queuesAndHostsAreRefusedWithTheSQLiteStore() throws {
+        let home = TemporaryDirectory()
+        let refused = try DaemonHarness.run(
+            Binary.path, ["daemon", "--queues", "gpu"], environment: ["TRAILBOOK_JOBS_HOME": home.path])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("--queues is for daemons sharing a PostgreSQL store"), "\(refused.stderr)")
+        let daemon = try DaemonHarness()
+        let reply = try daemon.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "gpu"]])
+        #expect(reply["error"]?["code"]?.stringValue == "invalid_options")
+        // An upload on SQLite is pinned to nothing (one daemon, one host) and in the default queue.
+        let job = try daemon.job(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["any_host": true]])
+        #expect(job["queue"]?.stringValue == "default")
+        #expect(job["pinned_host"] == .null)
+        _ = try daemon.stop()
+    }
 }

@@ -104,8 +104,10 @@ public struct AutotagJob: JobKind {
     /// `autotag`.
     public static let name = "autotag"
     /// Progress in photos; long-running; decodes in worker processes, reads ID files on the thread pool.
+    /// Reads the photos and the library of the submitting host: pinned to it on a shared store.
     public static let traits = JobKindTraits(
-        unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess])
+        unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess],
+        readsHostFiles: true)
 
     /// Photos per batch: sent to the workers together, committed together.
     public static let batchSize = 16

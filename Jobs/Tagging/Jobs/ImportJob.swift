@@ -50,8 +50,10 @@ public struct ImportJob: JobKind {
     /// `import`.
     public static let name = "import"
     /// Progress in files; long-running; walks on the thread pool and reads files in worker processes.
+    /// Scans the submitting host's folders into its library: pinned to it on a shared store.
     public static let traits = JobKindTraits(
-        unit: .files, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess])
+        unit: .files, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool, .workerProcess],
+        readsHostFiles: true)
 
     /// Files sent to the workers at once (a few per worker keeps both busy).
     public static let batchSize = 8

@@ -87,8 +87,9 @@ public struct TagJob: JobKind {
     /// `tag`.
     public static let name = "tag"
     /// Progress in photos; long-running; writes on the daemon loop, reads ID files on the thread pool.
+    /// Writes the library (and sidecars) of the submitting host: pinned to it on a shared store.
     public static let traits = JobKindTraits(
-        unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool])
+        unit: .photos, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool], readsHostFiles: true)
 
     /// Photos per batch (and per transaction). 5000 photos take about 10 ms on the ID-only path and 0.1 s when
     /// loading records (bench/README.md), so `user_stop` still lands within a fraction of a second, and the fixed

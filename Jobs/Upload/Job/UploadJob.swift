@@ -183,8 +183,11 @@ public struct UploadJob: JobKind {
     /// `"upload"`.
     public static let name = "upload"
     /// Bytes; long-running (1 h default deadline); runs on the loop and its blocking I/O on the thread pool.
+    /// Its sources (files, or photos of this host's library) are on the submitting host's disks, whatever the
+    /// destination: pinned to that host on a shared store unless submitted with `--any-host`.
     public static let traits = JobKindTraits(
-        unit: .bytes, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool], cleansUpAfterEnd: true)
+        unit: .bytes, isLongRunning: true, executionTargets: [.daemonLoop, .threadPool], cleansUpAfterEnd: true,
+        readsHostFiles: true)
 
     /// The photo library that `photos` params are resolved in and uploads are remembered by; `nil` in a process
     /// without one (such a job is refused at submit).
