@@ -62,6 +62,11 @@ public protocol JobKind: Sendable {
     static var name: String { get }
     /// Unit, deadline class and execution targets.
     static var traits: JobKindTraits { get }
+    /// The members `params` may have, for refusing any other at submit with `invalid_params` naming it (a typo
+    /// such as `max_rat` would otherwise be dropped by decoding, and the job run without what it asked for, or a
+    /// value that does not belong in params, such as a secret, stored and shown): `""` lists the top level, any
+    /// other key the members of the object under that top-level member (`"s3"`). `nil` (the default): not checked.
+    static var paramsMembers: [String: [String]]? { get }
 
     /// Checks `params` at submit time, so a bad request is refused at once with a clear error and never queued.
     ///
@@ -122,6 +127,8 @@ public enum CleanUpOutcome: Sendable, Equatable {
 }
 
 extension JobKind {
+    /// Members are not checked: whatever decodes is taken.
+    public static var paramsMembers: [String: [String]]? { nil }
     /// Accepts any params that decode: a kind without submit-time checks.
     public func validate(_ params: Params) async throws(JobError) {}
     /// Nothing to clean up: a kind whose partial output needs no removal.
@@ -166,6 +173,7 @@ struct AnyJobKind {
         name = K.name
         traits = K.traits
         validate = { (json: JSONValue) async throws(JobError) in
+            if let members = K.paramsMembers { try Self.refuseUnknownMembers(of: json, members) }
             try await kind.validate(try Self.decode(json, as: K.Params.self))
         }
         run = { json, context in try await kind.run(try Self.decode(json, as: K.Params.self), in: context) }
@@ -184,6 +192,17 @@ struct AnyJobKind {
                 return .giveUp("the job's params no longer decode")
             }
             return await kind.cleanUp(after: state, params: params, in: context)
+        }
+    }
+
+    /// Throws `invalid_params` naming the first member of `params` (or of one of its objects listed in `members`)
+    /// that `members` does not list (`JobKind.paramsMembers`).
+    static func refuseUnknownMembers(of params: JSONValue, _ members: [String: [String]]) throws(JobError) {
+        for (path, known) in members.sorted(by: { $0.key < $1.key }) {
+            let object = path.isEmpty ? params : params[path]
+            guard let object, case .object = object else { continue }
+            try ControlServer.refuseUnknownMembers(
+                of: object, known: known, in: path.isEmpty ? "params" : "params.\(path)", code: "invalid_params")
         }
     }
 

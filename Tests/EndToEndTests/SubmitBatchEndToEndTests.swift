@@ -413,6 +413,32 @@ struct SubmitBatchEndToEndTests {
         #expect(reply["job"]?["priority"]?.intValue == 5)
     }
 
+    /// A member an upload's params do not have (`max_rat`, `s3.parts_in_flite`) was dropped by decoding and the
+    /// job queued without it; a secret put in the params by mistake (`s3.secret_access_key`) was stored and shown
+    /// by `show`. Each is `invalid_params` now, naming the member and the ones there are, in a `submit` and in a
+    /// batch line; nothing is queued.
+    @Test func unknownParamsMembersOfAnUploadAreRefusedNamingThem() throws {
+        let daemon = try DaemonHarness()
+        let source = daemon.home.file("a.jpg")
+        try Data(repeating: 7, count: 100).write(to: URL(fileURLWithPath: source))
+        let cases: [(JSONValue, String)] = [
+            (["files": [.string(source)], "to": "file:///tmp", "max_rat": 1024], "unknown member \"max_rat\" in params; known: files, to, headers, s3, photos, again, chunk_size, max_rate, ca_bundle"),
+            (["files": [.string(source)], "to": "s3://bucket/p/", "s3": ["parts_in_flite": 8]], "unknown member \"parts_in_flite\" in params.s3"),
+            (["files": [.string(source)], "to": "s3://bucket/p/", "s3": ["secret_access_key": "AKIASECRET"]], "unknown member \"secret_access_key\" in params.s3"),
+            (["photos": ["tag": ["trip"]], "to": "file:///tmp"], "unknown member \"tag\" in params.photos"),
+        ]
+        for (params, message) in cases {
+            let reply = try daemon.request(["op": "submit", "kind": "upload", "params": params])
+            #expect(reply["error"]?["code"]?.stringValue == "invalid_params", "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains(message) == true, "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains("AKIASECRET") == false)
+            let batch = try daemon.request(["op": "submit_batch", "jobs": [["kind": "upload", "params": params]]])
+            #expect(batch["error"]?["code"]?.stringValue == "invalid_params", "\(batch)")
+            #expect(batch["error"]?["index"]?.intValue == 0)
+        }
+        #expect(try Self.jobCount(daemon) == 0)
+    }
+
     /// Issue 14: a big batch is checked in slices of at most 20 ms with loop turns between them, so the loop
     /// answers others while it is under way (3 600 entries held it for 3.7 s). Deterministic: the batch's first
     /// job stops the daemon (SIGSTOP) while the daemon checks it; a `ping` is sent on a second connection

@@ -24,7 +24,7 @@ public struct UploadPhotoSelection: Codable, Sendable, Equatable {
         self.tags = tags
     }
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case ids
         case idsFile = "ids_file"
         case tags

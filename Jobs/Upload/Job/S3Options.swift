@@ -47,7 +47,7 @@ public struct S3Options: Codable, Sendable, Equatable {
         self.partsInFlight = partsInFlight
     }
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case endpoint, region, profile
         case pathStyle = "path_style"
         case maxParts = "max_parts"

@@ -28,6 +28,13 @@ import TrailbookEngine
 /// library as each file lands; the result adds `photo_id` per file, `photos` and `skipped`
 /// (`PhotoUploadPlan.annotate`).
 public struct UploadJob: JobKind {
+    /// The members of the params, `s3` and `photos`: any other is refused at submit (`invalid_params`).
+    public static var paramsMembers: [String: [String]]? {
+        [
+            "": Params.CodingKeys.allCases.map(\.rawValue), "s3": S3Options.CodingKeys.allCases.map(\.rawValue),
+            "photos": UploadPhotoSelection.CodingKeys.allCases.map(\.rawValue),
+        ]
+    }
     /// Parameters as submitted (JSON, snake_case keys).
     public struct Params: Codable, Sendable, Equatable {
         /// Absolute paths of the files to upload, in order. Each is stored under its last path component. Empty
@@ -85,7 +92,7 @@ public struct UploadJob: JobKind {
             self.s3 = s3
         }
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case files, to, headers, s3, photos, again
             case chunkSize = "chunk_size"
             case maxRate = "max_rate"
