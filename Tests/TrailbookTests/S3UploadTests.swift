@@ -96,4 +96,28 @@ struct S3UploadTests {
         bad.finishedAhead = [.init(index: 0, file: file(0))]
         #expect(throws: JobError.self) { try bad.check(fileCount: 2) }
     }
+
+    /// Checkpoint saves of a job of many files: after every file up to 64 landed, then once 1/64 of those landed
+    /// are unsaved (or 64 MiB of them), so the saves of n files write O(n) entries in all, not O(n²).
+    @Test func checkpointSavesThinOutAsFilesLandSoTheirTotalIsLinear() {
+        #expect(UploadCheckpoint.saveIsDue(unsavedFiles: 1, unsavedBytes: 10, landed: 1))
+        #expect(UploadCheckpoint.saveIsDue(unsavedFiles: 1, unsavedBytes: 10, landed: 127))
+        #expect(!UploadCheckpoint.saveIsDue(unsavedFiles: 1, unsavedBytes: 10, landed: 128))
+        #expect(UploadCheckpoint.saveIsDue(unsavedFiles: 2, unsavedBytes: 10, landed: 128))
+        #expect(UploadCheckpoint.saveIsDue(unsavedFiles: 1, unsavedBytes: 64 << 20, landed: 10_000))
+        // Simulated: 20 000 files of 4 KiB, each landing in turn.
+        var (saves, entriesWritten, unsaved, worstUnsaved) = (0, 0, 0, 0)
+        for landed in 1...20_000 {
+            unsaved += 1
+            worstUnsaved = max(worstUnsaved, unsaved)
+            if UploadCheckpoint.saveIsDue(unsavedFiles: unsaved, unsavedBytes: Int64(unsaved) * 4096, landed: landed) {
+                saves += 1
+                entriesWritten += landed
+                unsaved = 0
+            }
+        }
+        // Per-file saves would write 200 010 000 entries.
+        #expect(entriesWritten < 20_000 * 130, "\(entriesWritten) entries in \(saves) saves")
+        #expect(worstUnsaved <= 20_000 / 64 + 1, "a crash sends at most 1/64 of the landed files again")
+    }
 }

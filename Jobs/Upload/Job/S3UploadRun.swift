@@ -187,13 +187,22 @@ struct S3UploadRun: UploadTransfer {
             try await withThrowingTaskGroup(of: (Int, UploadedFile).self) { group in
                 var inFlight = 0
                 var next = checkpoint.fileIndex
+                var (unsavedFiles, unsavedBytes) = (0, Int64(0))
                 @LoopActor func record(_ done: (Int, UploadedFile)) async throws {
                     inFlight -= 1
                     progress.finishFile(done.0)
                     checkpoint.land(done.0, done.1)
-                    try job.saveCheckpoint(checkpoint)
+                    (unsavedFiles, unsavedBytes) = (unsavedFiles + 1, unsavedBytes + done.1.bytes)
+                    if UploadCheckpoint.saveIsDue(
+                        unsavedFiles: unsavedFiles, unsavedBytes: unsavedBytes, landed: checkpoint.landedCount)
+                    {
+                        try job.saveCheckpoint(checkpoint)
+                        (unsavedFiles, unsavedBytes) = (0, 0)
+                    }
                     if let landed { await landed(done.0, done.1) }
                 }
+                // A stop (timeout, reclaim, an error) keeps what landed for the next attempt, as far as it can.
+                defer { if unsavedFiles > 0 { try? job.saveCheckpoint(checkpoint) } }
                 while next < names.count {
                     if checkpoint.landedAhead(next) {
                         next += 1
@@ -210,6 +219,10 @@ struct S3UploadRun: UploadTransfer {
                     next += 1
                 }
                 while let done = try await group.next() { try await record(done) }
+                if unsavedFiles > 0 {
+                    try job.saveCheckpoint(checkpoint)
+                    unsavedFiles = 0
+                }
             }
         } catch let error as S3Error {
             try job.checkCancellation()

@@ -291,6 +291,22 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case finishedAhead = "finished_ahead"
     }
 
+    /// Files that landed and are recorded here, in order or ahead of an earlier one.
+    var landedCount: Int { finished.count + (finishedAhead?.count ?? 0) }
+
+    /// Whether a job that has landed `unsavedFiles` files (`unsavedBytes` bytes) since it last saved this checkpoint
+    /// should save it now. Each save writes the whole list of landed files, so saving after every file costs
+    /// O(n²) for n files (4 000 small files to s3:// took 234 CPU s, 17× the CPU of 1 000). Saving once the unsaved
+    /// files reach 1/64 of those landed (at least 1) keeps the total O(64·n), and a `kill -9` then sends again at
+    /// most that many finished files (to the same key or path, so the result is the same), or `maxUnsavedBytes`
+    /// bytes of them. Jobs of up to 64 files still save after every file.
+    static func saveIsDue(unsavedFiles: Int, unsavedBytes: Int64, landed: Int) -> Bool {
+        unsavedFiles >= max(1, landed / 64) || unsavedBytes >= maxUnsavedBytes
+    }
+
+    /// Bytes of landed files a crash may make a job send again (see `saveIsDue`).
+    static let maxUnsavedBytes: Int64 = 64 << 20
+
     /// Whether file `index` (at or past `fileIndex`) already landed out of order (`finishedAhead`).
     func landedAhead(_ index: Int) -> Bool { finishedAhead?.contains { $0.index == index } ?? false }
 
