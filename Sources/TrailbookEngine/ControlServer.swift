@@ -403,7 +403,11 @@ public final class ControlServer {
             let kind = try string(request, "kind")
             if let kind { try checkKinds([kind]) }
             let limit = try wholeNumber(request, "limit") ?? 1_000
-            let jobs = try scheduler.list(states: states, kind: kind, limit: Int(max(1, min(limit, 100_000))))
+            // 0 or less asked for nothing that makes sense (it was quietly read as 1); more than 100 000 is capped.
+            guard limit >= 1 else {
+                throw JobError(code: "bad_request", message: "\"limit\" must be 1 or more (the newest N jobs), not \(limit)")
+            }
+            let jobs = try scheduler.list(states: states, kind: kind, limit: Int(min(limit, 100_000)))
             // The counts of unfinished jobs in every state, from the scheduler's counters: a summary (`watch`)
             // needs them without loading a million queued jobs.
             let counts = scheduler.activeCounts.filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
@@ -441,6 +445,8 @@ public final class ControlServer {
                     message: "pruned \(report.total) jobs, then the job store refused a write (\(error)); run prune again later")
             }
             guard case .object(var members) = report.json else { return report.json }
+            // A success has no `error` member at all, as every other reply (the report's own is null here).
+            members["error"] = nil
             members["ok"] = true
             return .object(members)
         case "watch":

@@ -196,4 +196,21 @@ struct BadInputTests {
         #expect(second.stderr.contains("already"))
         #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
     }
+
+    /// A `list` limit of 0 or less is refused (it was quietly read as 1); a successful `prune` has no `error`
+    /// member (it had `"error": null`).
+    @Test func listLimitBelowOneIsRefusedAndAPruneReplyHasNoError() throws {
+        let daemon = try DaemonHarness()
+        for limit in [0, -5] {
+            let reply = try daemon.request(["op": "list", "limit": .number(Double(limit))])
+            #expect(reply["ok"]?.boolValue == false)
+            #expect(reply["error"]?["code"]?.stringValue == "bad_request", "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains("\"limit\" must be 1 or more") == true, "\(reply)")
+        }
+        #expect(try daemon.request(["op": "list", "limit": 1])["ok"]?.boolValue == true)
+        let pruned = try daemon.request(["op": "prune", "older_than_s": 0])
+        #expect(pruned["ok"]?.boolValue == true, "\(pruned)")
+        guard case .object(let members) = pruned else { Issue.record("not an object: \(pruned)"); return }
+        #expect(members["error"] == nil, "\(pruned)")
+    }
 }
