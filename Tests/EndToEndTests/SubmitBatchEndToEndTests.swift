@@ -439,6 +439,27 @@ struct SubmitBatchEndToEndTests {
         #expect(try Self.jobCount(daemon) == 0)
     }
 
+    /// The photo kinds refuse unknown params members too (only upload did): `tagg` or `id` would otherwise be
+    /// dropped and the job run without them, on no photos or all of them.
+    @Test func unknownParamsMembersOfThePhotoKindsAreRefusedNamingThem() throws {
+        let daemon = try DaemonHarness()
+        let cases: [(String, JSONValue, String)] = [
+            ("tag", ["tag": "trip", "all": true, "remov": true], "unknown member \"remov\" in params"),
+            ("tag", ["tag": "trip", "id": ["x"], "all": true], "unknown member \"id\" in params"),
+            ("autotag", ["all": true, "place": "/tmp/p.csv"], "unknown member \"place\" in params"),
+            ("import", ["dir": "/tmp", "recursive": true], "unknown member \"recursive\" in params; known: dir"),
+        ]
+        for (kind, params, message) in cases {
+            let reply = try daemon.request(["op": "submit", "kind": .string(kind), "params": params])
+            #expect(reply["error"]?["code"]?.stringValue == "invalid_params", "\(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains(message) == true, "\(reply)")
+        }
+        #expect(try Self.jobCount(daemon) == 0)
+        // Every member the CLI sends is known: these are queued.
+        #expect(try daemon.request(["op": "submit", "kind": "tag", "params": ["tag": "trip", "all": true, "remove": true, "xmp": false]])["ok"]?.boolValue == true)
+        #expect(try daemon.request(["op": "submit", "kind": "autotag", "params": ["all": true, "xmp_naming": "lightroom"]])["ok"]?.boolValue == true)
+    }
+
     /// Issue 14: a big batch is checked in slices of at most 20 ms with loop turns between them, so the loop
     /// answers others while it is under way (3 600 entries held it for 3.7 s). Deterministic: the batch's first
     /// job stops the daemon (SIGSTOP) while the daemon checks it; a `ping` is sent on a second connection

@@ -32,7 +32,7 @@ public struct AutotagJob: JobKind {
         /// The sidecars' naming; `nil`: the daemon's default (darktable, `IMG_0001.jpg.xmp`).
         public var xmpNaming: XMPSidecarNaming?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case places, xmp
             case xmpNaming = "xmp_naming"
         }
@@ -103,6 +103,10 @@ public struct AutotagJob: JobKind {
 
     /// `autotag`.
     public static let name = "autotag"
+    /// Its own members and the selection's (flat): any other is refused at submit (`invalid_params`).
+    public static var paramsMembers: [String: [String]]? {
+        ["": Params.CodingKeys.allCases.map(\.rawValue) + PhotoSelection.CodingKeys.allCases.map(\.rawValue)]
+    }
     /// Progress in photos; long-running; decodes in worker processes, reads ID files on the thread pool.
     /// Reads the photos and the library of the submitting host: pinned to it on a shared store.
     public static let traits = JobKindTraits(

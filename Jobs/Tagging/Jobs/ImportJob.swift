@@ -27,6 +27,8 @@ public struct ImportJob: JobKind {
     public struct Params: Codable, Sendable {
         /// The directory to import, absolute (its exact bytes).
         public var dir: BytePath
+
+        enum CodingKeys: String, CodingKey, CaseIterable { case dir }
     }
 
     struct Checkpoint: Codable {
@@ -49,6 +51,8 @@ public struct ImportJob: JobKind {
 
     /// `import`.
     public static let name = "import"
+    /// `dir` only: any other member is refused at submit (`invalid_params`).
+    public static var paramsMembers: [String: [String]]? { ["": Params.CodingKeys.allCases.map(\.rawValue)] }
     /// Progress in files; long-running; walks on the thread pool and reads files in worker processes.
     /// Scans the submitting host's folders into its library: pinned to it on a shared store.
     public static let traits = JobKindTraits(

@@ -25,7 +25,7 @@ public struct PhotoSelection: Codable, Sendable, Equatable {
     /// Every photo in the library, in local-ID order.
     public var all: Bool?
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case ids
         case idsFile = "ids_file"
         case all

@@ -38,7 +38,7 @@ public struct TagJob: JobKind {
         /// The sidecars' naming; `nil`: the daemon's default (darktable, `IMG_0001.jpg.xmp`).
         public var xmpNaming: XMPSidecarNaming?
 
-        enum CodingKeys: String, CodingKey {
+        enum CodingKeys: String, CodingKey, CaseIterable {
             case tag, remove, xmp
             case loadRecords = "load_records"
             case maxRate = "max_rate"
@@ -86,6 +86,10 @@ public struct TagJob: JobKind {
 
     /// `tag`.
     public static let name = "tag"
+    /// Its own members and the selection's (flat): any other is refused at submit (`invalid_params`).
+    public static var paramsMembers: [String: [String]]? {
+        ["": Params.CodingKeys.allCases.map(\.rawValue) + PhotoSelection.CodingKeys.allCases.map(\.rawValue)]
+    }
     /// Progress in photos; long-running; writes on the daemon loop, reads ID files on the thread pool.
     /// Writes the library (and sidecars) of the submitting host: pinned to it on a shared store.
     public static let traits = JobKindTraits(
