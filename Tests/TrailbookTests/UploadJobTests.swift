@@ -554,4 +554,18 @@ struct UploadJobRunTests {
         #expect(elapsed < 3)
         #expect(result["sha256"] == .string(SHA256.hexDigest(of: a.bytes)))
     }
+
+    /// `source_changed` names each changed field with both values; times in ISO 8601 UTC to the nanosecond.
+    @Test func sourceChangesNameEachFieldWithReadableTimes() {
+        var was = SourceIdentity(size: 10, modifiedNanoseconds: 1_764_550_350_123_456_789, inode: 2, device: 3)
+        was.changedNanoseconds = 1_764_550_350_123_456_789
+        var now = was
+        #expect(was.changes(to: now) == "")
+        now.size = 11
+        now.changedNanoseconds = 1_764_550_351_000_000_001
+        #expect(was.changes(to: now) == "size was 10 bytes, now 11; ctime was 2025-12-01T00:52:30.123456789Z, now 2025-12-01T00:52:31.000000001Z")
+        now = was
+        now.modifiedNanoseconds = -1
+        #expect(was.changes(to: now) == "mtime was 2025-12-01T00:52:30.123456789Z, now 1969-12-31T23:59:59.999999999Z")
+    }
 }

@@ -76,13 +76,16 @@ public struct SourceIdentity: Codable, Sendable, Equatable, CustomStringConverti
     }
 
     /// The fields that differ from `now`, each with both values, for `source_changed` messages: for example
-    /// "ctime was 1764550350.123456789, now 1764550351.000000001". Times are seconds since the Unix epoch with all
-    /// nine digits of nanoseconds, so two values never print the same. Empty when nothing differs.
+    /// "ctime was 2025-12-01T00:52:30.123456789Z, now 2025-12-01T00:52:31.000000001Z". Times are ISO 8601 in UTC
+    /// (RFC 3339 §5.6) with all nine digits of nanoseconds, so people can read them and two values never print
+    /// the same. Empty when nothing differs.
     public func changes(to now: SourceIdentity) -> String {
         func time(_ nanoseconds: Int64) -> String {
-            let seconds = nanoseconds / 1_000_000_000
-            let fraction = String(nanoseconds % 1_000_000_000)
-            return "\(seconds)." + String(repeating: "0", count: 9 - fraction.count) + fraction
+            // Floor division, so a time before 1970 keeps a fraction in 0..<1 s.
+            let seconds = nanoseconds >= 0 ? nanoseconds / 1_000_000_000 : (nanoseconds + 1) / 1_000_000_000 - 1
+            let fraction = String(nanoseconds - seconds * 1_000_000_000)
+            let whole = Timestamp.iso8601(unixSeconds: Double(seconds))
+            return whole.dropLast() + "." + String(repeating: "0", count: 9 - fraction.count) + fraction + "Z"
         }
         var changed: [String] = []
         if size != now.size { changed.append("size was \(size) bytes, now \(now.size)") }
