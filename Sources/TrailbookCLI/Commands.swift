@@ -501,9 +501,9 @@ enum Commands {
     }
 
     /// An absolute, lexically normalised `path` whose part up to its last `..` component is replaced by where
-    /// `realpath(3)` finds it (`/home/me/trip/../dest` → `/home/me/dest`), the rest kept as typed (a final
+    /// `realpath(3)` finds it (`$HOME/trip/../dest` → `$HOME/dest`), the rest kept as typed (a final
     /// symbolic link stays a link). Why: the daemon tells two jobs doing the same upload apart by their paths
-    /// (`duplicate_upload`), and `../dest` spelled `/home/me/trip/../dest` let a second job upload the same file to
+    /// (`duplicate_upload`), and `../dest` spelled `$HOME/trip/../dest` let a second job upload the same file to
     /// the same place. Resolved by the file system, as the kernel would when opening it, not lexically
     /// (`link/..` is the link target's parent). Unchanged when there is no `..` or the part does not resolve (the
     /// daemon then says what is missing).
@@ -521,8 +521,8 @@ enum Commands {
     }
 
     /// `path` made absolute against the working directory, byte for byte (either may be a name that is not UTF-8),
-    /// without `.` components, repeated slashes or (where they resolve) `..` components: `photos import .` records `/home/me/trip/a.jpg`, not
-    /// `/home/me/trip/./a.jpg`, so the same file is one path however it was typed.
+    /// without `.` components, repeated slashes or (where they resolve) `..` components: `photos import .` records `$HOME/trip/a.jpg`, not
+    /// `$HOME/trip/./a.jpg`, so the same file is one path however it was typed.
     static func absolutePath(_ path: BytePath) -> BytePath {
         guard !path.isAbsolute else { return resolvingParentReferences(path.lexicallyNormalized) }
         guard let cwd = getcwd(nil, 0) else { return resolvingParentReferences(BytePath.join("/", path).lexicallyNormalized) }

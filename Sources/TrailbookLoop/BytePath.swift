@@ -91,7 +91,7 @@ public struct BytePath: Hashable, Sendable, Codable, CustomStringConvertible, Ex
         return BytePath(bytes: bytes[(slash + 1)...])
     }
 
-    /// The path without `.` components, repeated `/` and a trailing `/`: `/home/me/./trip//` → `/home/me/trip`,
+    /// The path without `.` components, repeated `/` and a trailing `/`: `$HOME/./trip//` → `$HOME/trip`,
     /// `./a.jpg` → `a.jpg`. `..` stays: resolving it needs the file system (`a/link/..` is not `a` when `link` is
     /// a symbolic link), and the file system resolves it when the path is opened. An empty result is `/` for an
     /// absolute path and `.` otherwise. Purely lexical (POSIX.1-2017, 4.13 Pathname Resolution: `.` names the

@@ -266,7 +266,7 @@ struct SubmitBatchEndToEndTests {
 
     /// A path typed with `..` (`sub/../a.jpg`, `--to sub/../dest`) is the same file and place as without it: the CLI
     /// resolves the `..` (by the file system), so the daemon's `duplicate_upload` check sees one path. It used to
-    /// send `/home/sub/../dest`, and a second job uploaded the same file to the same place beside the first.
+    /// send `$HOME/sub/../dest`, and a second job uploaded the same file to the same place beside the first.
     @Test func parentReferencesInPathsAreTheSamePlaceForTheDuplicateCheck() throws {
         let daemon = try DaemonHarness()
         let source = daemon.home.file("a.jpg")

@@ -43,8 +43,8 @@ struct BytePathTests {
 
     /// `.` components, repeated and trailing slashes go; `..` and bytes that are not UTF-8 stay as they are.
     @Test func lexicalNormalizationDropsDotsAndRepeatedSlashes() {
-        #expect(BytePath("/home/me/./trip//").lexicallyNormalized == "/home/me/trip")
-        #expect(BytePath("/home/me/trip/.").lexicallyNormalized == "/home/me/trip")
+        #expect(BytePath("/photos/./trip//").lexicallyNormalized == "/photos/trip")
+        #expect(BytePath("/photos/trip/.").lexicallyNormalized == "/photos/trip")
         #expect(BytePath("./a.jpg").lexicallyNormalized == "a.jpg")
         #expect(BytePath("a/../b").lexicallyNormalized == "a/../b")
         #expect(BytePath("/./").lexicallyNormalized == "/")

@@ -139,7 +139,7 @@ struct TerminalTextTests {
     @Test func labelOfAPhotoUpload() {
         #expect(WatchScreen.label(kind: "upload", params: ["photos": ["tags": ["trip:Lisbon", "pick"]]]) == "photos trip:Lisbon + pick")
         #expect(WatchScreen.label(kind: "upload", params: ["photos": ["ids": ["a", "b", "c"]]]) == "3 photos")
-        #expect(WatchScreen.label(kind: "upload", params: ["photos": ["ids_file": "/home/me/picks.txt"]]) == "photos in picks.txt")
+        #expect(WatchScreen.label(kind: "upload", params: ["photos": ["ids_file": "/photos/picks.txt"]]) == "photos in picks.txt")
     }
 
     /// At 20 columns the state word stays whole (README: "the percent and the state or reason stay").
