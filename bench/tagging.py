@@ -22,9 +22,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Optional real camera JPEGs: $TRAILBOOK_EXTRA_PHOTOS, else shared/photos beside the checkout. Without them the
+# Optional real camera JPEGs: the folder named by $TRAILBOOK_EXTRA_PHOTOS. Without it the
 # benchmarks use photos generated here (cjpeg for the pixels, exiftool for the EXIF; see generate_photos).
-EXTRA_PHOTOS = os.environ.get("TRAILBOOK_EXTRA_PHOTOS") or os.path.join(os.path.dirname(ROOT), "shared", "photos")
+EXTRA_PHOTOS = os.environ.get("TRAILBOOK_EXTRA_PHOTOS") or ""
 
 # Generated camera photos: (file, width, height, exiftool arguments). Several makers, GPS in four hemispheres,
 # orientations 1, 5 and 6, sizes from 100 px to 2 megapixels, like a phone's and a camera's library.

@@ -16,10 +16,10 @@ demo="$(mktemp -d "${TMPDIR:-/tmp}/trailbook-demo.XXXXXX")"
 export TRAILBOOK_JOBS_HOME="$demo/state"
 mkdir -p "$demo/photos" "$demo/uploaded"
 
-# Sample files: the real camera JPEGs of ../shared/photos when this checkout sits beside them, plus three larger
-# files of random bytes so the progress bars have something to show.
-shared="$(cd .. && pwd)/shared/photos"
-if [ -d "$shared" ]; then cp "$shared"/es_*.jpg "$demo/photos/" 2>/dev/null || true; fi
+# Sample files: any JPEGs of the folder named by TRAILBOOK_EXTRA_PHOTOS, plus three larger files of random bytes so
+# the progress bars have something to show.
+extra="${TRAILBOOK_EXTRA_PHOTOS:-}"
+if [ -n "$extra" ] && [ -d "$extra" ]; then cp "$extra"/*.jpg "$demo/photos/" 2>/dev/null || true; fi
 for n in 1 2 3; do head -c $((16 * 1024 * 1024)) /dev/urandom > "$demo/photos/VID_000$n.mov"; done
 
 "$bin" daemon 2> "$demo/daemon.log" &

@@ -62,8 +62,8 @@ struct CameraPhotoTests {
     }
 }
 
-/// Real camera JPEGs, when a folder of them is there (`CameraFixtures.extraPhotos`: `$TRAILBOOK_EXTRA_PHOTOS`,
-/// else `shared/photos` beside the checkout): an addition to `CameraPhotoTests`, never needed. Expectations were
+/// Real camera JPEGs, when a folder of them is named (`CameraFixtures.extraPhotos`: `$TRAILBOOK_EXTRA_PHOTOS`):
+/// an addition to `CameraPhotoTests`, never needed. Expectations were
 /// written by hand from `exiftool -n -Make -Model -Orientation -GPSLatitude -GPSLongitude -ImageWidth -ImageHeight
 /// -DateTimeOriginal` on the files of the folder's SOURCES.md.
 struct RealPhotoTests {

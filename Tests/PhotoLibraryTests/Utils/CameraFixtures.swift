@@ -6,9 +6,8 @@ import Testing
 /// libjpeg (`RGBImage.jpegData`), EXIF written by exiftool (a second writer besides libexif, as cameras and phone
 /// apps differ), and the awkward kinds real libraries hold (CMYK, a truncated progressive file).
 ///
-/// Extra real photos may be added by pointing `TRAILBOOK_EXTRA_PHOTOS` at a folder, or by a `shared/photos`
-/// folder beside the checkout (`../shared/photos` from the package root); they are checked when present and never
-/// needed (`RealPhotoTests`).
+/// Extra real photos may be added by pointing `TRAILBOOK_EXTRA_PHOTOS` at a folder of them; they are checked when
+/// given and never needed (`RealPhotoTests`). Nothing is looked for outside the repository unless named so.
 enum CameraFixtures {
     /// What a photo holds, as the tests expect to read it back (a generated one, or a real one in the extras).
     struct Photo: Sendable, CustomTestStringConvertible {
@@ -114,14 +113,10 @@ enum CameraFixtures {
         }
     }
 
-    /// The optional folder of extra real photos: `$TRAILBOOK_EXTRA_PHOTOS`, else `shared/photos` beside the
-    /// checkout; `nil` when neither exists.
+    /// The optional folder of extra real photos, `$TRAILBOOK_EXTRA_PHOTOS`; `nil` when it is not set.
     static let extraPhotos: String? = {
-        if let path = ProcessInfo.processInfo.environment["TRAILBOOK_EXTRA_PHOTOS"], !path.isEmpty { return path }
-        var root = URL(fileURLWithPath: #filePath)
-        for _ in 0..<4 { root.deleteLastPathComponent() }  // CameraFixtures.swift, Utils, PhotoLibraryTests, Tests
-        let beside = root.deletingLastPathComponent().appendingPathComponent("shared/photos").path
-        return FileManager.default.fileExists(atPath: beside) ? beside : nil
+        guard let path = ProcessInfo.processInfo.environment["TRAILBOOK_EXTRA_PHOTOS"], !path.isEmpty else { return nil }
+        return path
     }()
 
     struct FixtureError: Error, CustomStringConvertible {
