@@ -49,8 +49,11 @@ public struct SharedStoreOptions: Sendable, Equatable {
 public final class PostgresJobStore: LeasingJobStoring {
     /// This daemon as a lease holder (host name + a random id per start).
     public let owner: PostgresJobQueue.Owner
+    /// How long a claimed job's lease lasts without renewal, in seconds (`daemon --lease`); renewed every third.
     public let leaseSeconds: Double
+    /// The host this daemon claims pinned jobs for (`daemon --host`, else the host name).
     public var host: String { owner.host }
+    /// The queues whose jobs this daemon claims (`daemon --queues`; `default` unless given).
     public let queues: [String]
     /// The longest a call waits for PostgreSQL's answer before it fails with `JobStoreError.unavailable`, in seconds.
     public var requestTimeoutSeconds = 10.0
@@ -63,11 +66,14 @@ public final class PostgresJobStore: LeasingJobStoring {
     private var lostWrites: Set<String> = []
     private let wake = WorkSignal()
 
+    /// Called on the loop thread when another daemon announced work (`NOTIFY`): a submit, a retry that came due.
     public var onWorkAvailable: (() -> Void)? {
         get { wake.callback }
         set { wake.callback = newValue }
     }
 
+    /// Called on the loop thread with a job id and the control (cancel, pause) another daemon asked for a job
+    /// this daemon runs (`NOTIFY trailbook_control`).
     public var onControl: ((String, JobControl) -> Void)? {
         get { wake.control }
         set { wake.control = newValue }

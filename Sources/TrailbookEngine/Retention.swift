@@ -42,8 +42,9 @@ public struct PruneReport: Sendable, Equatable {
     public var pruned: [JobState: Int] = [:]
     /// Jobs old enough to go that were kept because their clean-up (a tus `DELETE`, an S3 abort) is not done yet.
     public var keptForCleanUp = 0
-    /// Store size before and after, in bytes (the database file; see `JobStore.sizeInBytes`).
+    /// Store size before the prune, in bytes (the database file; see `JobStore.sizeInBytes`).
     public var bytesBefore: Int64 = 0
+    /// Store size after the prune and its incremental vacuum, in bytes.
     public var bytesAfter: Int64 = 0
     /// The store refused a write (another process's lock, a full disk): the prune stopped there.
     public var error: String?

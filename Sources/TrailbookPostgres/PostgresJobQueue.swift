@@ -29,22 +29,30 @@ public final class PostgresJobQueue {
 
     /// A job to submit.
     public struct NewJob: Sendable, Equatable {
+        /// The job's id (a UUID, lower case).
         public var id: String
+        /// The job kind's name (`upload`, `tag`, …).
         public var kind: String
+        /// Higher is claimed first; equal priorities in submission order.
         public var priority: Int
         /// Only daemons claiming this queue take the job.
         public var queue: String
         /// Only a daemon on this host takes the job; `nil`: any host.
         public var pinnedHost: String?
+        /// Deadline of one attempt, in seconds.
         public var timeoutSeconds: Double
+        /// Seconds without progress after which a run stops with reason `timeout`.
         public var stallTimeoutSeconds: Double
+        /// Attempts before the job fails.
         public var maxAttempts: Int
+        /// Seconds a job waits out a service's outage before it fails (`unavailable`).
         public var giveUpAfterSeconds: Double
         /// The kind's parameters, JSON text.
         public var params: String
         /// The initial progress, JSON text.
         public var progress: String
 
+        /// A job to submit; the defaults are those of a test's minimal job, the engine passes every value.
         public init(
             id: String, kind: String, priority: Int = 0, queue: String = PostgresJobQueue.defaultQueue,
             pinnedHost: String? = nil, timeoutSeconds: Double = 0, stallTimeoutSeconds: Double = 0, maxAttempts: Int = 1,
@@ -66,6 +74,7 @@ public final class PostgresJobQueue {
 
     /// A lease on a running job: whoever holds its `token` may write the job's progress and end.
     public struct Lease: Sendable, Equatable {
+        /// The leased job's id.
         public var jobID: String
         /// Unique over the database's life (a sequence): a rescued and re-claimed job gets a new one.
         public var token: Int64
@@ -75,16 +84,21 @@ public final class PostgresJobQueue {
 
     /// A job this daemon claimed: it is `running` under `lease`.
     public struct ClaimedJob: Sendable, Equatable {
+        /// The job's id.
         public var id: String
+        /// The job kind's name.
         public var kind: String
+        /// Its priority (higher first).
         public var priority: Int
         /// Submission order.
         public var sequence: Int64
         /// The attempt this run belongs to (1-based).
         public var attempt: Int
+        /// The kind's parameters, JSON text.
         public var params: String
         /// The last checkpoint (JSON text), to resume from; `nil` if none.
         public var checkpoint: String?
+        /// The lease this daemon now holds on it.
         public var lease: Lease
     }
 
@@ -93,7 +107,9 @@ public final class PostgresJobQueue {
         /// The new state (`JobState.rawValue`): `succeeded`, `failed`, `cancelled`, `needs_retry`, `paused` or
         /// `queued`.
         public var state: String
+        /// The attempt the job is on after this end (1-based).
         public var attempt: Int
+        /// Whether its next run continues this attempt (a stop for `timeout` or `resource_reclaim`, a rescue).
         public var resumesAttempt: Bool
         /// JSON text of the engine's values, `nil` for none.
         public var error: String?
