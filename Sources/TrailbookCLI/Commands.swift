@@ -353,10 +353,11 @@ enum Commands {
         }
         if arguments.flag("each") {
             try refuseSharedNames(files, to: params["to"]?.stringValue)
-            let entries = zip(files, context.arguments.positionals).map { file, typed in
+            // The label is the argument as typed, byte for byte (`caf\xe9.jpg`, not a repaired `caf\u{FFFD}.jpg`).
+            let entries = zip(files, context.positionalPaths).map { file, typed in
                 var one = params
                 one["files"] = [file.json]
-                return BatchSubmit.Entry(request: ["kind": "upload", "params": .object(one)], label: typed)
+                return BatchSubmit.Entry(request: ["kind": "upload", "params": .object(one)], label: typed.description)
             }
             return try BatchSubmit.submit(entries, context)
         }

@@ -296,6 +296,45 @@ struct SubmitBatchEndToEndTests {
         #expect(missing.stderr.contains("nope/../a.jpg"), "\(missing.stderr)")
     }
 
+    /// The daemon tells spellings apart itself, since scripts speak the protocol without the CLI's path clean-up:
+    /// a `file://` URL with `..`, a source named through a linked folder, a link to the destination, and another
+    /// file of the same name to the same directory (which would replace the first job's copy) are each refused
+    /// as `duplicate_upload` while the first job has not ended; elsewhere is accepted. Each of these was queued
+    /// before the keys were resolved by the file system.
+    @Test func everySpellingOfTheSameUploadIsADuplicateInTheDaemon() throws {
+        let daemon = try DaemonHarness()
+        let home = daemon.home
+        for dir in ["src", "dest", "other", "elsewhere"] {
+            try FileManager.default.createDirectory(atPath: home.file(dir), withIntermediateDirectories: true)
+        }
+        try FileManager.default.createSymbolicLink(atPath: home.file("srclink"), withDestinationPath: home.file("src"))
+        try FileManager.default.createSymbolicLink(atPath: home.file("destlink"), withDestinationPath: "dest")
+        try Data(repeating: 7, count: 1 << 20).write(to: URL(fileURLWithPath: home.file("src/a.jpg")))
+        try Data(repeating: 8, count: 10).write(to: URL(fileURLWithPath: home.file("other/a.jpg")))
+        func submitOne(_ file: String, to: String) throws -> JSONValue {
+            try daemon.request([
+                "op": "submit", "kind": "upload", "params": ["files": [.string(file)], "to": .string(to), "max_rate": 1024],
+            ])
+        }
+        let first = try submitOne(home.file("src/a.jpg"), to: "file://" + home.file("dest"))
+        let id = try #require(first["job"]?["id"]?.stringValue, "\(first)")
+        _ = try daemon.request(["op": "pause", "job": .string(id)])
+        for (file, to) in [
+            (home.file("src/a.jpg"), "file://" + home.file("src/../dest")),
+            (home.file("srclink/a.jpg"), "file://" + home.file("dest")),
+            (home.file("src/a.jpg"), "file://" + home.file("destlink") + "/"),
+            (home.file("other/a.jpg"), "file://" + home.file("dest")),
+        ] {
+            let reply = try submitOne(file, to: to)
+            #expect(reply["error"]?["code"]?.stringValue == "duplicate_upload", "\(file) to \(to): \(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.contains(id) == true, "\(reply)")
+        }
+        #expect(try Self.jobCount(daemon) == 1)
+        let elsewhere = try submitOne(home.file("srclink/a.jpg"), to: "file://" + home.file("elsewhere"))
+        #expect(elsewhere["job"]?["id"]?.stringValue != nil, "\(elsewhere)")
+        #expect(try Self.jobCount(daemon) == 2)
+    }
+
     /// `--each` of two files named alike (`a/x.jpg`, `b/x.jpg`) into one directory: as one job it is
     /// `duplicate_name`; as a batch it was queued, both jobs succeeded and the second copy silently replaced the
     /// first. It is refused the same way now, and nothing is queued or written.

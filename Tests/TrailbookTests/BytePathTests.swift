@@ -53,4 +53,20 @@ struct BytePathTests {
         #expect(BytePath("/a/.b/..c/...").lexicallyNormalized == "/a/.b/..c/...")
         #expect(BytePath(bytes: Array("/p/./".utf8) + [0xE9]).lexicallyNormalized == BytePath(bytes: Array("/p/".utf8) + [0xE9]))
     }
+
+    /// The file system's answer to "where does this lead": `..`, `.`, `//` and links resolved; a part that does
+    /// not exist yet kept, its own `..` taken lexically.
+    @Test func resolvedByFileSystemFollowsLinksAndKeepsWhatDoesNotExist() throws {
+        let root = BytePath(NSTemporaryDirectory() + "bytepath-\(UUID().uuidString)").resolvedByFileSystem
+        defer { try? FileManager.default.removeItem(atPath: root.description) }
+        try FileManager.default.createDirectory(atPath: root.description + "/real/sub", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: root.description + "/link", withDestinationPath: "real/sub")
+        let sub = BytePath.join(root, "real/sub")
+        #expect(BytePath.join(root, "link").resolvedByFileSystem == sub)
+        #expect(BytePath.join(root, "link/..").resolvedByFileSystem == BytePath.join(root, "real"), "the link's parent")
+        #expect(BytePath.join(root, "./real//sub/").resolvedByFileSystem == sub)
+        #expect(BytePath.join(root, "link/new/../x.jpg").resolvedByFileSystem == BytePath.join(sub, "x.jpg"))
+        #expect(BytePath.join(root, "nope/./a/../b").resolvedByFileSystem == BytePath.join(root, "nope/b"))
+        #expect(BytePath("rel/./x").resolvedByFileSystem == BytePath("rel/x"))
+    }
 }

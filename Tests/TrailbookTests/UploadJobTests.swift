@@ -165,6 +165,58 @@ struct UploadDestinationTests {
     }
 }
 
+/// `duplicate_upload`: every spelling of one file and one place gives the same keys (the CLI passes `file://` URLs
+/// and scripts pass any path as given, so the daemon resolves them itself).
+struct UploadDuplicateKeysTests {
+    @Test func spellingsOfOneFileAndOnePlaceShareAKey() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let source = scratch.src + "/a.jpg"
+        try Data([1]).write(to: URL(fileURLWithPath: source))
+        try FileManager.default.createSymbolicLink(atPath: scratch.root + "/srclink", withDestinationPath: scratch.src)
+        try FileManager.default.createSymbolicLink(atPath: scratch.root + "/dstlink", withDestinationPath: scratch.dst)
+        try FileManager.default.createSymbolicLink(atPath: scratch.src + "/b.jpg", withDestinationPath: source)
+        let job = UploadJob()
+        let reference = Set(job.duplicateKeys(UploadJob.Params(files: [source], to: "file://" + scratch.dst)))
+        #expect(reference.count == 2)
+        let spellings: [(String, String)] = [
+            (scratch.root + "/srclink/a.jpg", "file://" + scratch.dst),
+            (scratch.src + "/./a.jpg", "file://" + scratch.root + "/src/../dst/"),
+            (scratch.root + "//src/../src/a.jpg", "file://localhost" + scratch.root + "/dstlink"),
+            (source, "file://" + scratch.root + "/dst//."),
+            (source, "file://" + scratch.root + "%2Fd%73t"),
+        ]
+        for (file, to) in spellings {
+            #expect(Set(job.duplicateKeys(UploadJob.Params(files: [file], to: to))) == reference, "\(file) to \(to)")
+        }
+        // A link to the file is the same source, under another name.
+        let viaLink = job.duplicateKeys(UploadJob.Params(files: [scratch.src + "/b.jpg"], to: "file://" + scratch.dst))
+        #expect(viaLink.contains { reference.contains($0) && $0.contains("a.jpg") })
+        // Another file of the same name to the same place would replace the copy: they share the name key.
+        let other = scratch.root + "/other/a.jpg"
+        try FileManager.default.createDirectory(atPath: scratch.root + "/other", withIntermediateDirectories: true)
+        try Data([2]).write(to: URL(fileURLWithPath: other))
+        let sameName = Set(job.duplicateKeys(UploadJob.Params(files: [other], to: "file://" + scratch.dst)))
+        #expect(sameName.intersection(reference) == ["upload of a file named a.jpg to file://\(scratch.dst)"])
+        // Elsewhere is another place.
+        #expect(Set(job.duplicateKeys(UploadJob.Params(files: [source], to: "file://" + scratch.src))).isDisjoint(with: reference))
+    }
+
+    @Test func tusEndpointsDifferingOnlyInCaseOrDefaultPortAreOnePlace() {
+        let job = UploadJob()
+        let reference = job.duplicateKeys(UploadJob.Params(files: ["/a.jpg"], to: "http://tus.example/files/"))
+        #expect(reference.count == 1, "files of one name do not collide on tus")
+        for to in ["HTTP://TUS.example:80/files/", "http://Tus.Example/files/"] {
+            #expect(job.duplicateKeys(UploadJob.Params(files: ["/a.jpg"], to: to)) == reference, "\(to)")
+        }
+        for to in ["http://tus.example:8080/files/", "https://tus.example/files/", "http://tus.example/Files/"] {
+            #expect(job.duplicateKeys(UploadJob.Params(files: ["/a.jpg"], to: to)) != reference, "\(to)")
+        }
+        #expect(UploadDestination.canonicalEndpoint("https://u:P@[::1]:443?x") == "https://u:P@[::1]/?x")
+        #expect(UploadDestination.canonicalEndpoint("https://H:4430/f") == "https://h:4430/f")
+    }
+}
+
 /// Tests spell source paths as text.
 extension UploadJob.Params {
     init(

@@ -257,17 +257,32 @@ public struct UploadJob: JobKind {
         return amended
     }
 
-    /// One key per file: `"<source path> to <destination>"`, the destination normalised as parsed (a directory
-    /// path, or the tus endpoint), so `/srv/photos` and `file:///srv/photos/` are the same place. A second submit of
-    /// a file to where a job that has not ended is uploading it is refused with `duplicate_upload`.
-    public func duplicateKeys(_ params: Params) -> [String] {
+    /// What the job works on, for refusing a second job that would do the same (`duplicate_upload`): per file,
+    /// `"upload of <source> to <place>"`, and for a directory or S3 destination also `"upload of a file named
+    /// <name> to <place>"` (another file of the same name would replace this one's copy there).
+    ///
+    /// Sources and directories are keyed by where they lead in the daemon's file system
+    /// (`BytePath.resolvedByFileSystem`: `..`, `.`, repeated slashes and symbolic links resolved), so
+    /// `/srv/photos`, `file:///srv/photos/`, `file:///srv/x/../photos` and a link to it are one place, and a file
+    /// named through a linked folder is the same file. A tus endpoint is keyed with its scheme and host in lower
+    /// case and without the scheme's default port (`UploadDestination.canonicalEndpoint`); an S3 destination by
+    /// bucket, prefix and the endpoint option (another endpoint is another place).
+    nonisolated public func duplicateKeys(_ params: Params) -> [String] {
         guard let destination = try? UploadDestination(parsing: params.to) else { return [] }
         let place: String
+        let namesCollide: Bool
         switch destination {
-        case .directory(let path): place = "file://" + path
-        case .tus(let endpoint): place = endpoint
+        case .directory(let path):
+            place = "file://" + BytePath(path).resolvedByFileSystem.key
+            namesCollide = true
+        case .tus(let endpoint):
+            // Each tus upload gets its own upload URL: files of one name do not collide there.
+            place = UploadDestination.canonicalEndpoint(endpoint)
+            namesCollide = false
         // The same bucket name on another endpoint is another place.
-        case .s3(let bucket, let prefix): place = "s3://\(bucket)/\(prefix)" + (params.s3?.endpoint.map { " at \($0)" } ?? "")
+        case .s3(let bucket, let prefix):
+            place = "s3://\(bucket)/\(prefix)" + (params.s3?.endpoint.map { " at \($0)" } ?? "")
+            namesCollide = true
         }
         if let photos = params.photos {
             // The same photos (by ID, ID file or tags) to the same place.
@@ -275,7 +290,10 @@ public struct UploadJob: JobKind {
             if let file = photos.idsFile { return ["upload of the photos listed in \(file) to \(place)"] }
             return ["upload of the photos tagged \((photos.tags ?? []).sorted().joined(separator: " + ")) to \(place)"]
         }
-        return params.files.map { "upload of \($0.key) to \(place)" }
+        return params.files.flatMap { file in
+            let source = "upload of \(file.resolvedByFileSystem.key) to \(place)"
+            return namesCollide ? [source, "upload of a file named \(file.lastComponent.key) to \(place)"] : [source]
+        }
     }
 
     /// Uploads every file, resuming from the checkpoint if there is one.
