@@ -83,6 +83,23 @@ struct UploadEndToEndTests {
         #expect(!shown.stdout.contains("\u{FFFD}"))
     }
 
+    /// `--each` names a refused entry as it was typed, byte for byte: `caf\xe9.jpg`, not `caf\u{FFFD}.jpg` (the
+    /// label was the argument decoded as a Swift `String`, which repairs the byte).
+    @Test func eachNamesARefusedEntryThatIsNotUTF8AsTyped() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        try work.create("good.jpg", contents: Array("ok".utf8))
+        let result = try DaemonHarness.run(
+            "/bin/sh",
+            ["-c", "cd \"$1\" && exec \"$0\" submit upload good.jpg \"$(printf 'caf\\351.jpg')\" --to out --each", Binary.path, work.file("")],
+            environment: daemon.environment)
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("caf\\xe9.jpg: job 1 of the batch"), "\(result.stderr)")
+        #expect(result.stderr.contains("[source_missing]"), "\(result.stderr)")
+        #expect(!result.stderr.contains("\u{FFFD}"), "\(result.stderr)")
+    }
+
     /// Without `--chunk-size` a directory upload syncs and checkpoints every 64 MiB or every second, whichever
     /// comes first (issue 14): at 4 MiB/s that is about every 4 MiB, so a `kill -9` after 2.5 s re-sends at most
     /// one second's worth plus the piece under way, far below 64 MiB.
