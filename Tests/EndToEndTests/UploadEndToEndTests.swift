@@ -289,7 +289,8 @@ struct UploadEndToEndTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")).isEmpty, "a failed job leaves no .part")
     }
 
-    /// Two jobs uploading different files of the same name to one directory, one paused half way: each writes its
+    /// Two jobs uploading different files of the same name to one directory, one paused half way: the second is
+    /// refused (`duplicate_upload`: its copy would replace the first's); with `--allow-duplicate` each writes its
     /// own .part, each result's SHA-256 is its own source's, and the final file is the one renamed last, whole.
     @Test func sameNameUploadsNeverMixTheirBytes() throws {
         let daemon = try DaemonHarness()
@@ -302,7 +303,10 @@ struct UploadEndToEndTests {
         let paused = try daemon.submitUpload([work.file("a/n.bin"), "--to", work.file("out"), "--max-rate", "8MiB", "--chunk-size", "1MiB"])
         try daemon.waitFor(paused, "some bytes") { ($0["progress"]?["completed"]?.intValue ?? 0) > 3 << 20 }
         #expect(try daemon.cli(["pause", paused]).status == 0)
-        let other = try daemon.cli(["submit", "upload", work.file("b/n.bin"), "--to", work.file("out"), "--wait", "--json"])
+        let refused = try daemon.cli(["submit", "upload", work.file("b/n.bin"), "--to", work.file("out"), "--wait", "--json"])
+        #expect(refused.status == 2, "\(refused.stderr)")
+        #expect(refused.stderr.contains("a file named n.bin") && refused.stderr.contains(paused), "\(refused.stderr)")
+        let other = try daemon.cli(["submit", "upload", work.file("b/n.bin"), "--to", work.file("out"), "--allow-duplicate", "--wait", "--json"])
         #expect(other.status == 0, "\(other.stderr)")
         #expect(try Self.sha256(ofFile: work.file("out/n.bin")) == second)
         #expect(try daemon.cli(["resume", paused]).status == 0)
