@@ -458,8 +458,13 @@ struct WatchScreen {
         }
     }
 
-    /// A short label from a job's params: the file name for uploads, the tag for tagging.
+    /// A short label from a job's params: the file name for uploads, the tag for tagging, the folder's name for an
+    /// import (`trip/`), which photos for a tag or autotag job (`12 photos`, `all photos`, `photos in picks.txt`).
     static func label(kind: String, params: JSONValue) -> String {
+        func lastComponent(_ path: JSONValue?) -> String? {
+            guard let text = path.flatMap({ $0.stringValue ?? $0["text"]?.stringValue }) else { return nil }
+            return text.split(separator: "/").last.map(String.init) ?? text
+        }
         // A path that is not UTF-8 comes as {"base64", "text"}: its text is for display (BytePath).
         if let files = params["files"]?.arrayValue, let first = files.first.flatMap({ $0.stringValue ?? $0["text"]?.stringValue }) {
             let name = first.split(separator: "/").last.map(String.init) ?? first
@@ -469,12 +474,13 @@ struct WatchScreen {
         if let photos = params["photos"] {
             if let tags = photos["tags"]?.arrayValue?.compactMap(\.stringValue) { return "photos " + tags.joined(separator: " + ") }
             if let ids = photos["ids"]?.arrayValue { return "\(ids.count) photos" }
-            if let file = photos["ids_file"].flatMap({ $0.stringValue ?? $0["text"]?.stringValue }) {
-                return "photos in " + (file.split(separator: "/").last.map(String.init) ?? file)
-            }
+            if let file = lastComponent(photos["ids_file"]) { return "photos in " + file }
         }
+        if let dir = lastComponent(params["dir"]) { return dir + "/" }
         if let tag = params["tag"]?.stringValue { return "tag \(tag)" }
         if let ids = params["ids"]?.arrayValue { return "\(ids.count) photos" }
+        if params["all"]?.boolValue == true { return "all photos" }
+        if let file = lastComponent(params["ids_file"]) { return "photos in " + file }
         if let units = params["units"]?.intValue { return "\(units) units" }
         return ""
     }

@@ -260,4 +260,15 @@ struct WatchScreenTests {
         ]
         #expect(Watch.job(endedBy: Watch.endedEvent(cancelled)) == cancelled)
     }
+
+    /// Every kind gets a label: an import showed none, a tag or autotag job of all photos or of an ID file none.
+    @Test func everyKindOfJobHasALabel() {
+        #expect(WatchScreen.label(kind: "import", params: ["dir": "/home/me/trip"]) == "trip/")
+        #expect(WatchScreen.label(kind: "import", params: ["dir": ["base64": "Y2Fm6Q==", "text": "/p/caf\\xe9"]]) == "caf\\xe9/")
+        #expect(WatchScreen.label(kind: "autotag", params: ["all": true]) == "all photos")
+        #expect(WatchScreen.label(kind: "autotag", params: ["ids_file": "/p/picks.txt"]) == "photos in picks.txt")
+        #expect(WatchScreen.label(kind: "tag", params: ["tag": "trip:Lisbon", "all": true]) == "tag trip:Lisbon")
+        #expect(WatchScreen.label(kind: "autotag", params: ["ids": ["a", "b"]]) == "2 photos")
+        #expect(WatchScreen.label(kind: "upload", params: ["files": ["/a/x.jpg", "/a/y.jpg"], "to": "file:///o"]) == "x.jpg +1")
+    }
 }
