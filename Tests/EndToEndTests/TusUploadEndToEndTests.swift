@@ -106,6 +106,43 @@ struct TusUploadEndToEndTests {
         #expect(!after.contains("POST"), "the same upload was continued")
     }
 
+    /// Many files of one `PATCH` each are recorded as they land on `LandedFilesCadence`'s terms (not three saves
+    /// per file): a `kill -9` amid them resumes with every file once in the result, in order, each stored with
+    /// the source's bytes, and sends again at most the upload under way and 1/64 of the files that had landed.
+    @Test func kill9AmidManySmallFilesResendsAtMostASixtyFourthOfTheLandedOnes() throws {
+        let servers = try TusServers()
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let count = 400
+        var expected: [String] = []
+        for i in 0..<count {
+            expected.append(try UploadEndToEndTests.randomFile(work.file(String(format: "p%03d.jpg", i)), bytes: 2000))
+        }
+        let id = try daemon.submitUpload(
+            (0..<count).map { work.file(String(format: "p%03d.jpg", $0)) } + ["--to", servers.endpoint])
+        func posts() throws -> Int { Int(try servers.stats()["requests"]?["POST"]?.intValue ?? 0) }
+        let deadline = Date().addingTimeInterval(60)
+        while try posts() < 200 {
+            guard Date() < deadline else { throw HarnessError("200 uploads not created within 60 s") }
+            usleep(5_000)
+        }
+        try daemon.crash()
+        let created = try posts()
+        #expect(created >= 200 && created < count, "killed amid the files, after \(created) uploads were created")
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+        let files = try #require(done["result"]?["files"]?.arrayValue)
+        #expect(files.map { $0["sha256"]?.stringValue } == expected, "every file once, in order")
+        let urls = files.compactMap { $0["url"]?.stringValue }
+        #expect(urls.count == count && Set(urls).count == count)
+        for (url, sha256) in zip(urls, expected) {
+            #expect(try UploadEndToEndTests.sha256(ofFile: servers.storedPath(url)) == sha256, "\(url)")
+        }
+        // Files sent again: the resumed job creates an upload for every file past its checkpoint.
+        let again = try posts() - count
+        #expect(again >= 0 && again <= created / 64 + 1, "\(again) of the \(created) files created before the kill sent again")
+    }
+
     @Test func cancelMidPatchDeletesTheUploadOnTheServerAtOnce() throws {
         let servers = try TusServers()
         let daemon = try DaemonHarness()

@@ -120,4 +120,24 @@ struct S3UploadTests {
         #expect(entriesWritten < 20_000 * 130, "\(entriesWritten) entries in \(saves) saves")
         #expect(worstUnsaved <= 20_000 / 64 + 1, "a crash sends at most 1/64 of the landed files again")
     }
+
+    /// The cadence the s3 and tus destinations share counts the files landed since the last save, whoever saved.
+    @Test func landedFilesCadenceCountsSinceTheLastSave() {
+        var cadence = LandedFilesCadence()
+        #expect(!cadence.hasUnsaved)
+        let first = cadence.landed(bytes: 10, landed: 1)
+        #expect(first, "early files are saved one by one")
+        cadence.saved()
+        let oneOf200 = cadence.landed(bytes: 10, landed: 200)
+        #expect(!oneOf200, "1 of 200 landed is below 1/64")
+        #expect(cadence.hasUnsaved)
+        let twoOf201 = cadence.landed(bytes: 10, landed: 201)
+        let threeOf202 = cadence.landed(bytes: 10, landed: 202)
+        #expect(!twoOf201)
+        #expect(threeOf202, "3 unsaved of 202 landed reach 1/64")
+        cadence.saved()
+        #expect(!cadence.hasUnsaved)
+        let bigOne = cadence.landed(bytes: 64 << 20, landed: 10_000)
+        #expect(bigOne, "64 MiB unsaved is due whatever the count")
+    }
 }

@@ -187,22 +187,19 @@ struct S3UploadRun: UploadTransfer {
             try await withThrowingTaskGroup(of: (Int, UploadedFile).self) { group in
                 var inFlight = 0
                 var next = checkpoint.fileIndex
-                var (unsavedFiles, unsavedBytes) = (0, Int64(0))
+                var cadence = LandedFilesCadence()
                 @LoopActor func record(_ done: (Int, UploadedFile)) async throws {
                     inFlight -= 1
                     progress.finishFile(done.0)
                     checkpoint.land(done.0, done.1)
-                    (unsavedFiles, unsavedBytes) = (unsavedFiles + 1, unsavedBytes + done.1.bytes)
-                    if UploadCheckpoint.saveIsDue(
-                        unsavedFiles: unsavedFiles, unsavedBytes: unsavedBytes, landed: checkpoint.landedCount)
-                    {
+                    if cadence.landed(bytes: done.1.bytes, landed: checkpoint.landedCount) {
                         try job.saveCheckpoint(checkpoint)
-                        (unsavedFiles, unsavedBytes) = (0, 0)
+                        cadence.saved()
                     }
                     if let landed { await landed(done.0, done.1) }
                 }
                 // A stop (timeout, reclaim, an error) keeps what landed for the next attempt, as far as it can.
-                defer { if unsavedFiles > 0 { try? job.saveCheckpoint(checkpoint) } }
+                defer { if cadence.hasUnsaved { try? job.saveCheckpoint(checkpoint) } }
                 while next < names.count {
                     if checkpoint.landedAhead(next) {
                         next += 1
@@ -219,9 +216,9 @@ struct S3UploadRun: UploadTransfer {
                     next += 1
                 }
                 while let done = try await group.next() { try await record(done) }
-                if unsavedFiles > 0 {
+                if cadence.hasUnsaved {
                     try job.saveCheckpoint(checkpoint)
-                    unsavedFiles = 0
+                    cadence.saved()
                 }
             }
         } catch let error as S3Error {

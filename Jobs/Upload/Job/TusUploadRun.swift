@@ -27,9 +27,11 @@ enum TusTransport {
 /// For each file in order: `OPTIONS` once per run (size limit, checksum algorithms), `POST` to create the upload
 /// (or, when the checkpoint has one, `HEAD` to learn the server's offset), then one `PATCH` per chunk
 /// (`chunk_size` bytes read and hashed on the thread pool), each with `Upload-Checksum` when the server offers the
-/// checksum extension. The checkpoint is saved before each `PATCH` (the range about to be sent) and after it (the
-/// offset the server confirmed), so a resume after a crash, a timeout, a reclaim or a dropped connection starts
-/// from the server's offset and counts what had to be sent again in `bytes_resent`.
+/// checksum extension. For a file of more than one chunk the checkpoint is saved when its upload is created,
+/// before each `PATCH` (the range about to be sent) and after it (the offset the server confirmed), so a resume
+/// after a crash, a timeout, a reclaim or a dropped connection starts from the server's offset and counts what had
+/// to be sent again in `bytes_resent`. Files that go in one `PATCH` are recorded as they land, on
+/// `LandedFilesCadence`'s terms (see `upload`).
 ///
 /// The resume and error policy is `TusUpload`'s: 409 → `HEAD` and continue (a persistent conflict waits, 4 PATCHes
 /// at most, then `offset_mismatch`); 404/410 → a new upload, once, then `gone`; 460 → wait, the chunk again (4
@@ -107,22 +109,45 @@ struct TusUploadRun: UploadTransfer {
         for (index, file) in checkpoint.finished.enumerated() { progress.acknowledged(index, file.bytes) }
         let client = try Self.client(for: params, endpoint: endpoint)
         var info: TusServerInfo?
-        while checkpoint.fileIndex < files.count {
-            try job.checkCancellation()
-            try await upload(checkpoint.fileIndex, checkpoint: &checkpoint, info: &info, client: client, progress: progress, in: job)
+        var cadence = LandedFilesCadence()
+        do {
+            while checkpoint.fileIndex < files.count {
+                try job.checkCancellation()
+                try await upload(
+                    checkpoint.fileIndex, checkpoint: &checkpoint, cadence: &cadence, info: &info, client: client,
+                    progress: progress, in: job)
+            }
+            if cadence.hasUnsaved { try job.saveCheckpoint(checkpoint) }
+        } catch {
+            // A stop or an error keeps the files that landed for the next attempt, as far as it can.
+            if cadence.hasUnsaved { try? job.saveCheckpoint(checkpoint) }
+            throw error
         }
         progress.report(current: nil)
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
     /// Uploads file `index`, driving a `TusUpload` state machine with `client`, then advances the checkpoint.
+    ///
+    /// A file that goes in one `PATCH` (at most `chunk_size` bytes) saves no checkpoint of its own on the way
+    /// (creation, before the `PATCH`): it is recorded as it lands, on `cadence`'s terms, so a job of n small files
+    /// saves O(n) entries in all instead of O(n²) (each save writes the list of every landed file). A `kill -9`
+    /// then forgets the upload under way and the landed files not yet saved: the resumed job sends them again as
+    /// new uploads (not counted in `bytes_resent`: no checkpoint knew of them), and the earlier uploads stay on the
+    /// server. A larger file keeps its saves at creation and before each `PATCH` (each one is worth a chunk).
     private func upload(
-        _ index: Int, checkpoint: inout UploadCheckpoint, info: inout TusServerInfo?, client: TusClient,
-        progress: TusProgress, in job: JobContext
+        _ index: Int, checkpoint: inout UploadCheckpoint, cadence: inout LandedFilesCadence,
+        info: inout TusServerInfo?, client: TusClient, progress: TusProgress, in job: JobContext
     ) async throws {
         let name = names[index]
         let path = params.files[index]
         let identity = checkpoint.sources[index]
+        let onePatch = identity.size <= params.chunkSize
+        /// Saves the checkpoint, which records the landed files too.
+        func save(_ checkpoint: UploadCheckpoint) throws(JobError) {
+            try job.saveCheckpoint(checkpoint)
+            cadence.saved()
+        }
         let source = try await job.runOnPool { try TusSource.open(path, expected: identity) }
 
         var url = checkpoint.uploadURL
@@ -184,7 +209,7 @@ struct TusUploadRun: UploadTransfer {
                     action = machine.created(url: created.url)
                     record(machine, into: &checkpoint)
                     checkpoint.uploadExpires = created.expires
-                    try job.saveCheckpoint(checkpoint)
+                    if !onePatch { try save(checkpoint) }
                     job.log(.info, "\(name): created upload \(created.url)")
                     let had = progress.upload.done(index)
                     if had > 0 {
@@ -202,7 +227,7 @@ struct TusUploadRun: UploadTransfer {
                     let regressions = machine.regressions.count
                     action = machine.offsetReported(status)
                     record(machine, into: &checkpoint)
-                    try job.saveCheckpoint(checkpoint)
+                    try save(checkpoint)
                     if machine.regressions.count > regressions, let lost = machine.regressions.last {
                         progress.lost(index, to: lost.reported)
                         job.log(
@@ -234,7 +259,7 @@ struct TusUploadRun: UploadTransfer {
                     record(machine, into: &checkpoint)
                     // Before the PATCH, the bound of what it may send: after a crash those bytes count as resent.
                     checkpoint.sentThrough = machine.sendingThrough
-                    try job.saveCheckpoint(checkpoint)
+                    if !onePatch { try save(checkpoint) }
                     let status = try await client.upload(
                         chunk, to: url, at: offset, checksum: info?.checksumAlgorithm,
                         onSendProgress: { sent in progress.sending(index, sent: sent, current: name) })
@@ -266,7 +291,7 @@ struct TusUploadRun: UploadTransfer {
                 case .wait(let milliseconds):
                     // Saved so that a restart keeps counting towards --give-up-after from the first failure.
                     record(machine, into: &checkpoint)
-                    try job.saveCheckpoint(checkpoint)
+                    try save(checkpoint)
                     job.log(.info, "\(name): retrying in \(milliseconds) ms")
                     // Waiting out an outage is not a stall and does not use up the attempt's deadline.
                     try await job.waitOut(seconds: Double(milliseconds) / 1000)
@@ -292,7 +317,7 @@ struct TusUploadRun: UploadTransfer {
                     checkpoint.uploadExpires = nil
                     checkpoint.sentThrough = nil
                     progress.acknowledged(index, bytes)
-                    try job.saveCheckpoint(checkpoint)
+                    if cadence.landed(bytes: bytes, landed: checkpoint.landedCount) { try save(checkpoint) }
                     await landed?(index, file)
                     return
 
@@ -319,7 +344,7 @@ struct TusUploadRun: UploadTransfer {
                     // Stopped mid-PATCH: record exactly what went out, so the resume counts it as resent.
                     machine.stopped(bytesSent: error.bytesSent ?? 0)
                     record(machine, into: &checkpoint)
-                    try? job.saveCheckpoint(checkpoint)
+                    try? save(checkpoint)
                     try job.checkCancellation()
                 }
                 job.log(.warning, "\(name): \(error)")

@@ -301,8 +301,9 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// should save it now. Each save writes the whole list of landed files, so saving after every file costs
     /// O(n²) for n files (4 000 small files to s3:// took 234 CPU s, 17× the CPU of 1 000). Saving once the unsaved
     /// files reach 1/64 of those landed (at least 1) keeps the total O(64·n), and a `kill -9` then sends again at
-    /// most that many finished files (to the same key or path, so the result is the same), or `maxUnsavedBytes`
-    /// bytes of them. Jobs of up to 64 files still save after every file.
+    /// most that many finished files (s3: to the same key, so the result is the same; tus: as new uploads, the
+    /// earlier ones staying on the server), or `maxUnsavedBytes` bytes of them. Until 128 files have landed a save
+    /// is due after every file. `LandedFilesCadence` applies it.
     static func saveIsDue(unsavedFiles: Int, unsavedBytes: Int64, landed: Int) -> Bool {
         unsavedFiles >= max(1, landed / 64) || unsavedBytes >= maxUnsavedBytes
     }
