@@ -116,6 +116,35 @@ struct S3UploadEndToEndTests {
         #expect(try server.uploads() == 0)
     }
 
+    /// Parts that went out before a `kill -9` and never landed are sent again on resume and count in
+    /// `bytes_resent` (in full: each was handed to the transport before, `s3_parts_sent`); parts the server lists
+    /// do not.
+    @Test func kill9WithPartsPartWayOutCountsThemInBytesResent() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("r.mov"), bytes: 30 << 20)
+        let id = try daemon.submitUpload([
+            work.file("r.mov"), "--to", "s3://photos/r/", "--chunk-size", "5MiB", "--max-rate", "8MiB",
+            "--parts-in-flight", "2",
+        ])
+        // Parts 1-4 acknowledged and more than 5 MiB in flight: parts 5 and 6 both part-way out (at 4 MiB/s each,
+        // neither can be whole for another 0.6 s).
+        try daemon.waitFor(id, timeout: 30, "parts 5 and 6 part-way out") { job in
+            job["progress"]?["completed"]?.intValue == Int64(20 << 20)
+                && (job["progress"]?["in_flight"]?.intValue ?? 0) > Int64(5 << 20)
+        }
+        try daemon.crash()
+        #expect(Set(Self.storedParts(try server.requests())) == Set(1...4))
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(done["result"]?["bytes_resent"]?.intValue == Int64(10 << 20), "parts 5 and 6 went out twice")
+        #expect(done["result"]?["files"]?.arrayValue?.first?["bytes_resent"]?.intValue == Int64(10 << 20))
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try server.object("r/r.mov")?.sha256 == expected)
+        #expect(Self.count(try server.requests(), "CreateMultipartUpload") == 1)
+    }
+
     @Test func cancelMidUploadAbortsItAndLeavesNoObject() throws {
         let server = try S3Server()
         let daemon = try DaemonHarness(environment: server.environment())
@@ -330,6 +359,8 @@ struct S3UploadEndToEndTests {
         #expect(try server.object("g.bin")?.sha256 == expected)
         #expect(Self.count(try server.requests(), "CreateMultipartUpload") == 2)
         #expect(daemon.log().contains("NoSuchUpload"), "announced in the job's log")
+        // All four parts were out at once (4 in flight) before the kill: the new upload got each of them again.
+        #expect(done["result"]?["bytes_resent"]?.intValue == Int64(20 << 20))
     }
 
     @Test func slowDownAndServerErrorsAreRetriedWithBackoff() throws {

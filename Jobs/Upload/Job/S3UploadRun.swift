@@ -320,6 +320,9 @@ struct S3UploadRun: UploadTransfer {
     ) async throws {
         let name = names[index]
         var listed: [Int: S3Part] = [:]
+        // Parts up to here went out before (an earlier attempt, or an upload the server lost): those not listed
+        // now are sent again, and count in bytes_resent.
+        let sentBefore = checkpoint.s3PartsSent ?? 0
         if let existing = checkpoint.s3UploadID {
             do {
                 listed = try await retrying("ListParts \(key)", in: job) { () async throws(S3Error) in
@@ -329,7 +332,6 @@ struct S3UploadRun: UploadTransfer {
             } catch let error as S3Error where error.code == .noSuchUpload {
                 job.log(.warning, "\(name): the multipart upload \(existing) is gone on the server (NoSuchUpload); creating a new one")
                 checkpoint.s3UploadID = nil
-                checkpoint.bytesResent += listed.values.reduce(0) { $0 + $1.size }
             }
         }
         let uploadID: String
@@ -365,10 +367,16 @@ struct S3UploadRun: UploadTransfer {
                         continue
                     }
                     job.log(.warning, "\(name): part \(number) on the server (\(have.size) bytes, ETag \(have.etag)) differs from the source (\(length) bytes, MD5 \(piece.md5Hex)); sending it again")
-                    checkpoint.bytesResent += have.size
-                    checkpoint.fileBytesResent += have.size
                 }
                 if inFlight == inFlightLimit, let done = try await group.next() { collect(done) }
+                if number <= sentBefore || listed[number] != nil {
+                    // Handed to the transport before and not on the server as the source has it: sent again.
+                    checkpoint.bytesResent += length
+                    checkpoint.fileBytesResent += length
+                }
+                checkpoint.s3PartsSent = max(checkpoint.s3PartsSent ?? 0, number)
+                // Saved as the part goes out, so that after a crash its bytes count as resent if it never landed.
+                try job.saveCheckpoint(checkpoint)
                 let sender = PartSender(
                     run: self, client: client, key: key, uploadID: uploadID, file: index, number: number, piece: piece,
                     progress: progress, job: job)

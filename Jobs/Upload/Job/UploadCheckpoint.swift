@@ -197,8 +197,9 @@ public struct FileNode: Codable, Sendable, Equatable {
 ///
 /// An s3 upload adds, for the file in progress, `"s3_plan": {"size", "part_size"}` (saved before the first
 /// request), `"s3_create_started"` (saved before `CreateMultipartUpload`, until its UploadId is saved) and
-/// `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created); which parts the
-/// server has is asked with `ListParts` on resume, never assumed.
+/// `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created) and `"s3_parts_sent"` (the highest
+/// part number handed to the transport, saved before the part is sent); which parts the server has is asked with
+/// `ListParts` on resume, never assumed.
 ///
 /// An s3 upload of several files that each fit in one `PUT` sends several at once, so they may land out of order:
 /// `"finished_ahead"` holds those that landed past `file_index` (`[{"index", "file": {…as in finished}}]`), until
@@ -241,6 +242,11 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     public var s3Plan: S3PartPlan?
     /// s3: the current file's multipart UploadId, once created.
     public var s3UploadID: String?
+    /// s3: the highest part number of the current file handed to the transport so far (over every attempt and
+    /// every UploadId of the file), saved before the part is sent; `nil` for none. Parts are sent in order, so a
+    /// part at or below it that `ListParts` does not list on resume went out before and is sent again: its bytes
+    /// count in `bytesResent`.
+    public var s3PartsSent: Int?
     /// A photo upload (`photos` param): the photos resolved on the first run and the files they are, saved with
     /// the first checkpoint so every attempt uploads the same ones; `nil` for an upload of files.
     public var photos: PhotoUploadPlan?
@@ -288,6 +294,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case checksumVerified = "checksum_verified"
         case s3Plan = "s3_plan"
         case s3UploadID = "s3_upload_id"
+        case s3PartsSent = "s3_parts_sent"
         case photos
         case s3CreateStarted = "s3_create_started"
         case failingSince = "failing_since_ms"
@@ -334,6 +341,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         fileBytesResent = 0
         s3Plan = nil
         s3UploadID = nil
+        s3PartsSent = nil
         s3CreateStarted = nil
     }
 
