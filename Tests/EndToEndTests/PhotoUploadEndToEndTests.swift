@@ -28,8 +28,12 @@ struct PhotoUploadEndToEndTests {
         }
 
         var url: String { place == .s3 ? "s3://photos/picks/" : "file://" + dir.path }
-        /// The identity the library remembers it by (`UploadJob.destinationIdentity`).
-        var identity: String { place == .s3 ? "s3://photos/picks" : "file://" + dir.path }
+        /// The identity the library remembers it by (`UploadJob.destinationIdentity`): for s3, with the endpoint
+        /// the daemon takes from its `AWS_ENDPOINT_URL`.
+        var identity: String {
+            guard let server else { return "file://" + dir.path }
+            return "s3://photos/picks at " + server.endpoint.lowercased()
+        }
         var environment: [String: String] { server?.environment() ?? [:] }
 
         /// The SHA-256 of what is stored under `name`, or `nil` when nothing is (a `.part` is not stored).

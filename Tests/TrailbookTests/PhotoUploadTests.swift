@@ -85,6 +85,24 @@ struct PhotoUploadTests {
         #expect(throws: JobError.self) { try UploadJob.destinationIdentity(of: "ftp://x/") }
     }
 
+    /// Without `--endpoint`, the endpoint the daemon takes from `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` names
+    /// the server: a daemon pointed at another server is another place for the duplicate check and the library.
+    @Test func theDaemonsEnvironmentEndpointIsPartOfAnS3DestinationsIdentity() {
+        let plain = UploadJob.Params(files: ["/a.jpg"], to: "s3://photos/p/")
+        let given = UploadJob.Params(files: ["/a.jpg"], to: "s3://photos/p/", s3: S3Options(endpoint: "http://given:1"))
+        let both = ["AWS_ENDPOINT_URL_S3": "http://s3only:2", "AWS_ENDPOINT_URL": "http://any:3"]
+        #expect(S3Options.identityEndpoint(plain.s3, environment: [:]) == nil)
+        #expect(S3Options.identityEndpoint(plain.s3, environment: both) == "http://s3only:2")
+        #expect(S3Options.identityEndpoint(plain.s3, environment: ["AWS_ENDPOINT_URL_S3": "", "AWS_ENDPOINT_URL": "http://any:3"])
+            == "http://any:3", "empty is unset")
+        #expect(S3Options.identityEndpoint(given.s3, environment: both) == "http://given:1")
+        let atAny = UploadJob.duplicateKeys(plain, environment: ["AWS_ENDPOINT_URL": "http://any:3"])
+        let atOther = UploadJob.duplicateKeys(plain, environment: ["AWS_ENDPOINT_URL": "http://other:4"])
+        #expect(atAny.contains("upload of /a.jpg to s3://photos/p/ at http://any:3"), "\(atAny)")
+        #expect(!atAny.isEmpty && Set(atAny).isDisjoint(with: atOther), "another server is another place: \(atAny) \(atOther)")
+        #expect(UploadJob.duplicateKeys(plain, environment: [:]).contains("upload of /a.jpg to s3://photos/p/"))
+    }
+
     @Test func photoParamsNeedNoFilesAndRefuseMixing() throws {
         let decoded = try JSONCoding.decode(
             UploadJob.Params.self, from: Array(#"{"to": "file:///tmp/x", "photos": {"tags": ["pick"]}, "again": true}"#.utf8))

@@ -221,7 +221,8 @@ extension UploadJob {
     ///   `file:///srv/photos/` and `file://localhost/srv/photos` are one.
     /// - `s3://`: `s3://BUCKET` + `/PREFIX` without trailing slashes (`s3://b/p/` and `s3://b/p` are one), plus
     ///   ` at ENDPOINT` (lower-case, no trailing `/`) when the job names an endpoint: the same bucket name on
-    ///   another server is another place. The endpoint the daemon reads from its environment is not part of it.
+    ///   another server is another place. The caller passes the job's endpoint or, without one, the daemon's
+    ///   `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (`S3Options.identityEndpoint`).
     /// - tus: the endpoint with its scheme and host in lower case, without user info (`user:password@`), query,
     ///   fragment or trailing slashes.
     /// - Throws: `JobError` `bad_destination` for a URL `UploadDestination` refuses.
@@ -269,7 +270,8 @@ extension UploadJob {
             return plan
         }
         let destination = try UploadDestination(parsing: params.to)
-        var plan = PhotoUploadPlan(destination: try destinationIdentity(of: params.to, s3Endpoint: params.s3?.endpoint))
+        var plan = PhotoUploadPlan(destination: try destinationIdentity(
+            of: params.to, s3Endpoint: S3Options.identityEndpoint(params.s3, environment: ProcessEnvironment.current())))
         let resolved = try await library.resolve(selection, in: job)
         var seen = Set<String>()
         var found: [(id: String, path: BytePath)] = []

@@ -34,6 +34,16 @@ public struct S3Options: Codable, Sendable, Equatable {
     /// Default parts in flight.
     public static let defaultPartsInFlight = 4
 
+    /// The server an `s3://` destination names, for its identity (the duplicate check at submit, the photo
+    /// library's memory of uploads): `endpoint` when the job gives one, else the daemon's `AWS_ENDPOINT_URL_S3`,
+    /// else its `AWS_ENDPOINT_URL` (as `S3Settings.resolve` reads them; empty is unset), else `nil` (AWS). The same
+    /// bucket name on another server is another place. A profile's `endpoint_url` is not read here (a file read
+    /// at submit); two jobs that differ only there count as one place.
+    public static func identityEndpoint(_ options: S3Options?, environment: [String: String]) -> String? {
+        func env(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        return options?.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL")
+    }
+
     public init(
         endpoint: String? = nil, region: String? = nil, pathStyle: Bool? = nil, profile: String? = nil,
         maxParts: Int? = nil, minPartSize: Int64? = nil, partsInFlight: Int? = nil

@@ -266,8 +266,14 @@ public struct UploadJob: JobKind {
     /// `/srv/photos`, `file:///srv/photos/`, `file:///srv/x/../photos` and a link to it are one place, and a file
     /// named through a linked folder is the same file. A tus endpoint is keyed with its scheme and host in lower
     /// case and without the scheme's default port (`UploadDestination.canonicalEndpoint`); an S3 destination by
-    /// bucket, prefix and the endpoint option (another endpoint is another place).
+    /// bucket, prefix and endpoint: the option, else the daemon's `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`
+    /// (`S3Options.identityEndpoint`; another endpoint is another place).
     nonisolated public func duplicateKeys(_ params: Params) -> [String] {
+        Self.duplicateKeys(params, environment: ProcessEnvironment.current())
+    }
+
+    /// `duplicateKeys(_:)` with the daemon's environment given.
+    nonisolated static func duplicateKeys(_ params: Params, environment: [String: String]) -> [String] {
         guard let destination = try? UploadDestination(parsing: params.to) else { return [] }
         let place: String
         let namesCollide: Bool
@@ -281,7 +287,8 @@ public struct UploadJob: JobKind {
             namesCollide = false
         // The same bucket name on another endpoint is another place.
         case .s3(let bucket, let prefix):
-            place = "s3://\(bucket)/\(prefix)" + (params.s3?.endpoint.map { " at \($0)" } ?? "")
+            place = "s3://\(bucket)/\(prefix)"
+                + (S3Options.identityEndpoint(params.s3, environment: environment).map { " at \($0)" } ?? "")
             namesCollide = true
         }
         if let photos = params.photos {
