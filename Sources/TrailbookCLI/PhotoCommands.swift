@@ -346,8 +346,21 @@ enum PhotoCommands {
             throw DaemonReply(
                 error: JobError(code: "no_such_photo", message: error.message + "; see trailbook-jobs photos list"))
         }
+        let uploads: [PhotoJSON.Upload]
+        do {
+            uploads = try store.uploads(of: photo.stableID.text).map { upload in
+                PhotoJSON.Upload(
+                    destination: upload.destination, job: upload.job,
+                    uploadedAt: Timestamp.iso8601(unixSeconds: Double(upload.uploadedAtMilliseconds) / 1000),
+                    location: upload.location, bytes: upload.bytes, sha256: upload.sha256)
+            }
+        } catch {
+            throw DaemonReply(error: JobError(code: "store_error", message: error.message))
+        }
         if context.json {
-            print(try photo.json.encodedLine())
+            var json = photo.json
+            json.uploads = uploads
+            print(try json.encodedLine())
         } else {
             print(
                 """
@@ -362,6 +375,12 @@ enum PhotoCommands {
                 """)
             // Warnings quote the file (a Ref, a date text): escaped like the other fields.
             for warning in photo.warnings { print("warning   \(TerminalText.escape(warning))") }
+            // Where it went: one line per destination, as the library remembers it (`--again` uploads it anyway).
+            for upload in uploads {
+                print(
+                    "uploaded  \(upload.uploadedAt) to \(TerminalText.escape(upload.destination)) as "
+                        + "\(TerminalText.escape(upload.location.description)) (job \(upload.job.prefix(8)))")
+            }
         }
         return ExitCode.success
     }

@@ -163,6 +163,18 @@ struct PhotoUploadEndToEndTests {
         #expect(Set((again["result"]?["files"]?.arrayValue ?? []).compactMap { $0["photo_id"]?.stringValue }) == Set(picked))
         #expect(try destination.generation("p0.jpg") != generation, "written again")
         #expect(try Self.remembered(daemon, to: destination.identity) == Dictionary(uniqueKeysWithValues: picked.map { ($0, againID) }))
+        // `photos show` says where a photo went (one entry per destination, the latest job), p3 nowhere.
+        let shown = try daemon.cliJSON(["photos", "show", picked[0], "--json"])
+        let uploads = shown["uploads"]?.arrayValue ?? []
+        #expect(uploads.count == 1, "\(shown)")
+        #expect(uploads.first?["destination"]?.stringValue == destination.identity)
+        #expect(uploads.first?["job"]?.stringValue == againID)
+        #expect(uploads.first?["sha256"]?.stringValue == library.name(of: picked[0]).flatMap { library.sha256[$0] })
+        #expect(uploads.first?["bytes"]?.intValue == shown["bytes"]?.intValue)
+        #expect(uploads.first?["uploaded_at"]?.stringValue?.hasSuffix("Z") == true)
+        #expect(try daemon.cliJSON(["photos", "show", library.id(3), "--json"])["uploads"] == [])
+        let told = try daemon.cli(["photos", "show", picked[0]])
+        #expect(told.stdout.contains("uploaded  ") && told.stdout.contains("(job \(againID.prefix(8)))"), "\(told.stdout)")
 
         // The memory holds no secret (the S3 key and secret are the daemon's, never stored).
         let dump = try Database(path: daemon.statePath + "/photos.sqlite3").query(

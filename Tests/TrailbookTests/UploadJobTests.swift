@@ -202,7 +202,7 @@ struct UploadDuplicateKeysTests {
         #expect(Set(job.duplicateKeys(UploadJob.Params(files: [source], to: "file://" + scratch.src))).isDisjoint(with: reference))
     }
 
-    @Test func tusEndpointsDifferingOnlyInCaseOrDefaultPortAreOnePlace() {
+    @Test func tusEndpointsDifferingOnlyInCaseOrDefaultPortAreOnePlace() throws {
         let job = UploadJob()
         let reference = job.duplicateKeys(UploadJob.Params(files: ["/a.jpg"], to: "http://tus.example/files/"))
         #expect(reference.count == 1, "files of one name do not collide on tus")
@@ -212,8 +212,8 @@ struct UploadDuplicateKeysTests {
         for to in ["http://tus.example:8080/files/", "https://tus.example/files/", "http://tus.example/Files/"] {
             #expect(job.duplicateKeys(UploadJob.Params(files: ["/a.jpg"], to: to)) != reference, "\(to)")
         }
-        #expect(UploadDestination.canonicalEndpoint("https://u:P@[::1]:443?x") == "https://u:P@[::1]/?x")
-        #expect(UploadDestination.canonicalEndpoint("https://H:4430/f") == "https://h:4430/f")
+        #expect(try UploadJob.destinationIdentity(of: "https://u:P@[::1]:443/f/?x") == "https://[::1]/f")
+        #expect(try UploadJob.destinationIdentity(of: "https://H:4430/f") == "https://h:4430/f")
     }
 }
 

@@ -80,6 +80,31 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         public var lon: Double
     }
 
+    /// One upload the library remembers of the photo (`photos show` only): `{"destination", "job",
+    /// "uploaded_at" (ISO 8601 UTC), "location" (a path as `path` is, an `s3://` object or a tus upload URL),
+    /// "bytes", "sha256"}`.
+    public struct Upload: Codable, Hashable, Sendable {
+        public var destination: String
+        public var job: String
+        public var uploadedAt: String
+        public var location: BytePath
+        public var bytes: Int64
+        public var sha256: String
+
+        public init(destination: String, job: String, uploadedAt: String, location: BytePath, bytes: Int64, sha256: String) {
+            self.destination = destination
+            self.job = job
+            self.uploadedAt = uploadedAt
+            self.location = location
+            self.bytes = bytes
+            self.sha256 = sha256
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case destination, job, uploadedAt = "uploaded_at", location, bytes, sha256
+        }
+    }
+
     public var id: String
     public var localID: Int64
     /// A string when the path is UTF-8, else `{"base64": …, "text": …}` (see `BytePath`).
@@ -93,10 +118,13 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
     public var gps: GPS?
     public var tags: [String]
     public var warnings: [String]
+    /// Where the photo was uploaded, oldest first (`photos show`); `nil` (no member) in `photos list`, which does
+    /// not look them up.
+    public var uploads: [Upload]? = nil
 
     enum CodingKeys: String, CodingKey {
         case id, localID = "local_id", path, bytes, width, height, orientation, takenAt = "taken_at", camera, gps, tags
-        case warnings
+        case warnings, uploads
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -113,6 +141,7 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         try c.encode(gps, forKey: .gps)
         try c.encode(tags, forKey: .tags)
         try c.encode(warnings, forKey: .warnings)
+        try c.encodeIfPresent(uploads, forKey: .uploads)
     }
 
     /// One line of compact JSON (no trailing newline), keys in docs/design.md's order.
@@ -134,6 +163,14 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
             ("bytes", try value(bytes)), ("width", try value(width)), ("height", try value(height)),
             ("orientation", try value(orientation)), ("taken_at", try value(takenAt)), ("camera", camera ?? "null"),
             ("gps", gps ?? "null"), ("tags", try value(tags)), ("warnings", try value(warnings)),
-        ])
+        ] + (try uploads.map { uploads in
+            [("uploads", "[" + (try uploads.map { upload in
+                object([
+                    ("destination", try value(upload.destination)), ("job", try value(upload.job)),
+                    ("uploaded_at", try value(upload.uploadedAt)), ("location", try value(upload.location)),
+                    ("bytes", try value(upload.bytes)), ("sha256", try value(upload.sha256)),
+                ])
+            }).joined(separator: ",") + "]")]
+        } ?? []))
     }
 }

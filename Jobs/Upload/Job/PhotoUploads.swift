@@ -217,14 +217,15 @@ extension UploadJob {
     /// The identity of a destination for the photo library's memory of uploads: the same place however it is
     /// spelled, and never a secret.
     ///
-    /// - `file://`: `file://` + the directory path as parsed (percent-decoded, no trailing `/`), so `/srv/photos`,
-    ///   `file:///srv/photos/` and `file://localhost/srv/photos` are one.
+    /// - `file://`: `file://` + where the directory leads in the daemon's file system
+    ///   (`BytePath.resolvedByFileSystem`: percent-decoded, `..`, `.`, `//` and symbolic links resolved, no trailing
+    ///   `/`), so `/srv/photos`, `file:///srv/photos/`, `file://localhost/srv/x/../photos` and a link to it are one.
     /// - `s3://`: `s3://BUCKET` + `/PREFIX` without trailing slashes (`s3://b/p/` and `s3://b/p` are one), plus
     ///   ` at ENDPOINT` (lower-case, no trailing `/`) when the job names an endpoint: the same bucket name on
     ///   another server is another place. The caller passes the job's endpoint or, without one, the daemon's
     ///   `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (`S3Options.identityEndpoint`).
-    /// - tus: the endpoint with its scheme and host in lower case, without user info (`user:password@`), query,
-    ///   fragment or trailing slashes.
+    /// - tus: the endpoint with its scheme and host in lower case (RFC 3986 §3.1, §3.2.2), without user info
+    ///   (`user:password@`), the scheme's default port (`:80`, `:443`; §6.2.3), query, fragment or trailing slashes.
     /// - Throws: `JobError` `bad_destination` for a URL `UploadDestination` refuses.
     nonisolated public static func destinationIdentity(of url: String, s3Endpoint: String? = nil) throws(JobError) -> String {
         func trimmed(_ text: Substring) -> Substring {
@@ -239,15 +240,18 @@ extension UploadJob {
             return "s3://" + String(trimmed(rest)) + endpoint
         }
         switch try UploadDestination(parsing: url) {
-        case .directory(let path): return "file://" + (path == "/" ? "" : path)
+        case .directory(let path):
+            let resolved = BytePath(path).resolvedByFileSystem
+            return "file://" + (resolved == "/" ? "" : resolved.key)
         case .s3(let bucket, let prefix): return "s3://" + String(trimmed(Substring(bucket + "/" + prefix)))
         case .tus(let endpoint):
             let colon = endpoint.firstIndex(of: ":")!
             let scheme = endpoint[..<colon].lowercased()
             let afterSlashes = endpoint[endpoint.index(colon, offsetBy: 3)...]
             let authority = afterSlashes.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            let host = (authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority)
+            var host = (authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority)
                 .lowercased()
+            if let port = ["http": ":80", "https": ":443"][scheme], host.hasSuffix(port) { host.removeLast(port.count) }
             let path = afterSlashes.dropFirst(authority.count).prefix { $0 != "?" && $0 != "#" }
             return scheme + "://" + host + String(trimmed(path))
         }

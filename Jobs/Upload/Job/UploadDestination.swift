@@ -153,28 +153,6 @@ public enum UploadDestination: Sendable, Equatable {
         }
     }
 
-    /// A tus endpoint as one text per place: the scheme and host in lower case (RFC 3986 §3.1, §3.2.2: both are
-    /// case-insensitive), the scheme's default port dropped (`:80` for http, `:443` for https, §6.2.3) and an empty
-    /// path as `/`; user info, the rest of the path and the query kept as given. For the duplicate check only.
-    public static func canonicalEndpoint(_ endpoint: String) -> String {
-        guard let colon = endpoint.firstIndex(of: ":") else { return endpoint }
-        let scheme = endpoint[..<colon].lowercased()
-        let rest = endpoint[endpoint.index(after: colon)...]
-        guard rest.hasPrefix("//") else { return endpoint }
-        let afterSlashes = rest.dropFirst(2)
-        let authority = afterSlashes.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        var path = String(afterSlashes.dropFirst(authority.count))
-        if path.isEmpty || path.hasPrefix("?") { path = "/" + path }
-        let at = authority.lastIndex(of: "@")
-        let userInfo = at.map { String(authority[...$0]) } ?? ""
-        var hostPort = (at.map { authority[authority.index(after: $0)...] } ?? authority).lowercased()
-        let defaultPort = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
-        if let defaultPort, hostPort.hasSuffix(defaultPort) {
-            hostPort.removeLast(defaultPort.count)
-        }
-        return scheme + "://" + userInfo + hostPort + path
-    }
-
     static func trimmingTrailingSlashes(_ path: String) -> String {
         var path = Substring(path)
         while path.count > 1, path.hasSuffix("/") { path = path.dropLast() }

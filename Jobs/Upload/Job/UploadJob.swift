@@ -261,42 +261,29 @@ public struct UploadJob: JobKind {
     /// `"upload of <source> to <place>"`, and for a directory or S3 destination also `"upload of a file named
     /// <name> to <place>"` (another file of the same name would replace this one's copy there).
     ///
-    /// Sources and directories are keyed by where they lead in the daemon's file system
-    /// (`BytePath.resolvedByFileSystem`: `..`, `.`, repeated slashes and symbolic links resolved), so
-    /// `/srv/photos`, `file:///srv/photos/`, `file:///srv/x/../photos` and a link to it are one place, and a file
-    /// named through a linked folder is the same file. A tus endpoint is keyed with its scheme and host in lower
-    /// case and without the scheme's default port (`UploadDestination.canonicalEndpoint`); an S3 destination by
-    /// bucket, prefix and endpoint: the option, else the daemon's `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`
-    /// (`S3Options.identityEndpoint`; another endpoint is another place).
+    /// The place is the destination's identity (`destinationIdentity`, as the photo library remembers uploads by:
+    /// a directory by where it leads in the file system, a tus endpoint without case or default-port differences,
+    /// an S3 prefix with its endpoint: the option, else the daemon's `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`,
+    /// `S3Options.identityEndpoint`). A source is keyed by where it leads (`BytePath.resolvedByFileSystem`), so a
+    /// file named through a linked folder, with `..` or through a link to it is the same file.
     nonisolated public func duplicateKeys(_ params: Params) -> [String] {
         Self.duplicateKeys(params, environment: ProcessEnvironment.current())
     }
 
     /// `duplicateKeys(_:)` with the daemon's environment given.
     nonisolated static func duplicateKeys(_ params: Params, environment: [String: String]) -> [String] {
-        guard let destination = try? UploadDestination(parsing: params.to) else { return [] }
-        let place: String
-        let namesCollide: Bool
-        switch destination {
-        case .directory(let path):
-            place = "file://" + BytePath(path).resolvedByFileSystem.key
-            namesCollide = true
-        case .tus(let endpoint):
-            // Each tus upload gets its own upload URL: files of one name do not collide there.
-            place = UploadDestination.canonicalEndpoint(endpoint)
-            namesCollide = false
-        // The same bucket name on another endpoint is another place.
-        case .s3(let bucket, let prefix):
-            place = "s3://\(bucket)/\(prefix)"
-                + (S3Options.identityEndpoint(params.s3, environment: environment).map { " at \($0)" } ?? "")
-            namesCollide = true
-        }
+        let endpoint = S3Options.identityEndpoint(params.s3, environment: environment)
+        guard let destination = try? UploadDestination(parsing: params.to),
+            let place = try? Self.destinationIdentity(of: params.to, s3Endpoint: endpoint)
+        else { return [] }
         if let photos = params.photos {
             // The same photos (by ID, ID file or tags) to the same place.
             if let ids = photos.ids { return ids.map { "upload of photo \($0) to \(place)" } }
             if let file = photos.idsFile { return ["upload of the photos listed in \(file) to \(place)"] }
             return ["upload of the photos tagged \((photos.tags ?? []).sorted().joined(separator: " + ")) to \(place)"]
         }
+        // Each tus upload gets its own upload URL: files of one name do not collide there.
+        let namesCollide = if case .tus = destination { false } else { true }
         return params.files.flatMap { file in
             let source = "upload of \(file.resolvedByFileSystem.key) to \(place)"
             return namesCollide ? [source, "upload of a file named \(file.lastComponent.key) to \(place)"] : [source]
