@@ -98,9 +98,9 @@ struct PhotoUploadTests {
         #expect(S3Options.identityEndpoint(given.s3, environment: both) == "http://given:1")
         let atAny = UploadJob.duplicateKeys(plain, environment: ["AWS_ENDPOINT_URL": "http://any:3"])
         let atOther = UploadJob.duplicateKeys(plain, environment: ["AWS_ENDPOINT_URL": "http://other:4"])
-        #expect(atAny.contains("upload of /a.jpg to s3://photos/p/ at http://any:3"), "\(atAny)")
+        #expect(atAny.contains("upload of /a.jpg to s3://photos/p at http://any:3"), "\(atAny)")
         #expect(!atAny.isEmpty && Set(atAny).isDisjoint(with: atOther), "another server is another place: \(atAny) \(atOther)")
-        #expect(UploadJob.duplicateKeys(plain, environment: [:]).contains("upload of /a.jpg to s3://photos/p/"))
+        #expect(UploadJob.duplicateKeys(plain, environment: [:]).contains("upload of /a.jpg to s3://photos/p"))
     }
 
     @Test func photoParamsNeedNoFilesAndRefuseMixing() throws {
