@@ -9,9 +9,9 @@ public struct PrunedJob: Sendable, Equatable {
 }
 
 extension JobStore {
-    /// The ended states, spelled as the partial index `jobs_ended` (migration 5) is: a query names them in these
+    /// The ended states, spelled as the partial index `jobs_ended` (migration 9) is: a query names them in these
     /// exact words so SQLite uses that index (it matches a partial index's WHERE by its terms).
-    static let endedStates = "state IN ('succeeded', 'failed', 'cancelled')"
+    static let endedStates = "(state = 'succeeded' OR state = 'failed' OR state = 'cancelled')"
 
     /// Makes the store give deleted pages back to the file system on `PRAGMA incremental_vacuum`
     /// (https://www.sqlite.org/pragma.html#pragma_auto_vacuum). Call before anything else on the connection.
