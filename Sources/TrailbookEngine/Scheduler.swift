@@ -1728,8 +1728,31 @@ final class SubmitTicket {
 }
 
 extension UUID {
-    /// A random (version 4) UUID in lower case, for job ids.
-    static func random() -> String { UUID().uuidString.lowercased() }
+    /// A random (version 4, RFC 9562 §5.4) UUID in lower case, for job ids: 122 random bits from the system's
+    /// generator (`getrandom`), formatted here. Foundation's `UUID()` opened, read and closed `/dev/urandom` for
+    /// every id (five system calls per submitted job).
+    static func random() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var high = generator.next() as UInt64
+        var low = generator.next() as UInt64
+        high = (high & ~0xF000) | 0x4000  // version 4 in bits 48-51
+        low = (low & ~(0xC000 << 48)) | (0x8000 << 48)  // variant 10
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            var at = 0
+            for index in 0..<32 {
+                if index == 8 || index == 12 || index == 16 || index == 20 {
+                    buffer[at] = 0x2D
+                    at += 1
+                }
+                let word = index < 16 ? high : low
+                let shift = UInt64(60 - 4 * (index % 16))
+                buffer[at] = digits[Int((word >> shift) & 0xF)]
+                at += 1
+            }
+            return at
+        }
+    }
 }
 
 /// Why the store refused a write, whichever store it is: SQLite's error, or the shared store being unreachable
