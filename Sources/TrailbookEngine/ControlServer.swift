@@ -409,8 +409,8 @@ public final class ControlServer {
             }
             let jobs = try scheduler.list(states: states, kind: kind, limit: Int(min(limit, 100_000)))
             // The counts of unfinished jobs in every state, from the scheduler's counters: a summary (`watch`)
-            // needs them without loading a million queued jobs.
-            let counts = scheduler.activeCounts.filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
+            // needs them without loading a million queued jobs. On a shared store, every daemon's (the store's).
+            let counts = scheduler.summaryCounts().filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
             return ["ok": true, "jobs": .array(jobs.map(\.json)), "counts": .object(Dictionary(uniqueKeysWithValues: counts))]
         case "show", "cancel", "pause", "resume":
             guard let id = try string(request, "job") else {
@@ -432,13 +432,12 @@ public final class ControlServer {
             let olderThan = try member(request, "older_than_s", "a number of seconds, 0 or more") { value -> Double? in
                 value.doubleValue.flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
             }
-            guard retention.isBuilt else {
+            let report = await retention.prune(olderThan: olderThan)
+            if report.busy {
                 throw JobError(
                     code: "invalid_state",
-                    message: "prune is not built for the shared PostgreSQL store yet; ended jobs stay in the database "
-                        + "(delete them there if needed)")
+                    message: "another daemon sharing the job store is pruning now; try again once it is done")
             }
-            let report = await retention.prune(olderThan: olderThan)
             if let error = report.error {
                 throw JobError(
                     code: "store_write_failed",

@@ -48,6 +48,8 @@ public final class Daemon {
     private var watchdogTimer: LoopTimer?
     /// Coalesces `STATUS=` updates after state changes to at most one a second; armed only after a change.
     private var statusTimer: LoopTimer?
+    /// On a shared store: sends this daemon's feed events to the other daemons and theirs to its watchers.
+    private var relay: FeedRelay?
     /// The running daemon, kept alive until the loop stops.
     private static var current: Daemon?
 
@@ -138,6 +140,7 @@ public final class Daemon {
         scheduler.workerPool = WorkerPool(loop: .main, options: configuration.workers)
         register(scheduler)
         let daemon = Daemon(configuration: configuration, scheduler: scheduler, notifier: ServiceNotifier(environment: service))
+        if let shared = store as? any LeasingJobStoring { daemon.relay = FeedRelay(store: shared, feed: feed) }
         if let activationSocket {
             try daemon.server.listen(descriptor: activationSocket)
         } else {
@@ -288,6 +291,9 @@ public final class Daemon {
                     pool.shutdown { continuation.resume() }
                 }
             }
+            // The jobs' last events (paused to stop, queued) go to the other daemons' watchers, best effort.
+            relay?.close()
+            relay = nil
             scheduler.feed.close()
             for watcher in signals { watcher.close() }
             signals.removeAll()

@@ -8,6 +8,40 @@ public struct PrunedJob: Sendable, Equatable {
     public var kind: String
 }
 
+/// A store that retention (`Retention`) can prune: the SQLite `JobStore` and the shared `PostgresJobStore`.
+public protocol PruningJobStoring: AnyObject {
+    /// Claims the right to prune for this daemon: `false` if another daemon sharing the store is pruning now
+    /// (it then prunes for everyone). Always `true` on a store of one daemon.
+    /// - Throws: the store's error.
+    func beginPruning() throws -> Bool
+    /// Gives up the right `beginPruning` gave (best effort: a lost connection gives it up anyway).
+    func endPruning()
+    /// Deletes at most `limit` jobs that ended in `state` with their last change at or before `endedBefore` (Unix
+    /// seconds), in one transaction, never one with a pending clean-up; returns them.
+    /// - Throws: the store's error (nothing is deleted).
+    func pruneEnded(state: JobState, endedBefore: Double, limit: Int) throws -> [PrunedJob]
+    /// How many jobs that ended in `state` at or before `endedBefore` are kept for their pending clean-up.
+    /// - Throws: the store's error.
+    func endedJobsAwaitingCleanUp(state: JobState, endedBefore: Double) throws -> Int
+    /// Gives at most `pages` free pages back to the file system; returns the free pages left (0 when the store
+    /// has no such step).
+    /// - Throws: the store's error.
+    func reclaimFreePages(atMost pages: Int) throws -> Int
+    /// Truncates the store's write-ahead log where it has one it controls.
+    /// - Throws: the store's error.
+    func checkpointLog() throws
+    /// The store's size on disk, in bytes.
+    /// - Throws: the store's error.
+    func sizeInBytes() throws -> Int64
+}
+
+extension JobStore: PruningJobStoring {
+    /// Always: one daemon owns a SQLite store (its home is locked).
+    public func beginPruning() throws -> Bool { true }
+
+    public func endPruning() {}
+}
+
 extension JobStore {
     /// The ended states, spelled as the partial index `jobs_ended` (migration 9) is: a query names them in these
     /// exact words so SQLite uses that index (it matches a partial index's WHERE by its terms).

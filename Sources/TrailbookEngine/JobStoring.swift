@@ -119,6 +119,12 @@ public protocol LeasingJobStoring: JobStoring {
     func pendingControls() throws -> [(id: String, control: JobControl)]
     /// Called on the loop thread when another daemon asks this one to control job `id` (a notification).
     var onControl: ((String, JobControl) -> Void)? { get set }
+    /// Sends feed payloads (`FeedRelay.payloads`, each under 8 000 bytes) to every other daemon of the store, in
+    /// one transaction and in order, without waiting; `completion` is called on the loop thread with whether the
+    /// store took them.
+    func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void)
+    /// Called on the loop thread with each feed payload another daemon sent (`publishFeed`), in the order sent.
+    var onFeed: ((String) -> Void)? { get set }
 }
 
 /// What a daemon asks of a job running on another daemon sharing the store.

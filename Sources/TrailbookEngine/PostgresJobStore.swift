@@ -79,6 +79,16 @@ public final class PostgresJobStore: LeasingJobStoring {
         set { wake.control = newValue }
     }
 
+    /// Called on the loop thread with the events of a feed payload another daemon sent (`publishFeed`).
+    public var onFeed: ((String) -> Void)? {
+        get { wake.feed }
+        set { wake.feed = newValue }
+    }
+
+    /// Feed payloads sent so far: numbers each one's header, so that two equal payloads of one transaction are
+    /// both delivered (PostgreSQL folds equal notifications of a transaction into one).
+    private var feedPayloads = 0
+
     /// Connects (waiting at most `connectTimeoutSeconds`) as daemon `daemonID` (a new random id by default) of
     /// host `options.host` (the machine's name by default), claiming from `options.queues`, migrates the schema
     /// (safe when daemons start together) and listens for new work.
@@ -101,6 +111,15 @@ public final class PostgresJobStore: LeasingJobStoring {
         try wait(timeout: connectTimeoutSeconds) { database in
             let connection = PostgresConnection(loop: database.loop, connectionString: connectionString)
             connection.onNotification = { notification in
+                if notification.channel == PostgresJobQueue.feedChannel {
+                    // "<daemon> <number>\n<events>": this daemon's own are not relayed back to it.
+                    let payload = notification.payload
+                    guard let newline = payload.firstIndex(of: "\n"),
+                        !payload[..<newline].hasPrefix(me + " ")
+                    else { return }
+                    let events = String(payload[payload.index(after: newline)...])
+                    return EventLoop.main.execute { wake.feed?(events) }
+                }
                 guard notification.channel == PostgresJobQueue.controlChannel else {
                     return EventLoop.main.execute { wake.fire() }
                 }
@@ -117,6 +136,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             try await queue.migrate()
             try await connection.listen(PostgresJobQueue.jobsChannel)
             try await connection.listen(PostgresJobQueue.controlChannel)
+            try await connection.listen(PostgresJobQueue.feedChannel)
         }
     }
 
@@ -400,7 +420,10 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     public func countsByState() throws -> [JobState: Int] {
         var counts: [JobState: Int] = [:]
-        for row in try rows("SELECT state, count(*) FROM trailbook_jobs GROUP BY state") {
+        // Ended jobs are most of the table and no summary shows them: only unfinished states are counted.
+        for row in try rows(
+            "SELECT state, count(*) FROM trailbook_jobs WHERE state IN ('queued', 'running', 'paused', 'needs_retry') GROUP BY state")
+        {
             if let state = row.text(0).flatMap(JobState.init(rawValue:)) { counts[state] = Int(row.int(1) ?? 0) }
         }
         return counts
@@ -512,9 +535,99 @@ public final class PostgresJobStore: LeasingJobStoring {
         }
     }
 
+    /// One pipeline of `SELECT pg_notify('trailbook_feed', …)`, one per payload, each headed `<daemon id> <n>`;
+    /// sent from the store's thread while the loop goes on.
+    public func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void) {
+        var statements: [PostgresStatement] = []
+        for payload in payloads {
+            feedPayloads += 1
+            statements.append(
+                PostgresStatement(
+                    "SELECT pg_notify($1, $2)",
+                    [.text(PostgresJobQueue.feedChannel), .text("\(owner.daemonID) \(feedPayloads)\n\(payload)")]))
+        }
+        let database = self.database
+        let sent = statements
+        Task.detached {
+            let ok: Bool
+            do {
+                _ = try await database.run { database in try await database.queue!.connection.pipeline(sent) }
+                ok = true
+            } catch {
+                ok = false
+            }
+            EventLoop.main.execute { completion(ok) }
+        }
+    }
+
     public func takeLostWrites() -> Set<String> {
         defer { lostWrites.removeAll() }
         return lostWrites
+    }
+}
+
+extension PostgresJobStore: PruningJobStoring {
+    /// "tbprune" in ASCII: the session advisory lock one pruning daemon holds.
+    static let pruneLockKey: Int64 = 0x74_6270_7275_6e65
+
+    /// `pg_try_advisory_lock`: one daemon prunes at a time; held by this session until `endPruning` (or until
+    /// the connection is lost).
+    public func beginPruning() throws -> Bool {
+        try rows("SELECT pg_try_advisory_lock($1::bigint)", [.integer(Self.pruneLockKey)]).first?.bool(0) ?? false
+    }
+
+    public func endPruning() {
+        _ = try? rows("SELECT pg_advisory_unlock($1::bigint)", [.integer(Self.pruneLockKey)])
+    }
+
+    /// One statement (one transaction): the batch's rows are locked `SKIP LOCKED`, so a row another transaction
+    /// holds waits for a later batch; the jobs' duplicate keys go with them. Uses the partial index of schema
+    /// migration 4.
+    public func pruneEnded(state: JobState, endedBefore: Double, limit: Int) throws -> [PrunedJob] {
+        precondition(state.isTerminal, "only ended jobs are pruned")
+        return try rows(
+            """
+            WITH doomed AS (
+                SELECT id FROM trailbook_jobs j
+                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1 AND updated_at <= $2::float8
+                    AND NOT EXISTS (SELECT 1 FROM trailbook_cleanups c WHERE c.job_id = j.id)
+                LIMIT $3::bigint FOR UPDATE SKIP LOCKED
+            ), keys AS (
+                DELETE FROM trailbook_duplicate_keys WHERE job_id IN (SELECT id FROM doomed)
+            )
+            DELETE FROM trailbook_jobs WHERE id IN (SELECT id FROM doomed) RETURNING id, kind
+            """,
+            [.text(state.rawValue), .double(endedBefore), .integer(Int64(limit))]
+        ).compactMap { row in
+            guard let id = row.text(0), let kind = row.text(1) else { return nil }
+            return PrunedJob(id: id, kind: kind)
+        }
+    }
+
+    public func endedJobsAwaitingCleanUp(state: JobState, endedBefore: Double) throws -> Int {
+        Int(
+            try rows(
+                """
+                SELECT count(*) FROM trailbook_jobs j JOIN trailbook_cleanups c ON c.job_id = j.id
+                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1 AND updated_at <= $2::float8
+                """, [.text(state.rawValue), .double(endedBefore)]
+            ).first?.int(0) ?? 0)
+    }
+
+    /// Nothing: PostgreSQL's (auto)vacuum makes deleted rows' space reusable; the files do not shrink.
+    public func reclaimFreePages(atMost pages: Int) throws -> Int { 0 }
+
+    /// Nothing: the server manages its write-ahead log.
+    public func checkpointLog() throws {}
+
+    /// The job tables with their indexes and TOAST (`pg_total_relation_size`), in bytes.
+    public func sizeInBytes() throws -> Int64 {
+        try rows(
+            """
+            SELECT pg_total_relation_size('trailbook_jobs') + pg_total_relation_size('trailbook_duplicate_keys')
+                + pg_total_relation_size('trailbook_cleanups')
+            """
+        ).first?.int(0) ?? 0
     }
 }
 
@@ -540,6 +653,8 @@ final class WorkSignal: @unchecked Sendable {
     var callback: (() -> Void)?
     /// `onControl`: a request of another daemon about a job (id) this one runs.
     var control: ((String, JobControl) -> Void)?
+    /// `onFeed`: the events of another daemon's feed payload.
+    var feed: ((String) -> Void)?
 
     func fire() { callback?() }
 }

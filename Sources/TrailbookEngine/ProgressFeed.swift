@@ -13,7 +13,8 @@ import TrailbookLoop
 public final class ProgressFeed {
     /// One event as published.
     public struct Event: Sendable {
-        /// Sequence number, increasing per daemon and across its restarts.
+        /// Sequence number, increasing per daemon and across its restarts. On a shared store the events of other
+        /// daemons' jobs are numbered by this daemon as they reach it (`relay`).
         public var seq: Int64
         /// The job's id.
         public var job: String
@@ -68,6 +69,13 @@ public final class ProgressFeed {
     /// Longest a progress event waits to share a write with others, in seconds.
     public let writeBatchInterval = 0.05
 
+    /// The host every event this daemon publishes names (`host`), on a shared store (`nil`: no `host` member).
+    public var host: String?
+
+    /// Called with each event this daemon publishes itself (not those `relay`ed from other daemons), as its JSON
+    /// members without `seq`: a shared store's `FeedRelay` sends them to the other daemons.
+    public var onLocalEvent: (([String: JSONValue]) -> Void)?
+
     /// Makes a feed whose first event has sequence number `firstSeq`.
     public init(
         firstSeq: Int64, progressInterval: Double = 0.25, replayCapacity: Int = 4_096,
@@ -94,6 +102,14 @@ public final class ProgressFeed {
     /// Publishes a `state` event (`from`, `to`, and the cancellation or error when relevant). Never dropped.
     public func stateChanged(_ job: JobRecord, from: JobState) {
         flushProgress(job: job.id)
+        publish(job: job.id, kind: job.kind, type: "state", fields: Self.stateFields(job, from: from))
+        lastProgressAt[job.id] = nil
+        onStateChange?()
+    }
+
+    /// The members of a `state` event of `job` (now in its new state) from state `from`, but the common ones
+    /// (`seq`, `at`, `job`, `kind`, `type`).
+    public static func stateFields(_ job: JobRecord, from: JobState) -> [String: JSONValue] {
         var fields: [String: JSONValue] = [
             "from": .string(from.rawValue), "to": .string(job.state.rawValue),
             "attempt": .number(Double(job.attempt)),
@@ -107,9 +123,20 @@ public final class ProgressFeed {
             fields["retry_in_s"] = .number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10)
         }
         if job.state.isTerminal { fields["result"] = job.result }
-        publish(job: job.id, kind: job.kind, type: "state", fields: fields)
-        lastProgressAt[job.id] = nil
-        onStateChange?()
+        return fields
+    }
+
+    /// Publishes an event of another daemon sharing the store (`FeedRelay`): its members as that daemon published
+    /// them (`at`, `job`, `kind`, `type`, `host`, …) under this feed's next `seq`, so a watcher of this daemon sees
+    /// every daemon's events in one numbering. Not passed to `onLocalEvent`. An object without `job`, `kind` and
+    /// `type` strings is ignored.
+    public func relay(_ members: [String: JSONValue]) {
+        guard let job = members["job"]?.stringValue, let kind = members["kind"]?.stringValue,
+            let type = members["type"]?.stringValue
+        else { return }
+        var members = members
+        members["seq"] = .number(Double(nextSeq))
+        emit(job: job, kind: kind, isProgress: type == "progress", members: members)
     }
 
     /// Called after every `state` event is published (the daemon's service status follows it).
@@ -145,6 +172,9 @@ public final class ProgressFeed {
         let subscriber = Subscriber(connection: connection, jobs: jobs, kinds: kinds)
         subscribers[ObjectIdentifier(connection)] = subscriber
         guard let since else { return true }
+        // A number this daemon has not handed out (another daemon's, from the shared sequence's block above this
+        // one's): nothing can be replayed against it, so the watcher is told to refresh.
+        guard since <= lastSeq else { return false }
         for event in buffer[bufferStart...] where event.seq > since && subscriber.wants(event) {
             connection.write(event.line)
         }
@@ -204,8 +234,18 @@ public final class ProgressFeed {
         members["job"] = .string(job)
         members["kind"] = .string(kind)
         members["type"] = .string(type)
+        if let host { members["host"] = .string(host) }
+        if let onLocalEvent {
+            var shared = members
+            shared["seq"] = nil
+            onLocalEvent(shared)
+        }
+        emit(job: job, kind: kind, isProgress: type == "progress", members: members)
+    }
+
+    private func emit(job: String, kind: String, isProgress: Bool, members: [String: JSONValue]) {
         let event = Event(
-            seq: nextSeq, job: job, kind: kind, isProgress: type == "progress",
+            seq: nextSeq, job: job, kind: kind, isProgress: isProgress,
             line: JSONCoding.encode(JSONValue.object(members)) + [0x0A])
         nextSeq += 1
         append(event)

@@ -48,6 +48,8 @@ public struct PruneReport: Sendable, Equatable {
     public var bytesAfter: Int64 = 0
     /// The store refused a write (another process's lock, a full disk): the prune stopped there.
     public var error: String?
+    /// Another daemon sharing the store was pruning: this one pruned nothing (that one prunes for all).
+    public var busy = false
 
     /// Jobs deleted in all.
     public var total: Int { pruned.values.reduce(0, +) }
@@ -97,15 +99,12 @@ public final class Retention {
     /// then every `sweepIntervalSeconds`. Nothing is armed when every retention is "for good".
     public func start() {
         guard JobState.ended.contains(where: { policy.keepSeconds($0) != nil }) else { return }
-        guard isBuilt else {
-            return DaemonLog.write(
-                "retention (--keep-*) is not built for the shared PostgreSQL store yet: ended jobs are kept")
-        }
+        guard isBuilt else { return }
         arm(seconds: 1)
     }
 
-    /// Whether retention works on the scheduler's store: the SQLite store only so far (docs/postgres-store.md).
-    public var isBuilt: Bool { scheduler.store is JobStore }
+    /// Whether retention works on the scheduler's store: the SQLite and the shared PostgreSQL stores both prune.
+    public var isBuilt: Bool { scheduler.store is any PruningJobStoring }
 
     /// Stops the timer (daemon shutdown). A sweep under way ends after its current batch.
     public func close() {
@@ -147,8 +146,18 @@ public final class Retention {
     /// - Returns: what was deleted and kept; `error` is set if the store refused a write (what was done stays).
     public func prune(olderThan: Double?) async -> PruneReport {
         var report = PruneReport()
-        // Retention of the shared PostgreSQL store is not built yet (docs/postgres-store.md): nothing is pruned.
-        guard let store = scheduler.store as? JobStore else { return report }
+        guard let store = scheduler.store as? any PruningJobStoring else { return report }
+        // Daemons sharing a store prune one at a time (an advisory lock on PostgreSQL); the others skip.
+        do {
+            guard try store.beginPruning() else {
+                report.busy = true
+                return report
+            }
+        } catch {
+            report.error = "\(error)"
+            return report
+        }
+        defer { store.endPruning() }
         report.bytesBefore = (try? store.sizeInBytes()) ?? 0
         let now = Timestamp.now()
         do {

@@ -331,6 +331,14 @@ public final class Scheduler {
     /// counted (they are pruned).
     public private(set) var activeCounts: [JobState: Int] = [:]
 
+    /// The counts of unfinished jobs by state for a summary (`list`'s `counts`, which `watch` shows): this
+    /// daemon's counters on SQLite; on a shared store every daemon's jobs, counted by the store (the counters,
+    /// if the store cannot answer).
+    public func summaryCounts() -> [JobState: Int] {
+        guard leasing != nil, let counts = try? store.countsByState() else { return activeCounts }
+        return counts.filter { !$0.key.isTerminal }
+    }
+
     /// On daemon start: puts jobs left `running` by a crash back in the queue (they resume from their checkpoint),
     /// arms the retry timer and starts what can run.
     /// - Throws: `SQLiteError` if the store cannot be read or written.

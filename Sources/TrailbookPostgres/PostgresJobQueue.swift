@@ -141,6 +141,9 @@ public final class PostgresJobQueue {
     /// The channel a `cancel`/`pause` of a job running on another daemon notifies; payload
     /// `<lease daemon id> <control> <job id>` (the request itself is in the job's `control` column).
     public static let controlChannel = "trailbook_control"
+    /// The channel daemons send their feed events on (`FeedRelay`); payload: a header line
+    /// `<daemon id> <number>`, then the events' JSON lines.
+    public static let feedChannel = "trailbook_feed"
     /// The advisory lock key migrations hold (`pg_advisory_xact_lock`): "trailbk" in ASCII.
     static let migrationLockKey: Int64 = 0x7472_6169_6C62_6B
 
@@ -222,6 +225,13 @@ public final class PostgresJobQueue {
         // 3: a request to the daemon running a job (`cancel` or `pause`), made through another daemon; cleared
         // when the run's end is written.
         ["ALTER TABLE trailbook_jobs ADD COLUMN control text"],
+        // 4: retention's scan (`PostgresJobStore.pruneEnded`): ended jobs by state and age.
+        [
+            """
+            CREATE INDEX trailbook_jobs_ended ON trailbook_jobs (state, updated_at)
+                WHERE state IN ('succeeded', 'failed', 'cancelled')
+            """
+        ],
     ]
 
     /// The connection it runs on.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TrailbookCLI
 import TrailbookEngine
 
 /// Several daemons, each with its own `TRAILBOOK_JOBS_HOME`, sharing one PostgreSQL database (`daemon --store`,
@@ -174,12 +175,132 @@ struct SharedStoreEndToEndTests {
         }
         let again = try a.job(["op": "cancel", "job": .string(ids[1])])
         #expect(again["state"]?.stringValue == "cancelled")
-        // Retention is not built for the shared store: prune says so instead of pruning nothing.
-        let prune = try a.request(["op": "prune", "older_than_s": 0])
-        #expect(prune["error"]?["code"]?.stringValue == "invalid_state")
-        #expect(a.log().contains("retention (--keep-*) is not built for the shared PostgreSQL store yet"))
         // No write was refused on the way (a refused write is kept and retried, and would hide a broken statement).
         #expect(!(a.log() + b.log()).contains("refused a write"))
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
+    /// Retention on the shared store: `prune` through one daemon deletes every daemon's ended jobs (and only
+    /// those), one daemon prunes at a time (another session holding the advisory lock makes `prune` say so and
+    /// delete nothing), and a daemon's `--keep-succeeded` sweep deletes jobs another daemon ran.
+    @Test func pruneAndRetentionWorkOnTheSharedStoreOneDaemonAtATime() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        let ended = try submit(6, units: 1, unitMilliseconds: 1, through: [a, b])
+        let long = try b.submitSleep(units: 100_000, unitMilliseconds: 20)
+        try waitUntilAll(ended, in: ["succeeded"], by: a)
+        _ = try a.waitFor(long, "running") { $0["state"]?.stringValue == "running" }
+
+        // Another session holds the pruning lock: prune through A refuses and deletes nothing.
+        let holding = server.socketConnectionString + " application_name=tb-lock-holder"
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: server.psqlPath)
+        holder.arguments = [holding, "-c", "SELECT pg_advisory_lock(\(0x74_6270_7275_6e65))", "-c", "SELECT pg_sleep(120)"]
+        holder.standardOutput = FileHandle.nullDevice
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate() } }
+        // Held once the session has gone on to its sleep.
+        let held = Date().addingTimeInterval(30)
+        while Date() < held,
+            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-lock-holder' AND query LIKE '%pg_sleep%'") != "1"
+        {
+            usleep(20_000)
+        }
+        let busy = try a.request(["op": "prune", "older_than_s": 0])
+        #expect(busy["error"]?["code"]?.stringValue == "invalid_state", "\(busy)")
+        #expect(busy["error"]?["message"]?.stringValue?.contains("another daemon") == true)
+        #expect(Set(try listed(by: b).keys).isSuperset(of: ended))
+        _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-lock-holder'")
+        holder.waitUntilExit()
+
+        // Free again: A prunes the six ended jobs, whichever daemon ran them; the running one stays.
+        let pruned = try a.request(["op": "prune", "older_than_s": 0])
+        #expect(pruned["ok"]?.boolValue == true, "\(pruned)")
+        #expect(pruned["pruned"]?["succeeded"]?.intValue == 6, "\(pruned)")
+        let left = try listed(by: b)
+        #expect(ended.allSatisfy { left[$0] == nil })
+        #expect(left[long]?["state"]?.stringValue == "running")
+        #expect(try b.request(["op": "show", "job": .string(ended[0])])["error"]?["code"]?.stringValue == "no_such_job")
+
+        // A third daemon's sweep (`--keep-succeeded 1s`) prunes a job B ran.
+        let c = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-c", "--queues", "elsewhere", "--keep-succeeded", "1s"])
+        let swept = try b.submitSleep(units: 1, unitMilliseconds: 1)
+        _ = try b.waitForState(swept, "succeeded")
+        let deadline = Date().addingTimeInterval(30)
+        while try listed(by: a)[swept] != nil && Date() < deadline { usleep(100_000) }
+        #expect(try listed(by: a)[swept] == nil, "the sweep did not prune it")
+        #expect(c.log().contains("retention: pruned"), "\(c.log())")
+        _ = try b.job(["op": "cancel", "job": .string(long)])
+        for daemon in [a, b, c] { _ = try daemon.stop() }
+    }
+
+    /// Runs `sql` in a `psql` session of its own on `server`; its output, trimmed.
+    private func psql(_ server: PostgresServer, _ sql: String) throws -> String {
+        let result = try DaemonHarness.run(server.psqlPath, [server.socketConnectionString, "-At", "-c", sql])
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The live feed across daemons (issue 15): a watcher of daemon A sees a job that runs on daemon B (submitted
+    /// through B) from its submit to its end, progress included, in A's `seq` order, each event naming B's host;
+    /// `list` through A counts B's running job; `watch ID` through A follows it to its end; `since` replays A's
+    /// numbers and refuses B's. Fails with a local-only feed (A would see nothing of the job).
+    @Test func aWatcherOfOneDaemonSeesAnotherDaemonsJobLiveAndInOrder() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        // A serves a queue nobody submits to: every job runs on B.
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        let onA = try FeedRecorder(a)
+        let onB = try FeedRecorder(b)
+        // 40 × 50 ms: about 2 s of progress.
+        let id = try b.submitSleep(units: 40, unitMilliseconds: 50)
+        _ = try a.waitFor(id, "running") { $0["state"]?.stringValue == "running" }
+        #expect(b.log().contains("job \(id.prefix(8)) sleep queued -> running"))
+        // The summary counts through A are the store's: B's job is running.
+        #expect(try a.request(["op": "list", "limit": 1])["counts"]?["running"]?.intValue == 1)
+        // `watch ID` through A follows the job on B and exits at its end.
+        let watched = try a.cli(["watch", String(id.prefix(8))])
+        #expect(watched.status == 0, "\(watched.stderr)")
+        #expect(watched.stdout.contains("-> succeeded"), "\(watched.stdout)")
+
+        let deadline = Date().addingTimeInterval(10)
+        while !onA.states(of: id).contains("succeeded") && Date() < deadline { usleep(10_000) }
+        let seen = onA.events(of: id)
+        #expect(seen.first?["type"]?.stringValue == "submitted", "\(seen)")
+        #expect(onA.states(of: id) == ["running", "succeeded"])
+        let progress = seen.filter { $0["type"]?.stringValue == "progress" }
+        #expect(progress.count >= 2, "live progress from B: \(progress.count) events")
+        let end = try #require(seen.firstIndex { $0["to"]?.stringValue == "succeeded" })
+        let lastProgress = try #require(seen[..<end].last { $0["type"]?.stringValue == "progress" })
+        #expect(lastProgress["progress"]?["completed"]?.intValue == 40, "flushed before the end: \(lastProgress)")
+        #expect(seen[end]["result"] != nil && seen[end]["result"] != .null, "the end's result: \(seen[end])")
+        #expect(seen.allSatisfy { $0["host"]?.stringValue == "host-b" }, "\(seen)")
+        // In A's numbering, in order, and the same events B's own watcher saw (B numbers its own).
+        let seqs = seen.compactMap { $0["seq"]?.intValue }
+        #expect(seqs.count == seen.count && seqs == seqs.sorted() && Set(seqs).count == seqs.count, "\(seqs)")
+        let onBTypes = onB.events(of: id).map { "\($0["type"]?.stringValue ?? "") \($0["to"]?.stringValue ?? "")" }
+        let onATypes = seen.map { "\($0["type"]?.stringValue ?? "") \($0["to"]?.stringValue ?? "")" }
+        #expect(onATypes.filter { !$0.hasPrefix("progress") } == onBTypes.filter { !$0.hasPrefix("progress") })
+
+        // `since` means what it means on one daemon: A replays what it delivered after one of its numbers...
+        let replay = try DaemonClient(socketPath: a.socketPath)
+        _ = try replay.request(["op": "watch", "since": .number(Double(seqs[0])), "jobs": [.string(id)]])
+        var replayed: [Int64] = []
+        while replayed.count < seqs.count - 1, replay.waitReadable(timeoutSeconds: 2), let event = try replay.readLine() {
+            replayed.append(event["seq"]?.intValue ?? -1)
+        }
+        #expect(replayed == Array(seqs.dropFirst()))
+        // ...and a number of B's is not one of A's: the watcher is told to refresh instead of getting a wrong replay.
+        let bSeq = try #require(onB.events(of: id).first?["seq"]?.intValue)
+        let foreign = try DaemonClient(socketPath: a.socketPath)
+        _ = try foreign.request(["op": "watch", "since": .number(Double(bSeq)), "jobs": [.string(id)]])
+        #expect(foreign.waitReadable(timeoutSeconds: 5))
+        #expect(try foreign.readLine()?["type"]?.stringValue == "gap")
         _ = try a.stop()
         _ = try b.stop()
     }

@@ -29,6 +29,8 @@ public final class PostgresServer: @unchecked Sendable {
     private let runAsNobody: Bool
     private var running = false
 
+    /// The server's `psql`, for a test that needs a session of its own (holding a lock).
+    public var psqlPath: String { binDirectory + "/psql" }
     /// A keyword connection string through the Unix socket (no password needed).
     public var socketConnectionString: String { "host=\(directory) port=\(port) user=\(user) dbname=postgres" }
     /// A URI through TCP with the password in it.

@@ -1,0 +1,223 @@
+import TrailbookLoop
+
+/// The live feed across daemons sharing a store (docs/postgres-store.md, "The feed across daemons"): sends the
+/// events this daemon publishes to the others, and publishes theirs on this daemon's feed, so a watcher of any
+/// daemon sees every host's jobs.
+///
+/// Sending: events are collected and sent in one store request (`LeasingJobStoring.publishFeed`: one transaction
+/// of `NOTIFY trailbook_feed`, each payload at most `payloadBytes`), at most one request in flight and at most one
+/// every `minimumInterval` seconds, so a busy daemon sends a few dozen notifications a second, not one per event.
+/// Within a batch a job's progress is coalesced to its latest (the feed already coalesces it to one per job per
+/// 0.25 s); `submitted`, `state` and `log` events are never coalesced or dropped, and keep their order. A batch the
+/// store refuses (it is unreachable) is kept and sent again after `retrySeconds`, without its progress, up to
+/// `maxPending` events.
+///
+/// An event whose line would not fit in one payload is made to: a `state` event is sent without its `result`,
+/// `error`, `cancellation` and retry members and with `"reread": true`, and the receiving daemon fills them in from
+/// the job's row (as `ProgressFeed.stateFields` makes them); a `log` message is cut; a progress event is dropped.
+///
+/// Receiving: each payload of another daemon is published in its order under this feed's own `seq` numbers
+/// (`ProgressFeed.relay`): `seq` keeps meaning "this daemon's order of delivery", and `host` says where the job is.
+@LoopActor
+public final class FeedRelay {
+    /// PostgreSQL refuses a NOTIFY payload of 8 000 bytes or more; the store adds a header line of under 100.
+    nonisolated public static let payloadBytes = 7_800
+    /// Fewest seconds between the starts of two sends.
+    public let minimumInterval: Double
+    /// How long progress waits to share a send with other events, in seconds.
+    public let progressDelay: Double
+    /// Seconds before a refused (or unanswered) send is tried again.
+    public let retrySeconds = 1.0
+    /// Events kept while the store refuses sends; past it the oldest are dropped (and the drop is logged).
+    public let maxPending = 20_000
+
+    private var store: any LeasingJobStoring
+    private let feed: ProgressFeed
+    /// Events not sent yet, oldest first, as their JSON members (no `seq`).
+    private var pending: [[String: JSONValue]] = []
+    /// Where each job's latest progress waits in `pending`, while no other event of that job follows it.
+    private var progressAt: [String: Int] = [:]
+    private var sending = false
+    /// Which send is in flight: an answer that comes after its timeout belongs to an older one and is ignored.
+    private var generation = 0
+    private var lastSendAt = -Double.infinity
+    private var timer: LoopTimer?
+    private var timerDue = 0.0
+    private var check: CheckHandle?
+    private var timeout: LoopTimer?
+    private var dropped = 0
+
+    /// Relays `feed`'s events through `store` and `store`'s events of other daemons to `feed`: sets
+    /// `feed.onLocalEvent` and `store.onFeed`.
+    public init(store: any LeasingJobStoring, feed: ProgressFeed, minimumInterval: Double = 0.025, progressDelay: Double = 0.1) {
+        self.store = store
+        self.feed = feed
+        self.minimumInterval = minimumInterval
+        self.progressDelay = progressDelay
+        feed.host = store.host
+        feed.onLocalEvent = { [weak self] members in self?.add(members) }
+        self.store.onFeed = { [weak self] payload in LoopIsolation.assume { self?.received(payload) } }
+    }
+
+    /// Stops relaying (daemon shutdown): sends what is pending once more, without waiting for it.
+    public func close() {
+        feed.onLocalEvent = nil
+        store.onFeed = nil
+        if !sending { send() }
+        timer?.close()
+        timer = nil
+        check?.close()
+        check = nil
+        timeout?.close()
+        timeout = nil
+    }
+
+    // MARK: sending
+
+    private func add(_ members: [String: JSONValue]) {
+        guard let job = members["job"]?.stringValue else { return }
+        let isProgress = members["type"]?.stringValue == "progress"
+        if isProgress, let index = progressAt[job] {
+            pending[index] = members
+            return
+        }
+        progressAt[job] = isProgress ? pending.count : nil
+        pending.append(members)
+        if pending.count > maxPending { dropOldest() }
+        arm(after: isProgress ? progressDelay : 0)
+    }
+
+    private func dropOldest() {
+        let excess = pending.count - maxPending
+        pending.removeFirst(excess)
+        dropped += excess
+        reindex()
+        DaemonLog.write("feed relay: the shared store refuses the feed's notifications; dropped the \(dropped) oldest events so far")
+    }
+
+    private func reindex() {
+        progressAt.removeAll(keepingCapacity: true)
+        for (index, members) in pending.enumerated() {
+            guard let job = members["job"]?.stringValue else { continue }
+            progressAt[job] = members["type"]?.stringValue == "progress" ? index : nil
+        }
+    }
+
+    /// Sends within `delay` seconds (0: once this loop turn's work is done), no sooner than `minimumInterval` after
+    /// the last send started.
+    private func arm(after delay: Double) {
+        guard !sending else { return }
+        let wait = max(delay, lastSendAt + minimumInterval - Timestamp.monotonic())
+        if wait <= 0 {
+            let check = self.check ?? CheckHandle(loop: .main)
+            self.check = check
+            check.start { [weak self] in self?.send() }
+            return
+        }
+        let timer = self.timer ?? LoopTimer(loop: .main)
+        self.timer = timer
+        // An armed timer due sooner stays (progress coming all the time must not put the send off); one due
+        // later is brought forward.
+        let due = Timestamp.monotonic() + wait
+        if timer.isActive && timerDue <= due { return }
+        timer.stop()
+        timerDue = due
+        timer.start(milliseconds: max(1, LoopTimer.milliseconds(wait))) { [weak self] in self?.send() }
+    }
+
+    private func send() {
+        check?.stop()
+        timer?.stop()
+        guard !sending, !pending.isEmpty else { return }
+        let events = pending
+        pending.removeAll(keepingCapacity: true)
+        progressAt.removeAll(keepingCapacity: true)
+        let payloads = Self.payloads(events)
+        guard !payloads.isEmpty else { return }
+        sending = true
+        lastSendAt = Timestamp.monotonic()
+        generation += 1
+        let sent = generation
+        let timeout = self.timeout ?? LoopTimer(loop: .main)
+        self.timeout = timeout
+        timeout.start(seconds: 15) { [weak self] in self?.finished(sent, events, ok: false) }
+        store.publishFeed(payloads) { [weak self] ok in
+            LoopIsolation.assume { self?.finished(sent, events, ok: ok) }
+        }
+    }
+
+    private func finished(_ sent: Int, _ events: [[String: JSONValue]], ok: Bool) {
+        guard sending, sent == generation else { return }
+        sending = false
+        timeout?.stop()
+        if !ok {
+            // Kept for the next try, before what came meanwhile; progress is stale by then and goes.
+            pending = events.filter { $0["type"]?.stringValue != "progress" } + pending
+            if pending.count > maxPending { dropOldest() } else { reindex() }
+            if !pending.isEmpty { arm(after: retrySeconds) }
+            return
+        }
+        if !pending.isEmpty { arm(after: 0) }
+    }
+
+    /// `events` as NOTIFY payload bodies: their JSON lines, newline-separated, in order, each body at most
+    /// `payloadBytes` (an event too big for one alone is shrunk as the type says, or left out if it is progress).
+    nonisolated public static func payloads(_ events: [[String: JSONValue]], limit: Int = payloadBytes) -> [String] {
+        var bodies: [String] = []
+        var body: [UInt8] = []
+        for members in events {
+            guard let line = fitted(members, limit: limit) else { continue }
+            if !body.isEmpty && body.count + 1 + line.count > limit {
+                bodies.append(String(decoding: body, as: UTF8.self))
+                body.removeAll(keepingCapacity: true)
+            }
+            if !body.isEmpty { body.append(0x0A) }
+            body += line
+        }
+        if !body.isEmpty { bodies.append(String(decoding: body, as: UTF8.self)) }
+        return bodies
+    }
+
+    /// The event's line, shrunk to fit `limit` bytes if need be; `nil` if it cannot be (progress).
+    nonisolated static func fitted(_ members: [String: JSONValue], limit: Int) -> [UInt8]? {
+        let line = JSONCoding.encode(JSONValue.object(members))
+        if line.count <= limit { return line }
+        var shrunk = members
+        switch members["type"]?.stringValue {
+        case "state":
+            for name in ["result", "error", "cancellation", "retry_at", "retry_in_s"] { shrunk[name] = nil }
+            shrunk["reread"] = true
+        case "log":
+            let message = members["message"]?.stringValue ?? ""
+            // A character is at most 6 bytes as JSON (a \u escape), so this fits whatever the text.
+            shrunk["message"] = .string(String(message.prefix(max(0, (limit - 600) / 6))) + "…")
+        default:
+            return nil
+        }
+        let again = JSONCoding.encode(JSONValue.object(shrunk))
+        return again.count <= limit ? again : nil
+    }
+
+    // MARK: receiving
+
+    private func received(_ payload: String) {
+        for line in payload.utf8.split(separator: 0x0A) {
+            guard case .object(var members) = try? JSONParser.parse(line) else { continue }
+            if members["reread"] != nil { members = reread(members) }
+            feed.relay(members)
+        }
+    }
+
+    /// A `state` event sent without its larger members: filled in from the job's row if it is still in the state
+    /// the event names (else sent on as it came, `reread` and all).
+    private func reread(_ members: [String: JSONValue]) -> [String: JSONValue] {
+        guard let id = members["job"]?.stringValue, let to = members["to"]?.stringValue,
+            let job = try? store.job(id: id), job.state.rawValue == to
+        else { return members }
+        let from = members["from"]?.stringValue.flatMap(JobState.init(rawValue:)) ?? job.state
+        var filled = members
+        filled["reread"] = nil
+        for (name, value) in ProgressFeed.stateFields(job, from: from) { filled[name] = value }
+        return filled
+    }
+}
