@@ -231,7 +231,8 @@ struct SharedStoreEndToEndTests {
         let swept = try b.submitSleep(units: 1, unitMilliseconds: 1)
         _ = try b.waitForState(swept, "succeeded")
         let deadline = Date().addingTimeInterval(30)
-        while try listed(by: a)[swept] != nil && Date() < deadline { usleep(100_000) }
+        // The log line is written once the sweep is over, a moment after the rows are gone: wait for both.
+        while try listed(by: a)[swept] != nil || !c.log().contains("retention: pruned"), Date() < deadline { usleep(100_000) }
         #expect(try listed(by: a)[swept] == nil, "the sweep did not prune it")
         #expect(c.log().contains("retention: pruned"), "\(c.log())")
         _ = try b.job(["op": "cancel", "job": .string(long)])
