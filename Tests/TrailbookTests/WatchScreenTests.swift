@@ -263,7 +263,7 @@ struct WatchScreenTests {
 
     /// Every kind gets a label: an import showed none, a tag or autotag job of all photos or of an ID file none.
     @Test func everyKindOfJobHasALabel() {
-        #expect(WatchScreen.label(kind: "import", params: ["dir": "/home/me/trip"]) == "trip/")
+        #expect(WatchScreen.label(kind: "import", params: ["dir": "/photos/trip"]) == "trip/")
         #expect(WatchScreen.label(kind: "import", params: ["dir": ["base64": "Y2Fm6Q==", "text": "/p/caf\\xe9"]]) == "caf\\xe9/")
         #expect(WatchScreen.label(kind: "autotag", params: ["all": true]) == "all photos")
         #expect(WatchScreen.label(kind: "autotag", params: ["ids_file": "/p/picks.txt"]) == "photos in picks.txt")
