@@ -278,7 +278,7 @@ struct TaggingHonestyTests {
             Set(shown.objectKeys)
                 == [
                     "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps",
-                    "tags", "warnings",
+                    "tags", "warnings", "uploads",
                 ])
         _ = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
         let after = try daemon.cliJSON(["photos", "show", id, "--json"])
