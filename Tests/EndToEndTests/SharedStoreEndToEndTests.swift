@@ -162,7 +162,9 @@ struct SharedStoreEndToEndTests {
         #expect(b.log().contains("job \(ids[0].prefix(8)) sleep running -> cancelled"))
         #expect(!a.log().contains("job \(ids[0].prefix(8)) sleep running -> "))
 
-        // Pause through A: B checkpoints and stops it; resumed through A, it runs on from its checkpoint.
+        // Pause through A: B checkpoints and stops it; resumed through A, it runs on from its checkpoint. First
+        // B must have counted an item: on a loaded machine the pause could otherwise come before the first one.
+        _ = try b.waitFor(ids[1], timeout: 30, "an item counted") { ($0["progress"]?["completed"]?.doubleValue ?? 0) > 0 }
         let paused = try a.job(["op": "pause", "job": .string(ids[1])])
         #expect(paused["state"]?.stringValue == "paused")
         let done = paused["progress"]?["completed"]?.doubleValue ?? 0

@@ -290,13 +290,21 @@ struct TusIntegrityEndToEndTests {
         let paused = try daemon.show(id)
         let acknowledged = try #require(paused["progress"]?["completed"]?.intValue)
         let url = try Self.uploadURL(servers)
-        // tuspyserver keeps the offset in DIR/<id>.info: set it back to 1 MiB and cut the data to match.
+        // tuspyserver keeps the offset in DIR/<id>.info: set it back to 1 MiB and cut the data to match. Under the
+        // server's own lock of the upload (flock of DIR/.locks/<id>.lock): the PATCH the pause cut short may still
+        // be saving its offset, which would otherwise overwrite the edit (a lost-bytes server that does not say so).
         let stored = servers.storedPath(url)
+        let lockDirectory = (stored as NSString).deletingLastPathComponent + "/.locks"
+        mkdir(lockDirectory, 0o755)
+        let lock = open(lockDirectory + "/" + (stored as NSString).lastPathComponent + ".lock", O_RDWR | O_CREAT, 0o644)
+        #expect(lock >= 0 && flock(lock, LOCK_EX) == 0)
         let infoPath = stored + ".info"
         var info = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: infoPath))) as? [String: Any])
         info["offset"] = 1 << 20
         try JSONSerialization.data(withJSONObject: info).write(to: URL(fileURLWithPath: infoPath))
         #expect(truncate(stored, 1 << 20) == 0)
+        flock(lock, LOCK_UN)
+        close(lock)
         #expect(try daemon.cli(["resume", id]).status == 0)
         let done = try daemon.waitForState(id, "succeeded", timeout: 30)
         #expect(done["result"]?["sha256"]?.stringValue == expected)
