@@ -82,6 +82,7 @@ enum Commands {
                 OptionSpec("max-parts", .value(placeholder: "N"), help: "s3: most parts the provider allows per upload (default 10000)"),
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
+                OptionSpec("checksum", .value(placeholder: "sha256|md5"), help: "s3: checksums the server verifies: sha256 (default: Content-MD5 and x-amz-checksum-sha256) or md5 (Content-MD5 only, for providers without S3's additional checksums)"),
                 OptionSpec("each", help: "one job per FILE, submitted as one batch (all queued or none); prints their IDs in order"),
             ] + submitCommon,
             details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
@@ -347,7 +348,7 @@ enum Commands {
         }
         if let s3 = try s3Options(arguments) {
             guard params["to"]?.stringValue?.lowercased().hasPrefix("s3://") == true else {
-                throw UsageError("--endpoint, --region, --profile, --path-style, --virtual-hosted, --max-parts, --min-part-size and --parts-in-flight apply only to s3:// destinations")
+                throw UsageError("--endpoint, --region, --profile, --path-style, --virtual-hosted, --max-parts, --min-part-size, --parts-in-flight and --checksum apply only to s3:// destinations")
             }
             params["s3"] = s3
         }
@@ -400,6 +401,12 @@ enum Commands {
         if let value = try arguments.integer("max-parts", range: 1...10_000) { s3["max_parts"] = .number(Double(value)) }
         if let value = try arguments.size("min-part-size") { s3["min_part_size"] = .number(Double(value)) }
         if let value = try arguments.integer("parts-in-flight", range: 1...32) { s3["parts_in_flight"] = .number(Double(value)) }
+        if let value = arguments.value("checksum") {
+            guard S3Checksum(rawValue: value) != nil else {
+                throw UsageError("--checksum takes sha256 or md5, not '\(value)'")
+            }
+            s3["checksum"] = .string(value)
+        }
         return s3.isEmpty ? nil : .object(s3)
     }
 

@@ -40,10 +40,49 @@ struct S3UploadEndToEndTests {
         #expect(requests.first { $0.action == "CompleteMultipartUpload" }?["parts"]?.arrayValue?.compactMap(\.intValue)
             == [1, 2, 3])
         #expect(Self.count(requests, "PutObject") == 1, "the small file in one PUT")
+        // SHA-256 checksums by default: the upload is created with them, every body carries its own (which the test
+        // server, like S3, checks: a 200 means it matched) and the Complete lists each part's.
+        #expect(requests.first { $0.action == "CreateMultipartUpload" }?["checksum_algorithm"]?.stringValue == "SHA256")
+        let bodies = requests.filter { $0.action == "UploadPart" || $0.action == "PutObject" }
+        #expect(bodies.count == 4 && bodies.allSatisfy { $0["checksum_sha256"]?.stringValue?.count == 44 && $0.status == 200 })
+        #expect(bodies.allSatisfy { $0["content_md5"] == nil }, "no MD5 besides the SHA-256")
+        #expect(requests.first { $0.action == "CompleteMultipartUpload" }?["part_checksums"]?.intValue == 3)
         #expect(try server.uploads() == 0)
         // No secret in what the daemon shows or logs.
         let shown = try daemon.cli(["show", id]).stdout
         #expect(!shown.contains("test-secret") && !daemon.log().contains("test-secret"))
+    }
+
+    /// `--checksum md5` is for providers without S3's additional checksums: only `Content-MD5` goes out. And the
+    /// test server's check of `x-amz-checksum-sha256` is real: a body that does not match is refused.
+    @Test func md5OnlySendsNoSHA256ChecksumAndAWrongChecksumIsRefused() throws {
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let big = try UploadEndToEndTests.randomFile(work.file("big.bin"), bytes: 11 << 20)
+        let small = try UploadEndToEndTests.randomFile(work.file("small.jpg"), bytes: 1000)
+        let id = try daemon.submitUpload([
+            work.file("big.bin"), work.file("small.jpg"), "--to", "s3://photos/md5/", "--chunk-size", "5MiB",
+            "--checksum", "md5",
+        ])
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(done["result"]?["files"]?.arrayValue?.map { $0["sha256"]?.stringValue } == [big, small])
+        #expect(try server.object("md5/big.bin")?.sha256 == big)
+        let requests = try server.requests()
+        #expect(requests.count > 5 && requests.allSatisfy { $0["checksum_sha256"] == nil && $0["checksum_algorithm"] == nil })
+        let bodies = requests.filter { $0.action == "UploadPart" || $0.action == "PutObject" }
+        #expect(bodies.count == 4 && bodies.allSatisfy { $0["content_md5"]?.stringValue?.count == 24 })
+        #expect(requests.first { $0.action == "CompleteMultipartUpload" }?["part_checksums"]?.intValue == 0)
+        #expect(try daemon.cli(["submit", "upload", work.file("small.jpg"), "--to", "s3://photos/x/", "--checksum", "crc"])
+            .status == 2)
+
+        let refused = try TusServers.curl([
+            "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", "--data-binary", "not these bytes",
+            "-H", "x-amz-checksum-sha256: \(String(repeating: "A", count: 43))=", server.endpoint + "/photos/wrong.bin",
+        ])
+        #expect(refused == "400")
+        #expect(try server.requests().last?["status"]?.intValue == 400)
+        #expect(try server.object("wrong.bin") == nil)
     }
 
     @Test func kill9After1000AcknowledgedPartsResumesTheSameUploadSendingOnlyMissingParts() throws {

@@ -1,5 +1,6 @@
 import Testing
 
+import S3Client
 @testable import TrailbookEngine
 @testable import UploadJob
 
@@ -42,6 +43,39 @@ struct S3UploadTests {
         #expect(last.range(ofPart: 3) == (offset: 10 * mib, length: 2 * mib))
         #expect(throws: JobError.self) { try plan((5 << 40) + 1) }
         #expect(throws: JobError.self) { try plan(6 << 30, maxParts: 1) }
+    }
+
+    /// What the server says it stored is checked against what was sent: an MD5 ETag against the MD5, an echoed
+    /// SHA-256 checksum against the checksum; a match of either proves the bytes (no HEAD needed), a mismatch is
+    /// `bad_digest` (retried). A plan saved before checksums existed decodes without them.
+    @Test func storedDigestsAreCheckedAgainstWhatWasSent() throws {
+        let bytes = Array("hello".utf8)
+        // SHA-256("hello") and MD5("hello").
+        let sha256Base64 = "LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="
+        let md5Hex = "5d41402abc4b2a76b9719d911017c592"
+        let withSHA256 = S3Piece(bytes: bytes, withMD5: false)
+        #expect(withSHA256.sha256Base64 == sha256Base64 && withSHA256.md5 == nil)
+        let withMD5 = S3Piece(bytes: bytes, withMD5: true)
+        #expect(withMD5.md5Hex == md5Hex)
+
+        func check(_ stored: S3Stored, _ piece: S3Piece, _ checksum: String?) throws(S3Error) -> Bool {
+            try S3UploadRun.check(stored, piece: piece, checksum: checksum, what: "PUT k")
+        }
+        #expect(try check(S3Stored(etag: md5Hex), withMD5, nil))
+        #expect(try !check(S3Stored(etag: "abc-2"), withMD5, nil), "another ETag form proves nothing")
+        #expect(try check(S3Stored(etag: md5Hex, checksumSHA256: sha256Base64), withSHA256, sha256Base64))
+        #expect(try !check(S3Stored(etag: md5Hex), withSHA256, sha256Base64), "no echo, no MD5: not proven")
+        #expect(throws: S3Error.self) { try check(S3Stored(etag: String(repeating: "0", count: 32)), withMD5, nil) }
+        #expect(throws: S3Error.self) {
+            try check(S3Stored(etag: "x", checksumSHA256: "AAAA" + sha256Base64.dropFirst(4)), withSHA256, sha256Base64)
+        }
+
+        let old = try JSONValueDecoder.decode(S3PartPlan.self, from: ["size": 10, "part_size": 5])
+        #expect(old == S3PartPlan(size: 10, partSize: 5, checksumSHA256: false))
+        let mib: Int64 = 1 << 20
+        let plan = try S3PartPlan.plan(
+            size: 60 * mib, preferred: 5 * mib, minPartSize: 5 * mib, maxParts: 10_000, name: "f", checksumSHA256: true)
+        #expect(plan.checksumSHA256)
     }
 
     @Test func s3OptionsRoundTripAndAreChecked() throws {

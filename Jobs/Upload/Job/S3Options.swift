@@ -3,7 +3,8 @@ import TrailbookEngine
 /// The `s3` member of an upload's params: explicit settings for an `s3://` destination. Everything is optional;
 /// what is not given is resolved by the daemon when the job runs (`S3Settings.resolve`). Secrets are never here.
 ///
-/// JSON: `{"endpoint", "region", "path_style", "profile", "max_parts", "min_part_size", "parts_in_flight"}`.
+/// JSON: `{"endpoint", "region", "path_style", "profile", "max_parts", "min_part_size", "parts_in_flight",
+/// "checksum"}`.
 public struct S3Options: Codable, Sendable, Equatable {
     /// The endpoint URL (`http(s)://host[:port]`), for S3-compatible servers; `nil`: from the environment.
     public var endpoint: String?
@@ -22,6 +23,8 @@ public struct S3Options: Codable, Sendable, Equatable {
     /// one `PUT` (several such files go at once). Memory: at most this many parts or files are held, so about
     /// `parts_in_flight × part size` bytes per job.
     public var partsInFlight: Int?
+    /// The checksums each body carries; `nil`: `.sha256`.
+    public var checksum: S3Checksum?
 
     /// S3's part count limit.
     public static let defaultMaxParts = 10_000
@@ -46,7 +49,7 @@ public struct S3Options: Codable, Sendable, Equatable {
 
     public init(
         endpoint: String? = nil, region: String? = nil, pathStyle: Bool? = nil, profile: String? = nil,
-        maxParts: Int? = nil, minPartSize: Int64? = nil, partsInFlight: Int? = nil
+        maxParts: Int? = nil, minPartSize: Int64? = nil, partsInFlight: Int? = nil, checksum: S3Checksum? = nil
     ) {
         self.endpoint = endpoint
         self.region = region
@@ -55,10 +58,11 @@ public struct S3Options: Codable, Sendable, Equatable {
         self.maxParts = maxParts
         self.minPartSize = minPartSize
         self.partsInFlight = partsInFlight
+        self.checksum = checksum
     }
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case endpoint, region, profile
+        case endpoint, region, profile, checksum
         case pathStyle = "path_style"
         case maxParts = "max_parts"
         case minPartSize = "min_part_size"
@@ -84,6 +88,19 @@ public struct S3Options: Codable, Sendable, Equatable {
     }
 }
 
+/// The checksums an upload's bodies carry, which the server verifies before it stores them.
+///
+/// - `sha256` (the default): `Content-MD5` and S3's additional checksum `x-amz-checksum-sha256` on every `PUT` and
+///   part, the multipart upload created with `x-amz-checksum-algorithm: SHA256` and each part's checksum listed in
+///   the Complete, so the server keeps a SHA-256 for every part and the object
+///   (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html). The part's SHA-256 is the
+///   signed payload hash already computed for Signature Version 4, so it costs nothing more.
+/// - `md5`: `Content-MD5` only, for S3-compatible providers without the additional checksums.
+public enum S3Checksum: String, Codable, Sendable, Equatable {
+    case sha256
+    case md5
+}
+
 /// How a file goes up to S3, planned once before the first request and kept in the checkpoint, so a resume
 /// never changes it.
 public struct S3PartPlan: Codable, Sendable, Equatable {
@@ -91,6 +108,10 @@ public struct S3PartPlan: Codable, Sendable, Equatable {
     public var size: Int64
     /// Bytes per part (the last part may be smaller).
     public var partSize: Int64
+    /// Whether the upload carries SHA-256 checksums (`S3Checksum.sha256`): part of the plan, since a multipart
+    /// upload created with them must be finished with them. A plan saved without this member (by an earlier
+    /// version) has none.
+    public var checksumSHA256: Bool
 
     /// Parts in the upload: at least 1.
     public var count: Int { size == 0 ? 1 : Int((size + partSize - 1) / partSize) }
@@ -107,18 +128,27 @@ public struct S3PartPlan: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case size
         case partSize = "part_size"
+        case checksumSHA256 = "checksum_sha256"
     }
 
-    public init(size: Int64, partSize: Int64) {
+    public init(size: Int64, partSize: Int64, checksumSHA256: Bool = false) {
         self.size = size
         self.partSize = partSize
+        self.checksumSHA256 = checksumSHA256
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        size = try container.decode(Int64.self, forKey: .size)
+        partSize = try container.decode(Int64.self, forKey: .partSize)
+        checksumSHA256 = try container.decodeIfPresent(Bool.self, forKey: .checksumSHA256) ?? false
     }
 
     /// The plan for a file of `size` bytes: parts of `preferred` bytes, raised to `minPartSize` and to the least
     /// size that fits `maxParts` parts (a 100 GiB file in 10 000 parts gets 10 737 419-byte parts).
     /// - Throws: `JobError` `too_large` when the file needs parts above 5 GiB or is above 5 TiB.
     public static func plan(
-        size: Int64, preferred: Int64, minPartSize: Int64, maxParts: Int, name: String
+        size: Int64, preferred: Int64, minPartSize: Int64, maxParts: Int, name: String, checksumSHA256: Bool = false
     ) throws(JobError) -> S3PartPlan {
         let fit = (size + Int64(maxParts) - 1) / Int64(maxParts)
         let partSize = max(preferred, minPartSize, fit, 1)
@@ -128,6 +158,6 @@ public struct S3PartPlan: Codable, Sendable, Equatable {
                 message: "\(name) (\(size) bytes) does not fit S3's limits: at most \(maxParts) parts of at most 5GiB "
                     + "and 5TiB per object; nothing was sent")
         }
-        return S3PartPlan(size: size, partSize: partSize)
+        return S3PartPlan(size: size, partSize: partSize, checksumSHA256: checksumSHA256)
     }
 }

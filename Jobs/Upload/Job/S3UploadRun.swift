@@ -50,6 +50,8 @@ struct S3UploadRun: UploadTransfer {
     static let maxBackoff = 20.0
 
     var options: S3Options { params.s3 ?? S3Options() }
+    /// Whether bodies carry `x-amz-checksum-sha256` (`S3Checksum`; a multipart upload follows its plan instead).
+    var sendsSHA256Checksums: Bool { (options.checksum ?? .sha256) == .sha256 }
     func key(_ index: Int) -> String { prefix + names[index] }
 
     /// Submit-time checks: options, names and keys (two sources of one name would overwrite each other), the
@@ -109,7 +111,8 @@ struct S3UploadRun: UploadTransfer {
         let options = params.s3 ?? S3Options()
         return try S3PartPlan.plan(
             size: size, preferred: params.chunkSize, minPartSize: options.minPartSize ?? S3Options.defaultMinPartSize,
-            maxParts: options.maxParts ?? S3Options.defaultMaxParts, name: name)
+            maxParts: options.maxParts ?? S3Options.defaultMaxParts, name: name,
+            checksumSHA256: (options.checksum ?? .sha256) == .sha256)
     }
 
     /// The settings, resolved from the params and the daemon's environment and AWS files, on the pool.
@@ -246,23 +249,24 @@ struct S3UploadRun: UploadTransfer {
             progress.startFile(index)
             // One hop to the pool per file: open (which checks the source), read, and both digests. The body is the
             // whole file, so the file's SHA-256 is also the signed payload hash: computed once.
+            let withSHA256 = run.sendsSHA256Checksums
             let piece = try await job.runOnPool { () throws -> S3Piece in
                 let source = try TusSource.open(path, expected: identity)
                 let bytes = try source.read(at: 0, count: Int(identity.size))
-                return S3Piece(bytes: bytes, sha256Hex: source.hash.hexDigest)
+                return S3Piece(bytes: bytes, sha256Hex: source.hash.hexDigest, withMD5: !withSHA256)
             }
-            let etag = try await run.retrying("PUT \(key)", in: job) { () async throws(S3Error) -> String in
-                let etag = try await client.putObject(
-                    key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex,
+            let checksum = withSHA256 ? piece.sha256Base64 : nil
+            let proven = try await run.retrying("PUT \(key)", in: job) { () async throws(S3Error) -> Bool in
+                let stored = try await client.putObject(
+                    key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex, checksumSHA256: checksum,
                     contentType: TusUploadRun.mediaType(of: name),
                     onSendProgress: { sent in progress.sending(file: index, part: 1, sent: sent) })
-                try S3UploadRun.checkETag(etag, piece: piece, what: "PUT \(key)")
-                return etag
+                return try S3UploadRun.check(stored, piece: piece, checksum: checksum, what: "PUT \(key)")
             }
             progress.acknowledged(file: index, part: 1, bytes: identity.size)
-            // An ETag equal to the MD5 the server checked (Content-MD5) proves it stored exactly these bytes, so
-            // their size; only another ETag form (encryption with KMS, some providers) needs the HEAD.
-            if !S3Piece.isMD5(etag) { try await run.checkSize(index, key: key, size: identity.size, client: client, in: job) }
+            // A digest the server checked and confirmed proves it stored exactly these bytes, so their size; without
+            // one (an ETag of another form, with KMS or some providers, and no checksum echoed) the HEAD checks it.
+            if !proven { try await run.checkSize(index, key: key, size: identity.size, client: client, in: job) }
             return (index, UploadedFile(
                 name: BytePath(name), path: BytePath("s3://\(run.bucket)/\(key)"), bytes: identity.size,
                 sha256: piece.sha256Hex, bytesResent: 0))
@@ -338,11 +342,15 @@ struct S3UploadRun: UploadTransfer {
         if let existing = checkpoint.s3UploadID {
             uploadID = existing
         } else {
-            uploadID = try await createOrAdopt(key: key, name: name, checkpoint: &checkpoint, client: client, in: job)
+            uploadID = try await createOrAdopt(
+                key: key, name: name, checksumSHA256: plan.checksumSHA256, checkpoint: &checkpoint, client: client,
+                in: job)
             job.log(.info, "\(name): multipart upload \(uploadID) of \(plan.count) parts of \(plan.partSize) bytes")
         }
 
         var etags = [String?](repeating: nil, count: plan.count + 1)
+        // Each part's SHA-256 in base64, for an upload created with SHA-256 checksums (the Complete lists them).
+        var checksums = [String?](repeating: nil, count: plan.count + 1)
         let inFlightLimit = options.partsInFlight ?? S3Options.defaultPartsInFlight
         try await withThrowingTaskGroup(of: (Int, String).self) { group in
             var inFlight = 0
@@ -356,17 +364,24 @@ struct S3UploadRun: UploadTransfer {
                 let (offset, length) = plan.range(ofPart: number)
                 // One read per part, in order: it feeds the file's SHA-256 and the part's own digests. The source
                 // is checked before each part, so a change stops the upload within one part.
+                // An upload with SHA-256 checksums needs no MD5 (the server verifies the SHA-256); a part listed on
+                // resume without its checksum but with an MD5 ETag is compared by MD5.
+                let withMD5 = !plan.checksumSHA256 || (listed[number].map { $0.checksumSHA256 == nil } ?? false)
                 let piece = try await job.runOnPool { () throws -> S3Piece in
                     try source.checkUnchanged()
-                    return S3Piece(bytes: try source.read(at: offset, count: Int(length)))
+                    return S3Piece(bytes: try source.read(at: offset, count: Int(length)), withMD5: withMD5)
                 }
+                let checksum = plan.checksumSHA256 ? piece.sha256Base64 : nil
+                checksums[number] = checksum
                 if let have = listed[number] {
-                    if have.size == length && (have.etag == piece.md5Hex || !S3Piece.isMD5(have.etag)) {
+                    let sameDigest = have.checksumSHA256.map { $0 == checksum }
+                        ?? (!S3Piece.isMD5(have.etag) || have.etag == piece.md5Hex)
+                    if have.size == length && sameDigest {
                         etags[number] = have.etag
                         progress.acknowledged(file: index, part: number, bytes: length)
                         continue
                     }
-                    job.log(.warning, "\(name): part \(number) on the server (\(have.size) bytes, ETag \(have.etag)) differs from the source (\(length) bytes, MD5 \(piece.md5Hex)); sending it again")
+                    job.log(.warning, "\(name): part \(number) on the server (\(have.size) bytes, ETag \(have.etag), SHA-256 \(have.checksumSHA256 ?? "not given")) differs from the source (\(length) bytes, MD5 \(piece.md5Hex ?? "not computed"), SHA-256 \(piece.sha256Base64)); sending it again")
                 }
                 if inFlight == inFlightLimit, let done = try await group.next() { collect(done) }
                 if number <= sentBefore || listed[number] != nil {
@@ -379,7 +394,7 @@ struct S3UploadRun: UploadTransfer {
                 try job.saveCheckpoint(checkpoint)
                 let sender = PartSender(
                     run: self, client: client, key: key, uploadID: uploadID, file: index, number: number, piece: piece,
-                    progress: progress, job: job)
+                    checksumSHA256: checksum, progress: progress, job: job)
                 group.addTask { try await sender.send() }
                 inFlight += 1
             }
@@ -389,7 +404,7 @@ struct S3UploadRun: UploadTransfer {
         try job.checkCancellation()
         // The last chance to refuse a changed source: once completed, the object is visible to everyone.
         try await job.runOnPool { try source.checkUnchanged() }
-        let parts = (1...plan.count).map { (number: $0, etag: etags[$0]!) }
+        let parts = (1...plan.count).map { (number: $0, etag: etags[$0]!, checksumSHA256: checksums[$0]) }
         let sha256 = source.hash.hexDigest
         _ = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
             try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
@@ -414,7 +429,8 @@ struct S3UploadRun: UploadTransfer {
     /// whenever it is set when a Create is due (a resume, a retry), `orphans` are looked for first: the newest is
     /// reused, the others are aborted.
     private func createOrAdopt(
-        key: String, name: String, checkpoint: inout UploadCheckpoint, client: S3Client, in job: JobContext
+        key: String, name: String, checksumSHA256: Bool, checkpoint: inout UploadCheckpoint, client: S3Client,
+        in job: JobContext
     ) async throws -> String {
         var since = checkpoint.s3CreateStarted
         if since == nil {
@@ -440,7 +456,10 @@ struct S3UploadRun: UploadTransfer {
                 // A failed Create may still have created an upload: look before the next one.
                 since = started
                 do throws(S3Error) {
-                    return (try await client.createMultipartUpload(key: key, contentType: TusUploadRun.mediaType(of: name)), false)
+                    let contentType = TusUploadRun.mediaType(of: name)
+                    let id = try await client.createMultipartUpload(
+                        key: key, contentType: contentType, checksumSHA256: checksumSHA256)
+                    return (id, false)
                 } catch {
                     // A 4xx refusal (bad key, no bucket, skewed clock…) created nothing: nothing to look for later.
                     refused = !error.isTransient && (error.status.map { (400..<500).contains($0) && $0 != 429 } ?? false)
@@ -492,20 +511,22 @@ struct S3UploadRun: UploadTransfer {
         let file: Int
         let number: Int
         let piece: S3Piece
+        /// The part's SHA-256 in base64 when the upload carries SHA-256 checksums.
+        let checksumSHA256: String?
         let progress: S3Progress
         let job: JobContext
 
         /// Sends the part; returns its number and ETag.
         func send() async throws -> (Int, String) {
-            let (client, key, uploadID, file, number, piece, progress) =
-                (client, key, uploadID, file, number, piece, progress)
+            let (client, key, uploadID, file, number, piece, progress, checksum) =
+                (client, key, uploadID, file, number, piece, progress, checksumSHA256)
             let etag = try await run.retrying("UploadPart \(number) of \(key)", in: job) {
                 () async throws(S3Error) -> String in
-                let etag = try await client.uploadPart(
+                let stored = try await client.uploadPart(
                     key: key, uploadID: uploadID, number: number, body: piece.bytes, md5: piece.md5,
-                    sha256Hex: piece.sha256Hex, onSendProgress: { sent in progress.sending(file: file, part: number, sent: sent) })
-                try S3UploadRun.checkETag(etag, piece: piece, what: "UploadPart \(number) of \(key)")
-                return etag
+                    sha256Hex: piece.sha256Hex, checksumSHA256: checksum, onSendProgress: { sent in progress.sending(file: file, part: number, sent: sent) })
+                _ = try S3UploadRun.check(stored, piece: piece, checksum: checksum, what: "UploadPart \(number) of \(key)")
+                return stored.etag
             }
             return (number, etag)
         }
@@ -526,10 +547,25 @@ struct S3UploadRun: UploadTransfer {
         }
     }
 
-    /// The server's ETag of a piece must be its MD5 (for unencrypted objects; other forms are not checked).
-    static func checkETag(_ etag: String, piece: S3Piece, what: String) throws(S3Error) {
-        guard S3Piece.isMD5(etag), etag != piece.md5Hex else { return }
-        throw S3Error(code: .badDigest, message: "\(what): the server's ETag \(etag) is not the MD5 \(piece.md5Hex) of the bytes sent")
+    /// Checks what the server says it stored for `piece`: an MD5-shaped ETag must be the MD5 sent (unencrypted
+    /// objects; other forms are not checked), and a SHA-256 checksum it echoes must be `checksum`, the one sent.
+    /// - Returns: whether that proves the server has exactly the bytes sent (it checked a digest and confirmed it).
+    /// - Throws: `bad_digest` (retried) when either differs.
+    nonisolated static func check(_ stored: S3Stored, piece: S3Piece, checksum: String?, what: String) throws(S3Error) -> Bool {
+        var proven = false
+        if let md5Hex = piece.md5Hex, S3Piece.isMD5(stored.etag) {
+            guard stored.etag == md5Hex else {
+                throw S3Error(code: .badDigest, message: "\(what): the server's ETag \(stored.etag) is not the MD5 \(md5Hex) of the bytes sent")
+            }
+            proven = true
+        }
+        if let checksum, let echoed = stored.checksumSHA256 {
+            guard echoed == checksum else {
+                throw S3Error(code: .badDigest, message: "\(what): the server's SHA-256 \(echoed) is not the \(checksum) of the bytes sent")
+            }
+            proven = true
+        }
+        return proven
     }
 
     /// Runs `request`, retrying transient failures with backoff; after `maxTries` the job stops itself with
@@ -617,17 +653,26 @@ extension S3UploadRun {
 /// One part's bytes and digests, computed on the thread pool.
 struct S3Piece: Sendable {
     let bytes: [UInt8]
-    let md5: [UInt8]
+    /// The MD5 (`Content-MD5`), when computed.
+    let md5: [UInt8]?
     let sha256Hex: String
 
-    /// Computes the MD5, and the SHA-256 unless the caller already has it (`sha256Hex`, of exactly `bytes`).
-    init(bytes: [UInt8], sha256Hex: String? = nil) {
+    /// Computes the SHA-256 unless the caller already has it (`sha256Hex`, of exactly `bytes`), and the MD5 if
+    /// `withMD5` (a body with a SHA-256 checksum needs none: MD5 was a third of the daemon's CPU per byte).
+    init(bytes: [UInt8], sha256Hex: String? = nil, withMD5: Bool) {
         self.bytes = bytes
-        md5 = TusChecksumAlgorithm.md5.digest(bytes)
+        md5 = withMD5 ? TusChecksumAlgorithm.md5.digest(bytes) : nil
         self.sha256Hex = sha256Hex ?? S3Signer.hexSHA256(bytes)
     }
 
-    var md5Hex: String { SHA256.hex(md5) }
+    var md5Hex: String? { md5.map(SHA256.hex) }
+
+    /// The SHA-256 in base64, as `x-amz-checksum-sha256` and `ChecksumSHA256` give it.
+    var sha256Base64: String {
+        func nibble(_ digit: UInt8) -> UInt8 { digit <= 57 ? digit - 48 : (digit | 0x20) - 87 }
+        let digits = Array(sha256Hex.utf8)
+        return Base64.encode(stride(from: 0, to: digits.count, by: 2).map { nibble(digits[$0]) << 4 | nibble(digits[$0 + 1]) })
+    }
 
     /// Whether `etag` has the form of an MD5 (32 hex digits), as S3 gives for parts and single-`PUT` objects.
     static func isMD5(_ etag: String) -> Bool {

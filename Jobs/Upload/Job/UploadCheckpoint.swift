@@ -195,7 +195,7 @@ public struct FileNode: Codable, Sendable, Equatable {
 /// A directory upload adds `"part_file"` (`{"inode", "device"}` of the current file's `.part`), so a resume after a
 /// crash right after the file was renamed into place recognises it as finished.
 ///
-/// An s3 upload adds, for the file in progress, `"s3_plan": {"size", "part_size"}` (saved before the first
+/// An s3 upload adds, for the file in progress, `"s3_plan": {"size", "part_size", "checksum_sha256"}` (saved before the first
 /// request), `"s3_create_started"` (saved before `CreateMultipartUpload`, until its UploadId is saved) and
 /// `"s3_upload_id"` (the multipart upload's id, saved as soon as it is created) and `"s3_parts_sent"` (the highest
 /// part number handed to the transport, saved before the part is sent); which parts the server has is asked with

@@ -7,6 +7,25 @@ import TusClient
 #endif
 
 /// A part of a multipart upload as the server lists it.
+/// What the server said it stored for a `PutObject` or `UploadPart`.
+public struct S3Stored: Sendable, Equatable {
+    /// The ETag, quotes removed (the body's MD5 in hex for unencrypted uploads on S3).
+    public var etag: String
+    /// The `x-amz-checksum-sha256` the server answered with (it verified the body against the one sent), or `nil`.
+    public var checksumSHA256: String?
+
+    public init(etag: String, checksumSHA256: String? = nil) {
+        self.etag = etag
+        self.checksumSHA256 = checksumSHA256
+    }
+
+    init(_ response: HTTPResponse) {
+        self.init(
+            etag: S3Client.unquoted(response.headers["ETag"] ?? ""),
+            checksumSHA256: response.headers[S3Client.checksumHeader])
+    }
+}
+
 public struct S3Part: Sendable, Equatable {
     /// 1 … 10 000.
     public var number: Int
@@ -14,10 +33,14 @@ public struct S3Part: Sendable, Equatable {
     public var etag: String
     /// Size in bytes.
     public var size: Int64
+    /// The part's SHA-256 in base64 as the server verified it (`ChecksumSHA256`), for uploads created with the
+    /// SHA-256 checksum; `nil` otherwise.
+    public var checksumSHA256: String?
 
-    public init(number: Int, etag: String, size: Int64) {
+    public init(number: Int, etag: String, size: Int64, checksumSHA256: String? = nil) {
         self.number = number
         self.etag = etag
+        self.checksumSHA256 = checksumSHA256
         self.size = size
     }
 }
@@ -100,23 +123,37 @@ public struct S3Client {
     }
 
     /// `PUT` of a whole object (files smaller than a part).
-    /// - Returns: the ETag, quotes removed.
+    /// - Parameters:
+    ///   - md5: the body's MD5, sent as `Content-MD5` (which the server checks), or `nil`.
+    ///   - sha256Hex: the body's SHA-256 in hex, the signed payload hash.
+    ///   - checksumSHA256: the body's SHA-256 in base64, sent as `x-amz-checksum-sha256` (S3 verifies it and keeps
+    ///     it with the object), or `nil`.
+    /// - Returns: what the server says it stored.
     public func putObject(
-        key: String, body: [UInt8], md5: [UInt8], sha256Hex: String, contentType: String,
-        onSendProgress: ((Int64) -> Void)? = nil
-    ) async throws(S3Error) -> String {
+        key: String, body: [UInt8], md5: [UInt8]?, sha256Hex: String, checksumSHA256: String? = nil,
+        contentType: String, onSendProgress: ((Int64) -> Void)? = nil
+    ) async throws(S3Error) -> S3Stored {
+        var headers: HTTPHeaders = ["Content-Type": contentType]
+        Self.addDigests(md5: md5, checksumSHA256: checksumSHA256, to: &headers)
         let response = try await send(
-            "PUT", key: key, headers: ["Content-MD5": Base64.encode(md5), "Content-Type": contentType], body: body,
-            payloadHash: sha256Hex,
+            "PUT", key: key, headers: headers, body: body, payloadHash: sha256Hex,
             what: "PUT \(key)", onSendProgress: onSendProgress)
-        return Self.unquoted(response.headers["ETag"] ?? "")
+        return S3Stored(response)
     }
 
     /// `CreateMultipartUpload` (`POST ?uploads`).
+    /// - Parameters:
+    ///   - checksumSHA256: whether the upload uses the SHA-256 checksum (`x-amz-checksum-algorithm: SHA256`):
+    ///     then every part must carry its `x-amz-checksum-sha256` and the Complete must list them
+    ///     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html).
     /// - Returns: the UploadId.
-    public func createMultipartUpload(key: String, contentType: String) async throws(S3Error) -> String {
+    public func createMultipartUpload(key: String, contentType: String, checksumSHA256: Bool = false)
+        async throws(S3Error) -> String
+    {
+        var headers: HTTPHeaders = ["Content-Type": contentType]
+        if checksumSHA256 { headers.add(name: "x-amz-checksum-algorithm", value: "SHA256") }
         let response = try await send(
-            "POST", key: key, query: [("uploads", "")], headers: ["Content-Type": contentType],
+            "POST", key: key, query: [("uploads", "")], headers: headers,
             what: "CreateMultipartUpload \(key)")
         guard let id = S3XML.first("UploadId", in: String(decoding: response.body, as: UTF8.self)), !id.isEmpty else {
             throw S3Error(code: .protocolError, message: "CreateMultipartUpload \(key): the answer has no UploadId")
@@ -125,16 +162,32 @@ public struct S3Client {
     }
 
     /// `UploadPart` (`PUT ?partNumber=N&uploadId=…`).
-    /// - Returns: the part's ETag, quotes removed.
+    /// - Parameters:
+    ///   - md5: the part's MD5 (`Content-MD5`), or `nil`.
+    ///   - checksumSHA256: the part's SHA-256 in base64 (`x-amz-checksum-sha256`), for an upload created with
+    ///     the SHA-256 checksum; `nil` otherwise.
+    /// - Returns: what the server says it stored.
     public func uploadPart(
-        key: String, uploadID: String, number: Int, body: [UInt8], md5: [UInt8], sha256Hex: String,
-        onSendProgress: ((Int64) -> Void)? = nil
-    ) async throws(S3Error) -> String {
+        key: String, uploadID: String, number: Int, body: [UInt8], md5: [UInt8]?, sha256Hex: String,
+        checksumSHA256: String? = nil, onSendProgress: ((Int64) -> Void)? = nil
+    ) async throws(S3Error) -> S3Stored {
+        var headers = HTTPHeaders()
+        Self.addDigests(md5: md5, checksumSHA256: checksumSHA256, to: &headers)
         let response = try await send(
             "PUT", key: key, query: [("partNumber", String(number)), ("uploadId", uploadID)],
-            headers: ["Content-MD5": Base64.encode(md5)], body: body, payloadHash: sha256Hex,
+            headers: headers, body: body, payloadHash: sha256Hex,
             what: "UploadPart \(number) of \(key)", onSendProgress: onSendProgress)
-        return Self.unquoted(response.headers["ETag"] ?? "")
+        return S3Stored(response)
+    }
+
+    /// `Content-MD5`, and `x-amz-checksum-sha256` with `x-amz-sdk-checksum-algorithm: SHA256` (the SDKs send the
+    /// two together; servers that emulate S3, moto among them, echo the checksum only then).
+    private static func addDigests(md5: [UInt8]?, checksumSHA256: String?, to headers: inout HTTPHeaders) {
+        if let md5 { headers.add(name: "Content-MD5", value: Base64.encode(md5)) }
+        if let checksumSHA256 {
+            headers.add(name: checksumHeader, value: checksumSHA256)
+            headers.add(name: "x-amz-sdk-checksum-algorithm", value: "SHA256")
+        }
     }
 
     /// `ListParts`, every page (following `NextPartNumberMarker` while `IsTruncated`).
@@ -153,7 +206,8 @@ public struct S3Client {
                     let size = S3XML.all("Size", in: block).first.flatMap({ Int64($0) })
                 else { continue }
                 let etag = Self.unquoted(S3XML.all("ETag", in: block).first ?? "")
-                parts[number] = S3Part(number: number, etag: etag, size: size)
+                let checksum = S3XML.all("ChecksumSHA256", in: block).first
+                parts[number] = S3Part(number: number, etag: etag, size: size, checksumSHA256: checksum)
             }
             guard S3XML.first("IsTruncated", in: xml) == "true" else { return parts }
             guard let next = S3XML.first("NextPartNumberMarker", in: xml), next != marker else {
@@ -193,15 +247,18 @@ public struct S3Client {
         }
     }
 
-    /// `CompleteMultipartUpload` with `parts` in order (1…N, each once).
+    /// `CompleteMultipartUpload` with `parts` in order (1…N, each once), each with its `ChecksumSHA256` (base64)
+    /// when the upload was created with the SHA-256 checksum.
     /// - Returns: the object's ETag.
     /// - Throws: also for an `<Error>` in a `200` answer (S3 reports late failures that way).
-    public func completeMultipartUpload(key: String, uploadID: String, parts: [(number: Int, etag: String)])
-        async throws(S3Error) -> String
-    {
+    public func completeMultipartUpload(
+        key: String, uploadID: String, parts: [(number: Int, etag: String, checksumSHA256: String?)]
+    ) async throws(S3Error) -> String {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts {
-            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\"\(S3XML.escape(part.etag))\"</ETag></Part>"
+            xml += "<Part><PartNumber>\(part.number)</PartNumber><ETag>\"\(S3XML.escape(part.etag))\"</ETag>"
+            if let checksum = part.checksumSHA256 { xml += "<ChecksumSHA256>\(S3XML.escape(checksum))</ChecksumSHA256>" }
+            xml += "</Part>"
         }
         xml += "</CompleteMultipartUpload>"
         let body = Array(xml.utf8)
@@ -237,8 +294,11 @@ public struct S3Client {
         return length
     }
 
+    /// The header of a body's SHA-256 checksum, in base64, which S3 verifies before it stores the body.
+    nonisolated static let checksumHeader = "x-amz-checksum-sha256"
+
     /// `"abc"` → `abc`.
-    static func unquoted(_ etag: String) -> String {
+    nonisolated static func unquoted(_ etag: String) -> String {
         var text = Substring(etag)
         if text.hasPrefix("W/") { text = text.dropFirst(2) }
         if text.hasPrefix("\""), text.hasSuffix("\""), text.count >= 2 { text = text.dropFirst().dropLast() }

@@ -20,7 +20,7 @@ final class S3Server {
 
     /// Starts the server with `bucket` made; `minPartSize` lowers moto's smallest part; `auth` checks signatures.
     init(bucket: String = "photos", minPartSize: Int? = nil, auth: Bool = false) throws {
-        var arguments = ["--bucket", bucket]
+        var arguments = ["--bucket", bucket, "--verify-checksums"]
         if let minPartSize { arguments += ["--min-part-size", String(minPartSize)] }
         if auth { arguments.append("--auth") }
         process = try ReadyProcess(

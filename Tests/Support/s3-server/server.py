@@ -6,12 +6,18 @@ with a thin layer that logs each S3 request and can inject faults.
 Prints one line, ``READY <port>``, once it accepts connections. The bucket exists from the start.
 
 --min-part-size N   S3_UPLOAD_PART_MIN_SIZE for moto (default S3's 5 MiB), so tests can use many small parts.
+--verify-checksums  like S3, a PutObject or UploadPart whose x-amz-checksum-sha256 is not the SHA-256 of its body is
+                    refused (400 BadDigest); moto only stores the header. (The benchmark runs without it: moto as is.)
 --auth              moto checks every request's SigV4 signature against an IAM user made at start (with a policy
                     allowing everything); its key is at GET /__credentials. Without it moto accepts any key.
 
 Control endpoints (never logged):
   GET  /__log                         one JSON object per S3 request: method, path, query, status, and for
-                                      CompleteMultipartUpload the part numbers listed ("parts")
+                                      CompleteMultipartUpload the part numbers listed ("parts") and how many
+                                      ChecksumSHA256 it gives ("part_checksums"); "checksum_sha256" and
+                                      "checksum_algorithm", "content_md5": the request's
+                                      x-amz-checksum-sha256, x-amz-checksum-algorithm and Content-MD5
+                                      headers, when it has them
   GET  /__object?key=K                {"size", "sha256"} of the object, 404 if there is none
   GET  /__uploads                     {"uploads": [[key, upload_id, parts], ...]}: multipart uploads in progress
   POST /__fault/status?code=503&count=N&action=UploadPart[&retry_after=S]
@@ -37,9 +43,12 @@ each upload's true creation time (moto's answer says 2010-11-10 for all). Each l
 """
 
 import argparse
+import base64
 import hashlib
+import io
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -79,6 +88,7 @@ def main() -> None:
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--min-part-size", type=int, default=None)
     parser.add_argument("--auth", action="store_true")
+    parser.add_argument("--verify-checksums", action="store_true")
     parser.add_argument("--standalone", action="store_true", help="do not exit when stdin closes (by hand)")
     args = parser.parse_args()
     if not args.standalone:
@@ -209,6 +219,11 @@ def main() -> None:
                  "length": int(environ.get("CONTENT_LENGTH") or 0), "t": time.monotonic()}
         if token:
             entry["token"] = token
+        for header, member in (("HTTP_X_AMZ_CHECKSUM_SHA256", "checksum_sha256"),
+                               ("HTTP_X_AMZ_CHECKSUM_ALGORITHM", "checksum_algorithm"),
+                               ("HTTP_CONTENT_MD5", "content_md5")):
+            if environ.get(header):
+                entry[member] = environ[header]
 
         def refuse(status: str, code: str, message: str, extra: str = ""):
             """Answers with an S3 error (the body drained first), logged."""
@@ -246,9 +261,17 @@ def main() -> None:
         if action == "CompleteMultipartUpload":
             length = int(environ.get("CONTENT_LENGTH") or 0)
             body = environ["wsgi.input"].read(length)
-            environ["wsgi.input"] = __import__("io").BytesIO(body)
-            import re
+            environ["wsgi.input"] = io.BytesIO(body)
             entry["parts"] = [int(n) for n in re.findall(rb"<PartNumber>(\d+)</PartNumber>", body)]
+            entry["part_checksums"] = len(re.findall(rb"<ChecksumSHA256>[^<]+</ChecksumSHA256>", body))
+        if args.verify_checksums and action in ("PutObject", "UploadPart") and "checksum_sha256" in entry:
+            body = environ["wsgi.input"].read(entry["length"])
+            environ["wsgi.input"] = io.BytesIO(body)
+            if base64.b64encode(hashlib.sha256(body).digest()).decode() != entry["checksum_sha256"]:
+                environ["wsgi.input"] = io.BytesIO(b"")
+                environ["CONTENT_LENGTH"] = "0"
+                return refuse("400 Bad Request", "BadDigest",
+                              "The SHA256 you specified did not match the calculated checksum.")
         with lock:
             fault = next((f for f in faults if f["count"] > 0 and (not f["action"] or f["action"] == action)), None)
             if fault:
