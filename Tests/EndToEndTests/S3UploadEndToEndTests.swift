@@ -85,6 +85,37 @@ struct S3UploadEndToEndTests {
         #expect(try server.object("wrong.bin") == nil)
     }
 
+    /// On resume, a listed part is kept only when its `ChecksumSHA256` is the source's: the part whose listed
+    /// checksum differs is sent again, the others (checksums equal) are not.
+    @Test func aListedPartWhoseChecksumDiffersIsSentAgainOnResume() throws {
+        let server = try S3Server(minPartSize: 4096)
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("c.bin"), bytes: 60 * 4096)
+        let id = try daemon.submitUpload([
+            work.file("c.bin"), "--to", "s3://photos/c/", "--chunk-size", "4KiB", "--min-part-size", "4KiB",
+            "--max-rate", "40KiB",
+        ])
+        let deadline = Date().addingTimeInterval(30)
+        while try Self.storedParts(server.requests()).count < 10 && Date() < deadline { usleep(20_000) }
+        #expect(try daemon.cli(["pause", id]).status == 0)
+        let before = try server.requests()
+        let had = Set(Self.storedParts(before))
+        #expect(had.isSuperset(of: [1, 2, 3]) && had.count < 60)
+        try TusServers.curl(["-X", "POST", "-f", server.endpoint + "/__fault/listed_checksum?part=3"])
+        #expect(try daemon.cli(["resume", id]).status == 0)
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let after = Array(try server.requests().dropFirst(before.count))
+        #expect(Self.count(after, "ListParts") == 1)
+        let sent = Self.storedParts(after)
+        #expect(sent.filter { had.contains($0) } == [3], "only the part whose checksum differs went again")
+        #expect(had.union(sent) == Set(1...60))
+        #expect(daemon.log().contains("part 3 on the server"))
+        #expect(after.first { $0.action == "CompleteMultipartUpload" }?["part_checksums"]?.intValue == 60)
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try server.object("c/c.bin")?.sha256 == expected)
+    }
+
     @Test func kill9After1000AcknowledgedPartsResumesTheSameUploadSendingOnlyMissingParts() throws {
         let server = try S3Server(minPartSize: 4096)
         let daemon = try DaemonHarness(environment: server.environment())

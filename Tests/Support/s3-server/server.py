@@ -31,11 +31,15 @@ Control endpoints (never logged):
                                       once temporary credentials expire
   POST /__fault/limit?max=N           PutObject and UploadPart bodies over N bytes get 400 EntityTooLarge, as from a
                                       provider with a lower size limit
+  POST /__fault/listed_checksum?part=N
+                                      ListParts gives part N a ChecksumSHA256 other than the one it was sent with
+                                      (a part the server holds differs from the source)
   POST /__fault/clear                 drops every armed fault and releases held answers
   POST /__abort                       aborts every multipart upload in progress (as a lifecycle rule would)
   GET  /__credentials                 {"access_key_id", "secret_access_key", "denied_access_key_id",
                                       "denied_secret_access_key"} (with --auth; the second user has no policy)
 
+ListParts gives each part's ChecksumSHA256 when it was sent with one, as S3 does (moto leaves it out).
 Like S3, every request's X-Amz-Date must be within 15 minutes of the server's clock (else 403
 RequestTimeTooSkewed with RequestTime and ServerTime); moto itself does not check it. ListMultipartUploads gives
 each upload's true creation time (moto's answer says 2010-11-10 for all). Each logged request has
@@ -120,6 +124,8 @@ def main() -> None:
     expired_tokens: set = set()
     limit: dict = {"max": None}
     holds: list = []  # [action, count]
+    part_checksums: dict = {}  # (UploadId, part number) -> the x-amz-checksum-sha256 it was stored with
+    wrong_listed: set = set()  # part numbers ListParts gives a wrong checksum
     released = threading.Event()
 
     def reply(start_response, status: str, body: bytes, content_type: str = "application/json"):
@@ -179,6 +185,7 @@ def main() -> None:
                     expired_tokens.clear()
                     limit["max"] = None
                     holds.clear()
+                    wrong_listed.clear()
                 released.set()
                 return reply(start_response, "200 OK", b"{}")
             if path.startswith("/__fault/status") and method == "POST":
@@ -194,6 +201,10 @@ def main() -> None:
                 with lock:
                     released.clear()
                     holds.append([query.get("action", [""])[0], int(query.get("count", ["1"])[0])])
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__fault/listed_checksum" and method == "POST":
+                with lock:
+                    wrong_listed.add(int(query["part"][0]))
                 return reply(start_response, "200 OK", b"{}")
             if path == "/__fault/expire" and method == "POST":
                 with lock:
@@ -300,6 +311,9 @@ def main() -> None:
             start_response(f"{fault['code']} Injected", headers)
             return [body]
 
+        if action == "ListParts":
+            return list_parts(environ, start_response, entry, query.get("uploadId", [""])[0])
+
         status_holder = {}
 
         def recording_start_response(status, headers, exc_info=None):
@@ -308,6 +322,9 @@ def main() -> None:
 
         result = moto_app(environ, recording_start_response)
         entry["status"] = status_holder.get("status", 0)
+        if action == "UploadPart" and entry["status"] == 200 and "checksum_sha256" in entry:
+            with lock:
+                part_checksums[(query["uploadId"][0], int(query["partNumber"][0]))] = entry["checksum_sha256"]
         if action in ("CreateMultipartUpload", "ListMultipartUploads"):
             result = [b"".join(result)]
             initiated_of(action, result)
@@ -325,6 +342,37 @@ def main() -> None:
         with lock:
             log.append(entry)
         return result
+
+    def list_parts(environ, start_response, entry, upload_id):
+        """moto's ListParts with each part's ChecksumSHA256 added (wrong for the parts in `wrong_listed`)."""
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured.update(status=status, headers=headers)
+            return lambda data: None
+
+        body = b"".join(moto_app(environ, capture))
+
+        def add(part: "re.Match") -> bytes:
+            block = part.group(0)
+            number = re.search(rb"<PartNumber>(\d+)</PartNumber>", block)
+            with lock:
+                value = part_checksums.get((upload_id, int(number.group(1)))) if number else None
+                wrong = number is not None and int(number.group(1)) in wrong_listed
+            if value is None:
+                return block
+            if wrong:
+                value = base64.b64encode(hashlib.sha256(b"other bytes").digest()).decode()
+            return block.replace(b"</Part>", b"<ChecksumSHA256>" + value.encode() + b"</ChecksumSHA256></Part>")
+
+        body = re.sub(rb"<Part>.*?</Part>", add, body, flags=re.S)
+        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+        entry["status"] = int(captured["status"].split(" ", 1)[0])
+        with lock:
+            log.append(entry)
+        start_response(captured["status"], headers)
+        return [body]
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
