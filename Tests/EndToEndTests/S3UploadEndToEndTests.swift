@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import TrailbookEngine
 
 /// `s3://` uploads against a real S3 API server (moto, Tests/Support/s3-server), through the real daemon and CLI.
@@ -114,6 +115,45 @@ struct S3UploadEndToEndTests {
         #expect(after.first { $0.action == "CompleteMultipartUpload" }?["part_checksums"]?.intValue == 60)
         #expect(done["result"]?["sha256"]?.stringValue == expected)
         #expect(try server.object("c/c.bin")?.sha256 == expected)
+    }
+
+    /// The tus tests' fault proxy in front of the S3 server: a part damaged on the way is refused by the server's
+    /// SHA-256 check (`BadDigest`) and sent again; a part whose connection is reset mid-body is sent again. Both
+    /// uploads end with the source's bytes, in one multipart upload each.
+    @Test func partsDamagedOrCutOffOnTheWayAreSentAgain() throws {
+        let server = try S3Server()
+        let proxy = try ReadyProcess(
+            python: try S3Server.python(), script: TusServers.root + "/Tests/Support/tus-server/proxy.py",
+            arguments: ["--upstream-port", String(server.process.port)])
+        let proxied = "http://127.0.0.1:\(proxy.port)"
+        var environment = server.environment()
+        environment["AWS_ENDPOINT_URL"] = proxied
+        let daemon = try DaemonHarness(environment: environment)
+        let work = TemporaryDirectory()
+        for (name, fault) in [("damaged", "corrupt?count=1&method=PUT"), ("cut", "drop?after=1048576&count=1&method=PUT")] {
+            let expected = try UploadEndToEndTests.randomFile(work.file(name + ".bin"), bytes: 12 << 20)
+            try TusServers.curl(["-X", "POST", "-f", proxied + "/__fault/" + fault])
+            let before = try server.requests().count
+            let id = try daemon.submitUpload([
+                work.file(name + ".bin"), "--to", "s3://photos/\(name)/", "--chunk-size", "5MiB",
+            ])
+            let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+            #expect(done["result"]?["sha256"]?.stringValue == expected)
+            #expect(try server.object("\(name)/\(name).bin")?.sha256 == expected)
+            let requests = Array(try server.requests().dropFirst(before))
+            #expect(Self.count(requests, "CreateMultipartUpload") == 1)
+            #expect(Set(Self.storedParts(requests)) == [1, 2, 3])
+            if name == "damaged" {
+                let refused = requests.filter { $0.action == "UploadPart" && $0.status == 400 }
+                #expect(refused.count == 1, "the damaged part was refused by its checksum")
+                #expect(Self.storedParts(requests).count == 3)
+            }
+        }
+        // Through the proxy: 3 parts of each file, and one of each sent twice (refused; cut off).
+        let proxyLog = try TusServers.curl([proxied + "/__log"]).split(separator: "\n")
+        let partRequests = proxyLog.filter { $0.contains("\"method\": \"PUT\"") && $0.contains("partNumber=") }
+        #expect(partRequests.count == 8, "\(partRequests.count) UploadPart requests through the proxy")
+        #expect(try server.uploads() == 0)
     }
 
     @Test func kill9After1000AcknowledgedPartsResumesTheSameUploadSendingOnlyMissingParts() throws {

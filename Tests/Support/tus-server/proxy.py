@@ -1,4 +1,5 @@
-"""A fault-injecting HTTP/1.1 proxy in front of the tus server, for the tests. 127.0.0.1 only, bounded.
+"""A fault-injecting HTTP/1.1 proxy in front of the tus server (or the S3 test server), for the tests. 127.0.0.1
+only, bounded.
 
     python3 Tests/Support/tus-server/proxy.py --upstream-port N [--port 0]
 
@@ -11,14 +12,16 @@ Faults are armed with control requests to the proxy itself (answered by the prox
          [&after=N]                                        ... after reading N body bytes (not the whole body),
                                                            then read what the client still sends until it closes
                                                            (an early answer mid-PATCH; every byte sent is counted)
-    POST /__fault/drop?after=65536&count=1                 forward AFTER body bytes of the next COUNT PATCHes,
-                                                           then abort both connections (a reset mid-PATCH)
+    POST /__fault/drop?after=65536&count=1[&method=PUT]    forward AFTER body bytes of the next COUNT PATCHes (or
+                                                           requests of METHOD), then abort both connections (a
+                                                           reset mid-body)
     POST /__fault/checksum?on=1                            advertise the checksum extension in OPTIONS
                                                            (sha1, sha256, md5) and verify Upload-Checksum on PATCH:
                                                            460 on mismatch, without forwarding
     POST /__fault/checksum?on=1&verify=0                   advertise it but never verify (a server that ignores
                                                            checksums: the header is dropped, the body forwarded)
-    POST /__fault/corrupt?count=1                          flip one body byte of the next COUNT PATCHes
+    POST /__fault/corrupt?count=1[&method=PUT]             flip one body byte of the next COUNT PATCHes (or
+                                                           requests of METHOD)
     POST /__fault/delete?path=/files/ID                    DELETE that upload on the server
          [&retry_after=S]                                  ... with a Retry-After: S header
     POST /__fault/outage?code=503&seconds=30[&retry_after=5][&method=PATCH]
@@ -57,10 +60,11 @@ PIECE = 64 * 1024
 
 state = {
     "status": None,  # (code, count, method or None)
-    "drop": None,  # [after, count]
+    "drop": None,  # [after, count, method]
     "checksum": False,
     "verify": True,
     "corrupt": 0,
+    "corrupt_method": "PATCH",
     "outage": None,  # [code, until (monotonic), retry_after or None, method or None]
 }
 stats = {"patch_body_bytes": 0, "requests": {}, "injected": 0, "last_injected_t": None}
@@ -134,18 +138,19 @@ async def control(method, target, writer):
         state["outage"] = [int(q.get("code", "503")), time.monotonic() + float(q.get("seconds", "30")),
                            q.get("retry_after"), q.get("method")]
     elif kind == "drop":
-        state["drop"] = [int(q.get("after", "0")), int(q.get("count", "1"))]
+        state["drop"] = [int(q.get("after", "0")), int(q.get("count", "1")), q.get("method", "PATCH")]
     elif kind == "checksum":
         state["checksum"] = q.get("on", "1") == "1"
         state["verify"] = q.get("verify", "1") == "1"
     elif kind == "corrupt":
         state["corrupt"] = int(q.get("count", "1"))
+        state["corrupt_method"] = q.get("method", "PATCH")
     elif kind == "delete":
         code = await upstream_simple("DELETE", q["path"])
         await respond(writer, 200, "OK", body=str(code).encode())
         return
     elif kind == "reset":
-        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0, outage=None)
+        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0, corrupt_method="PATCH", outage=None)
     else:
         await respond(writer, 404, "Not Found")
         return
@@ -224,13 +229,14 @@ async def forward(method, target, version, headers, reader, writer):
         return True
 
     body = None
-    if method == "PATCH" and (state["checksum"] or state["corrupt"]):
+    corrupting = state["corrupt"] > 0 and method == state["corrupt_method"]
+    if (method == "PATCH" and state["checksum"]) or corrupting:
         if length > MAX_BUFFERED_BODY:
             await respond(writer, 413, "Too Large For Proxy")
             return False
         body = bytearray(await read_body(reader, length))
         count_body(method, length)
-        if state["corrupt"] > 0 and body:
+        if corrupting and body:
             state["corrupt"] -= 1
             body[len(body) // 2] ^= 0xFF
         checksum = header(headers, "Upload-Checksum")
@@ -241,7 +247,7 @@ async def forward(method, target, version, headers, reader, writer):
 
     drop = state["drop"]
     drop_after = None
-    if method == "PATCH" and drop and drop[1] > 0:
+    if drop and drop[1] > 0 and method == drop[2]:
         drop[1] -= 1
         drop_after = drop[0]
 
