@@ -18,6 +18,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT as root, build, cpu_seconds  # noqa: E402
 
 
+def settle():
+    """Lets the disk finish what came before a timed run: `sync` writes back every dirty page and commits the journal,
+    and with it the discards of the files the last run deleted (this ext4 is mounted with `discard`, so a delete's
+    blocks are discarded at the next journal commit: the first fsync after a 256 MiB delete waited for them, and
+    which contender came after a delete decided who paid)."""
+    os.sync()
+    time.sleep(0.2)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mib", type=int, default=256)
@@ -32,6 +41,7 @@ def main():
         with open(source, "wb") as f:
             for _ in range(args.size_mib):
                 f.write(os.urandom(1 << 20))
+        settle()
         env = dict(os.environ, TRAILBOOK_JOBS_HOME=os.path.join(work, "state"))
         daemon = subprocess.Popen([binary, "daemon"], env=env, stderr=subprocess.DEVNULL)
         sock = os.path.join(work, "state", "daemon.sock")
@@ -43,6 +53,7 @@ def main():
         for round_ in range(args.rounds):
             out = os.path.join(work, f"out{round_}")
             os.mkdir(out)
+            settle()
             before = cpu_seconds(daemon.pid)
             started = time.monotonic()
             chunk = ["--chunk-size", args.chunk_size] if args.chunk_size else []
@@ -55,12 +66,14 @@ def main():
             shutil.rmtree(out)
 
             copy = os.path.join(work, "copy.bin")
+            settle()
             started = time.monotonic()
             subprocess.run(["cp", source, copy], check=True)
             subprocess.run(["sync", copy], check=True)
             copy_wall = time.monotonic() - started
             os.remove(copy)
 
+            settle()
             started = time.monotonic()
             usage_before = os.times()
             subprocess.run(["cp", source, copy], check=True)
