@@ -82,7 +82,7 @@ enum Commands {
                 OptionSpec("max-parts", .value(placeholder: "N"), help: "s3: most parts the provider allows per upload (default 10000)"),
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
-                OptionSpec("checksum", .value(placeholder: "sha256|md5"), help: "s3: checksums the server verifies: sha256 (default: Content-MD5 and x-amz-checksum-sha256) or md5 (Content-MD5 only, for providers without S3's additional checksums)"),
+                OptionSpec("checksum", .value(placeholder: "sha256|md5"), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
                 OptionSpec("each", help: "one job per FILE, submitted as one batch (all queued or none); prints their IDs in order"),
             ] + submitCommon,
             details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"

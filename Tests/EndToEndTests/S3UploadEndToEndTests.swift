@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import TrailbookEngine
+import TrailbookSQLite
 
 /// `s3://` uploads against a real S3 API server (moto, Tests/Support/s3-server), through the real daemon and CLI.
 /// Needs `Tests/Support/s3-server/setup.sh` to have run once; fails with that advice otherwise.
@@ -145,7 +146,7 @@ struct S3UploadEndToEndTests {
             #expect(Set(Self.storedParts(requests)) == [1, 2, 3])
             if name == "damaged" {
                 let refused = requests.filter { $0.action == "UploadPart" && $0.status == 400 }
-                #expect(refused.count == 1, "the damaged part was refused by its checksum")
+                #expect(refused.count == 1, "the damaged part was refused by its checksum: \(requests)")
                 #expect(Self.storedParts(requests).count == 3)
             }
         }
@@ -154,6 +155,39 @@ struct S3UploadEndToEndTests {
         let partRequests = proxyLog.filter { $0.contains("\"method\": \"PUT\"") && $0.contains("partNumber=") }
         #expect(partRequests.count == 8, "\(partRequests.count) UploadPart requests through the proxy")
         #expect(try server.uploads() == 0)
+    }
+
+    /// A saved plan that disagrees with the upload it resumes (one written by another version, which knew no
+    /// checksums) follows the upload: ListParts names its checksum algorithm, and the rest of the parts and the
+    /// Complete carry SHA-256 checksums as S3 requires (the test server refuses them otherwise, as S3 does).
+    @Test func aResumeFollowsTheChecksumAlgorithmTheUploadWasCreatedWith() throws {
+        let server = try S3Server(minPartSize: 4096)
+        let daemon = try DaemonHarness(environment: server.environment())
+        let work = TemporaryDirectory()
+        let expected = try UploadEndToEndTests.randomFile(work.file("p.bin"), bytes: 40 * 4096)
+        let id = try daemon.submitUpload([
+            work.file("p.bin"), "--to", "s3://photos/p/", "--chunk-size", "4KiB", "--min-part-size", "4KiB",
+            "--max-rate", "40KiB",
+        ])
+        let deadline = Date().addingTimeInterval(30)
+        while try Self.storedParts(server.requests()).count < 5 && Date() < deadline { usleep(20_000) }
+        #expect(try daemon.cli(["pause", id]).status == 0)
+        _ = try daemon.stop()
+        let store = try Database(path: daemon.statePath + "/jobs.sqlite3")
+        let saved = try #require(try store.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.text(0))
+        #expect(saved.contains("\"checksum_sha256\":true"))
+        try store.query(
+            "UPDATE jobs SET checkpoint = ? WHERE id = ?",
+            [.text(saved.replacingOccurrences(of: "\"checksum_sha256\":true", with: "\"checksum_sha256\":false")), .text(id)])
+        try daemon.start()
+        #expect(try daemon.cli(["resume", id]).status == 0)
+        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(daemon.log().contains("was created with checksum algorithm SHA256"))
+        let requests = try server.requests()
+        #expect(!requests.contains { $0.status == 400 }, "no part or Complete refused")
+        #expect(requests.first { $0.action == "CompleteMultipartUpload" }?["part_checksums"]?.intValue == 40)
+        #expect(try server.object("p/p.bin")?.sha256 == expected)
     }
 
     @Test func kill9After1000AcknowledgedPartsResumesTheSameUploadSendingOnlyMissingParts() throws {

@@ -322,6 +322,7 @@ struct S3UploadRun: UploadTransfer {
         _ index: Int, key: String, plan: S3PartPlan, source: TusSource, checkpoint: inout UploadCheckpoint,
         client: S3Client, progress: S3Progress, in job: JobContext
     ) async throws {
+        var planned = plan
         let name = names[index]
         var listed: [Int: S3Part] = [:]
         // Parts up to here went out before (an earlier attempt, or an upload the server lost): those not listed
@@ -329,8 +330,17 @@ struct S3UploadRun: UploadTransfer {
         let sentBefore = checkpoint.s3PartsSent ?? 0
         if let existing = checkpoint.s3UploadID {
             do {
-                listed = try await retrying("ListParts \(key)", in: job) { () async throws(S3Error) in
+                let listing = try await retrying("ListParts \(key)", in: job) { () async throws(S3Error) in
                     try await client.listParts(key: key, uploadID: existing)
+                }
+                listed = listing.parts
+                // The upload's checksum algorithm, where the server names it, decides: parts and the Complete must
+                // carry the checksums it was created with (a plan saved by another version may say otherwise).
+                if let algorithm = listing.checksumAlgorithm, (algorithm == "SHA256") != planned.checksumSHA256 {
+                    planned.checksumSHA256 = algorithm == "SHA256"
+                    checkpoint.s3Plan = planned
+                    try job.saveCheckpoint(checkpoint)
+                    job.log(.warning, "\(name): the multipart upload \(existing) was created with checksum algorithm \(algorithm); its parts are sent \(planned.checksumSHA256 ? "with" : "without") SHA-256 checksums to match")
                 }
                 job.log(.info, "\(name): resuming multipart upload \(existing); the server has \(listed.count) of \(plan.count) parts")
             } catch let error as S3Error where error.code == .noSuchUpload {
@@ -343,11 +353,12 @@ struct S3UploadRun: UploadTransfer {
             uploadID = existing
         } else {
             uploadID = try await createOrAdopt(
-                key: key, name: name, checksumSHA256: plan.checksumSHA256, checkpoint: &checkpoint, client: client,
+                key: key, name: name, checksumSHA256: planned.checksumSHA256, checkpoint: &checkpoint, client: client,
                 in: job)
             job.log(.info, "\(name): multipart upload \(uploadID) of \(plan.count) parts of \(plan.partSize) bytes")
         }
 
+        let plan = planned
         var etags = [String?](repeating: nil, count: plan.count + 1)
         // Each part's SHA-256 in base64, for an upload created with SHA-256 checksums (the Complete lists them).
         var checksums = [String?](repeating: nil, count: plan.count + 1)
@@ -374,8 +385,12 @@ struct S3UploadRun: UploadTransfer {
                 let checksum = plan.checksumSHA256 ? piece.sha256Base64 : nil
                 checksums[number] = checksum
                 if let have = listed[number] {
-                    let sameDigest = have.checksumSHA256.map { $0 == checksum }
-                        ?? (!S3Piece.isMD5(have.etag) || have.etag == piece.md5Hex)
+                    let sameDigest: Bool
+                    if let listed = have.checksumSHA256, let checksum {
+                        sameDigest = listed == checksum
+                    } else {
+                        sameDigest = !S3Piece.isMD5(have.etag) || have.etag == piece.md5Hex
+                    }
                     if have.size == length && sameDigest {
                         etags[number] = have.etag
                         progress.acknowledged(file: index, part: number, bytes: length)
@@ -444,7 +459,8 @@ struct S3UploadRun: UploadTransfer {
             found = try await retrying("CreateMultipartUpload \(key)", in: job) { () async throws(S3Error) -> (String, Bool) in
                 refused = false
                 if since != nil {
-                    let orphans = try await Self.orphans(key: key, since: started, client: client)
+                    let orphans = try await Self.orphans(
+                        key: key, since: started, client: client, checksumSHA256: checksumSHA256)
                     if let newest = orphans.first {
                         for other in orphans.dropFirst() {
                             try await client.abortMultipartUpload(key: key, uploadID: other.uploadID)
@@ -487,12 +503,20 @@ struct S3UploadRun: UploadTransfer {
     /// clock skew S3 accepts), and with no parts (this job sends no part to an upload it does not know).
     /// Assumes, as every S3 upload of one key does, a single writer of the key: an empty upload of the same key
     /// that another client started in that window is taken for this job's.
-    static func orphans(key: String, since: Int64, client: S3Client) async throws(S3Error) -> [S3MultipartUpload] {
+    ///
+    /// `checksumSHA256`: when given, an upload the server says was created with another checksum algorithm is not
+    /// this job's (a part sent to it with the wrong checksum type would be refused).
+    static func orphans(key: String, since: Int64, client: S3Client, checksumSHA256: Bool? = nil)
+        async throws(S3Error) -> [S3MultipartUpload]
+    {
         var found: [S3MultipartUpload] = []
         for upload in try await client.listMultipartUploads(prefix: key)
         where upload.key == key && (upload.initiated ?? since) >= since - 900 {
+            if let checksumSHA256, let algorithm = upload.checksumAlgorithm, (algorithm == "SHA256") != checksumSHA256 {
+                continue
+            }
             do {
-                guard try await client.listParts(key: key, uploadID: upload.uploadID).isEmpty else { continue }
+                guard try await client.listParts(key: key, uploadID: upload.uploadID).parts.isEmpty else { continue }
             } catch where error.code == .noSuchUpload {
                 continue
             }
@@ -641,7 +665,7 @@ extension S3UploadRun {
         try await client.abortMultipartUpload(key: key, uploadID: uploadID)
         let left: [Int: S3Part]
         do {
-            left = try await client.listParts(key: key, uploadID: uploadID)
+            left = try await client.listParts(key: key, uploadID: uploadID).parts
         } catch {
             guard error.code == .noSuchUpload else { throw error }
             return nil

@@ -6,7 +6,19 @@ import TusClient
     import Glibc
 #endif
 
-/// A part of a multipart upload as the server lists it.
+/// What `ListParts` says of a multipart upload.
+public struct S3PartListing: Sendable, Equatable {
+    /// The parts by number.
+    public var parts: [Int: S3Part]
+    /// The checksum algorithm the upload was created with (`SHA256`, `CRC32`, …), when the server gives it.
+    public var checksumAlgorithm: String?
+
+    public init(parts: [Int: S3Part], checksumAlgorithm: String? = nil) {
+        self.parts = parts
+        self.checksumAlgorithm = checksumAlgorithm
+    }
+}
+
 /// What the server said it stored for a `PutObject` or `UploadPart`.
 public struct S3Stored: Sendable, Equatable {
     /// The ETag, quotes removed (the body's MD5 in hex for unencrypted uploads on S3).
@@ -26,6 +38,7 @@ public struct S3Stored: Sendable, Equatable {
     }
 }
 
+/// A part of a multipart upload as the server lists it.
 public struct S3Part: Sendable, Equatable {
     /// 1 … 10 000.
     public var number: Int
@@ -53,11 +66,14 @@ public struct S3MultipartUpload: Sendable, Equatable {
     public var uploadID: String
     /// When the server created it (Unix seconds, the server's clock), if it said.
     public var initiated: Int64?
+    /// The checksum algorithm it was created with (`SHA256`, `CRC32`, …), if the server said.
+    public var checksumAlgorithm: String?
 
-    public init(key: String, uploadID: String, initiated: Int64?) {
+    public init(key: String, uploadID: String, initiated: Int64?, checksumAlgorithm: String? = nil) {
         self.key = key
         self.uploadID = uploadID
         self.initiated = initiated
+        self.checksumAlgorithm = checksumAlgorithm
     }
 }
 
@@ -65,7 +81,7 @@ public struct S3MultipartUpload: Sendable, Equatable {
 /// daemon's `HTTPClient` (the loop's libcurl multi handle). Each call is one request: retries are the caller's.
 ///
 /// Every request carries `x-amz-content-sha256` (the body's SHA-256, part of the signature) and, for data,
-/// `Content-MD5`, which the server checks before it stores anything.
+/// either `x-amz-checksum-sha256` or `Content-MD5` (`S3Checksum`), which the server checks before it stores anything.
 @LoopActor
 public struct S3Client {
     /// The HTTP client (shared).
@@ -191,16 +207,21 @@ public struct S3Client {
     }
 
     /// `ListParts`, every page (following `NextPartNumberMarker` while `IsTruncated`).
-    /// - Returns: the parts by number.
+    /// - Returns: the parts by number, and the checksum algorithm the upload was created with (`ChecksumAlgorithm`,
+    ///   e.g. `SHA256`) when the server gives it.
     /// - Throws: `no_such_upload` when the upload is gone; `s3_protocol_error` for a page that does not advance.
-    public func listParts(key: String, uploadID: String) async throws(S3Error) -> [Int: S3Part] {
+    public func listParts(key: String, uploadID: String) async throws(S3Error) -> S3PartListing {
         var parts: [Int: S3Part] = [:]
+        var algorithm: String?
         var marker: String?
         while true {
             var query = [("uploadId", uploadID)]
             if let marker { query.append(("part-number-marker", marker)) }
             let response = try await send("GET", key: key, query: query, what: "ListParts \(key)")
             let xml = String(decoding: response.body, as: UTF8.self)
+            // The upload's own member comes before the first <Part> (a part may carry one of its own).
+            let head = xml.range(of: "<Part>").map { String(xml[..<$0.lowerBound]) } ?? xml
+            if algorithm == nil, let named = S3XML.first("ChecksumAlgorithm", in: head), !named.isEmpty { algorithm = named }
             for block in S3XML.blocks("Part", in: xml) {
                 guard let number = S3XML.all("PartNumber", in: block).first.flatMap({ Int($0) }),
                     let size = S3XML.all("Size", in: block).first.flatMap({ Int64($0) })
@@ -209,7 +230,9 @@ public struct S3Client {
                 let checksum = S3XML.all("ChecksumSHA256", in: block).first
                 parts[number] = S3Part(number: number, etag: etag, size: size, checksumSHA256: checksum)
             }
-            guard S3XML.first("IsTruncated", in: xml) == "true" else { return parts }
+            guard S3XML.first("IsTruncated", in: xml) == "true" else {
+                return S3PartListing(parts: parts, checksumAlgorithm: algorithm)
+            }
             guard let next = S3XML.first("NextPartNumberMarker", in: xml), next != marker else {
                 throw S3Error(
                     code: .protocolError, message: "ListParts \(key): a truncated page without a new NextPartNumberMarker")
@@ -234,7 +257,8 @@ public struct S3Client {
                 guard let key = S3XML.all("Key", in: block).first, let id = S3XML.all("UploadId", in: block).first
                 else { continue }
                 let initiated = S3XML.all("Initiated", in: block).first.flatMap(S3Error.parseISO8601)
-                uploads.append(S3MultipartUpload(key: key, uploadID: id, initiated: initiated))
+                let algorithm = S3XML.all("ChecksumAlgorithm", in: block).first.flatMap { $0.isEmpty ? nil : $0 }
+                uploads.append(S3MultipartUpload(key: key, uploadID: id, initiated: initiated, checksumAlgorithm: algorithm))
             }
             guard S3XML.first("IsTruncated", in: xml) == "true" else { return uploads }
             let next = (S3XML.first("NextKeyMarker", in: xml) ?? "", S3XML.first("NextUploadIdMarker", in: xml) ?? "")

@@ -39,7 +39,11 @@ Control endpoints (never logged):
   GET  /__credentials                 {"access_key_id", "secret_access_key", "denied_access_key_id",
                                       "denied_secret_access_key"} (with --auth; the second user has no policy)
 
-ListParts gives each part's ChecksumSHA256 when it was sent with one, as S3 does (moto leaves it out).
+ListParts gives each part's ChecksumSHA256 when it was sent with one, and the upload's ChecksumAlgorithm, as S3
+does (moto leaves them out). With --verify-checksums it also keeps S3's rules for uploads created with
+x-amz-checksum-algorithm: SHA256 (moto keeps none): a part without its checksum, or a part with one sent to an upload
+created without, is refused (400 InvalidRequest), and so is a Complete whose parts do not each list the
+ChecksumSHA256 they were stored with (400 InvalidPart).
 Like S3, every request's X-Amz-Date must be within 15 minutes of the server's clock (else 403
 RequestTimeTooSkewed with RequestTime and ServerTime); moto itself does not check it. ListMultipartUploads gives
 each upload's true creation time (moto's answer says 2010-11-10 for all). Each logged request has
@@ -126,6 +130,7 @@ def main() -> None:
     holds: list = []  # [action, count]
     part_checksums: dict = {}  # (UploadId, part number) -> the x-amz-checksum-sha256 it was stored with
     wrong_listed: set = set()  # part numbers ListParts gives a wrong checksum
+    algorithms: dict = {}  # UploadId -> the x-amz-checksum-algorithm it was created with
     released = threading.Event()
 
     def reply(start_response, status: str, body: bytes, content_type: str = "application/json"):
@@ -283,6 +288,23 @@ def main() -> None:
                 environ["CONTENT_LENGTH"] = "0"
                 return refuse("400 Bad Request", "BadDigest",
                               "The SHA256 you specified did not match the calculated checksum.")
+        if args.verify_checksums and action in ("UploadPart", "CompleteMultipartUpload"):
+            upload_id = query.get("uploadId", [""])[0]
+            with lock:
+                algorithm = algorithms.get(upload_id)
+            if action == "UploadPart" and (algorithm == "SHA256") != ("checksum_sha256" in entry):
+                return refuse("400 Bad Request", "InvalidRequest",
+                              f"Checksum Type mismatch occurred, expected checksum Type: {algorithm or 'null'}")
+            if action == "CompleteMultipartUpload" and algorithm == "SHA256":
+                body = environ["wsgi.input"].read()
+                environ["wsgi.input"] = io.BytesIO(body)
+                listed = dict((int(n), c.decode()) for n, c in re.findall(
+                    rb"<PartNumber>(\d+)</PartNumber>\s*<ETag>[^<]*</ETag>\s*<ChecksumSHA256>([^<]+)</ChecksumSHA256>", body))
+                with lock:
+                    stored = {n: part_checksums.get((upload_id, n)) for n in entry.get("parts", [])}
+                if any(listed.get(n) != c for n, c in stored.items()):
+                    return refuse("400 Bad Request", "InvalidPart",
+                                  "One or more of the specified parts could not be found or its checksum did not match.")
         with lock:
             fault = next((f for f in faults if f["count"] > 0 and (not f["action"] or f["action"] == action)), None)
             if fault:
@@ -294,6 +316,7 @@ def main() -> None:
             # The server does the work; the client hears an error (a lost or garbled answer).
             served = [b"".join(moto_app(environ, lambda status, headers, exc_info=None: None))]
             initiated_of(action, served)
+            remember_algorithm(action, entry, served[0])
             entry["served"] = True
         if fault:
             length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -328,6 +351,7 @@ def main() -> None:
         if action in ("CreateMultipartUpload", "ListMultipartUploads"):
             result = [b"".join(result)]
             initiated_of(action, result)
+            remember_algorithm(action, entry, result[0])
         if hold:
             # Served, but the answer never leaves: the client waits (or dies) without the response.
             result = list(result)
@@ -342,6 +366,13 @@ def main() -> None:
         with lock:
             log.append(entry)
         return result
+
+    def remember_algorithm(action: str, entry: dict, answer: bytes) -> None:
+        """Keeps the checksum algorithm a CreateMultipartUpload asked for, by the UploadId moto answered."""
+        created = re.search(rb"<UploadId>([^<]+)</UploadId>", answer) if action == "CreateMultipartUpload" else None
+        if created and entry.get("checksum_algorithm"):
+            with lock:
+                algorithms[created.group(1).decode()] = entry["checksum_algorithm"]
 
     def list_parts(environ, start_response, entry, upload_id):
         """moto's ListParts with each part's ChecksumSHA256 added (wrong for the parts in `wrong_listed`)."""
@@ -366,6 +397,11 @@ def main() -> None:
             return block.replace(b"</Part>", b"<ChecksumSHA256>" + value.encode() + b"</ChecksumSHA256></Part>")
 
         body = re.sub(rb"<Part>.*?</Part>", add, body, flags=re.S)
+        with lock:
+            algorithm = algorithms.get(upload_id)
+        if algorithm and b"<ChecksumAlgorithm>" not in body.split(b"<Part>")[0]:
+            body = body.replace(b"</UploadId>", b"</UploadId><ChecksumAlgorithm>" + algorithm.encode()
+                                + b"</ChecksumAlgorithm>", 1)
         headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
         headers.append(("Content-Length", str(len(body))))
         entry["status"] = int(captured["status"].split(" ", 1)[0])

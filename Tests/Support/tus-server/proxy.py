@@ -229,7 +229,10 @@ async def forward(method, target, version, headers, reader, writer):
         return True
 
     body = None
-    corrupting = state["corrupt"] > 0 and method == state["corrupt_method"]
+    corrupting = state["corrupt"] > 0 and method == state["corrupt_method"] and length > 0
+    if corrupting:
+        # Counted now, before the body is awaited: requests in flight together must not all take the one fault.
+        state["corrupt"] -= 1
     if (method == "PATCH" and state["checksum"]) or corrupting:
         if length > MAX_BUFFERED_BODY:
             await respond(writer, 413, "Too Large For Proxy")
@@ -237,7 +240,6 @@ async def forward(method, target, version, headers, reader, writer):
         body = bytearray(await read_body(reader, length))
         count_body(method, length)
         if corrupting and body:
-            state["corrupt"] -= 1
             body[len(body) // 2] ^= 0xFF
         checksum = header(headers, "Upload-Checksum")
         if state["checksum"] and state["verify"] and checksum is not None and not verify_checksum(checksum, bytes(body)):
