@@ -87,20 +87,30 @@ struct S3UploadEndToEndTests {
         #expect(try server.object("wrong.bin") == nil)
     }
 
+    /// Submits an upload of a new random file `name` of `parts` parts of 4 KiB (40 KiB/s) to `destination` and
+    /// pauses it once the server stored `stored` parts. Returns the job's ID and the file's SHA-256.
+    static func pausedUpload(
+        _ name: String, parts: Int, afterStoring stored: Int, to destination: String, server: S3Server,
+        daemon: DaemonHarness, work: TemporaryDirectory
+    ) throws -> (id: String, sha256: String) {
+        let expected = try UploadEndToEndTests.randomFile(work.file(name), bytes: parts * 4096)
+        let id = try daemon.submitUpload([
+            work.file(name), "--to", destination, "--chunk-size", "4KiB", "--min-part-size", "4KiB", "--max-rate", "40KiB",
+        ])
+        let deadline = Date().addingTimeInterval(30)
+        while try storedParts(server.requests()).count < stored && Date() < deadline { usleep(20_000) }
+        #expect(try daemon.cli(["pause", id]).status == 0)
+        return (id, expected)
+    }
+
     /// On resume, a listed part is kept only when its `ChecksumSHA256` is the source's: the part whose listed
     /// checksum differs is sent again, the others (checksums equal) are not.
     @Test func aListedPartWhoseChecksumDiffersIsSentAgainOnResume() throws {
         let server = try S3Server(minPartSize: 4096)
         let daemon = try DaemonHarness(environment: server.environment())
         let work = TemporaryDirectory()
-        let expected = try UploadEndToEndTests.randomFile(work.file("c.bin"), bytes: 60 * 4096)
-        let id = try daemon.submitUpload([
-            work.file("c.bin"), "--to", "s3://photos/c/", "--chunk-size", "4KiB", "--min-part-size", "4KiB",
-            "--max-rate", "40KiB",
-        ])
-        let deadline = Date().addingTimeInterval(30)
-        while try Self.storedParts(server.requests()).count < 10 && Date() < deadline { usleep(20_000) }
-        #expect(try daemon.cli(["pause", id]).status == 0)
+        let (id, expected) = try Self.pausedUpload(
+            "c.bin", parts: 60, afterStoring: 10, to: "s3://photos/c/", server: server, daemon: daemon, work: work)
         let before = try server.requests()
         let had = Set(Self.storedParts(before))
         #expect(had.isSuperset(of: [1, 2, 3]) && had.count < 60)
@@ -164,14 +174,8 @@ struct S3UploadEndToEndTests {
         let server = try S3Server(minPartSize: 4096)
         let daemon = try DaemonHarness(environment: server.environment())
         let work = TemporaryDirectory()
-        let expected = try UploadEndToEndTests.randomFile(work.file("p.bin"), bytes: 40 * 4096)
-        let id = try daemon.submitUpload([
-            work.file("p.bin"), "--to", "s3://photos/p/", "--chunk-size", "4KiB", "--min-part-size", "4KiB",
-            "--max-rate", "40KiB",
-        ])
-        let deadline = Date().addingTimeInterval(30)
-        while try Self.storedParts(server.requests()).count < 5 && Date() < deadline { usleep(20_000) }
-        #expect(try daemon.cli(["pause", id]).status == 0)
+        let (id, expected) = try Self.pausedUpload(
+            "p.bin", parts: 40, afterStoring: 5, to: "s3://photos/p/", server: server, daemon: daemon, work: work)
         _ = try daemon.stop()
         let store = try Database(path: daemon.statePath + "/jobs.sqlite3")
         let saved = try #require(try store.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.text(0))
