@@ -25,6 +25,8 @@ public struct S3Options: Codable, Sendable, Equatable {
     public var partsInFlight: Int?
     /// The checksums each body carries; `nil`: `.sha256`.
     public var checksum: S3Checksum?
+    /// Whether bodies carry SHA-256 checksums (`checksum`, `.sha256` when not given).
+    public var sendsSHA256Checksums: Bool { (checksum ?? .sha256) == .sha256 }
 
     /// S3's part count limit.
     public static let defaultMaxParts = 10_000
@@ -98,7 +100,9 @@ public struct S3Options: Codable, Sendable, Equatable {
 ///   checking the checksum (AWS does); one that ignores it checks nothing of the body.
 /// - `md5`: `Content-MD5` only, for S3-compatible providers without the additional checksums.
 public enum S3Checksum: String, Codable, Sendable, Equatable {
+    /// `x-amz-checksum-sha256` (base64 of the body's SHA-256); JSON `"sha256"`.
     case sha256
+    /// `Content-MD5` (base64 of the body's MD5, RFC 1864); JSON `"md5"`.
     case md5
 }
 
@@ -132,12 +136,15 @@ public struct S3PartPlan: Codable, Sendable, Equatable {
         case checksumSHA256 = "checksum_sha256"
     }
 
+    /// A plan of `partSize`-byte parts (the last may be smaller) for a file of `size` bytes.
     public init(size: Int64, partSize: Int64, checksumSHA256: Bool = false) {
         self.size = size
         self.partSize = partSize
         self.checksumSHA256 = checksumSHA256
     }
 
+    /// Decodes a saved plan; one without `checksum_sha256` (saved by an earlier version) has no checksums.
+    /// - Throws: `DecodingError` when `size` or `part_size` is missing or not an integer.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         size = try container.decode(Int64.self, forKey: .size)

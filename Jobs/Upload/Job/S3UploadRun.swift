@@ -51,7 +51,7 @@ struct S3UploadRun: UploadTransfer {
 
     var options: S3Options { params.s3 ?? S3Options() }
     /// Whether bodies carry `x-amz-checksum-sha256` (`S3Checksum`; a multipart upload follows its plan instead).
-    var sendsSHA256Checksums: Bool { (options.checksum ?? .sha256) == .sha256 }
+    var sendsSHA256Checksums: Bool { options.sendsSHA256Checksums }
     func key(_ index: Int) -> String { prefix + names[index] }
 
     /// Submit-time checks: options, names and keys (two sources of one name would overwrite each other), the
@@ -112,7 +112,7 @@ struct S3UploadRun: UploadTransfer {
         return try S3PartPlan.plan(
             size: size, preferred: params.chunkSize, minPartSize: options.minPartSize ?? S3Options.defaultMinPartSize,
             maxParts: options.maxParts ?? S3Options.defaultMaxParts, name: name,
-            checksumSHA256: (options.checksum ?? .sha256) == .sha256)
+            checksumSHA256: options.sendsSHA256Checksums)
     }
 
     /// The settings, resolved from the params and the daemon's environment and AWS files, on the pool.

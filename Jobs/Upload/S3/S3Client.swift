@@ -13,6 +13,7 @@ public struct S3PartListing: Sendable, Equatable {
     /// The checksum algorithm the upload was created with (`SHA256`, `CRC32`, …), when the server gives it.
     public var checksumAlgorithm: String?
 
+    /// A listing of `parts` (by number) of an upload created with `checksumAlgorithm`, if known.
     public init(parts: [Int: S3Part], checksumAlgorithm: String? = nil) {
         self.parts = parts
         self.checksumAlgorithm = checksumAlgorithm
@@ -26,6 +27,7 @@ public struct S3Stored: Sendable, Equatable {
     /// The `x-amz-checksum-sha256` the server answered with (it verified the body against the one sent), or `nil`.
     public var checksumSHA256: String?
 
+    /// What was stored: `etag` unquoted, `checksumSHA256` in base64 as the server echoed it (or `nil`).
     public init(etag: String, checksumSHA256: String? = nil) {
         self.etag = etag
         self.checksumSHA256 = checksumSHA256
