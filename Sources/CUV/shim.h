@@ -25,3 +25,14 @@ static inline int tb_die_with_parent(pid_t expected_parent) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return -1;
     return getppid() == expected_parent ? 0 : -1;
 }
+
+#include <sys/syscall.h>
+
+/// copy_file_range(2): copies up to `count` bytes from `in_fd` at `*in_offset` to `out_fd` at `*out_offset`
+/// inside the kernel (page cache to page cache, or a reflink where the file system shares extents), advancing
+/// both offsets. glibc declares it only under _GNU_SOURCE (see above), so it is reached through syscall(2).
+/// Returns the bytes copied (0 at the source's end), or -1 with errno set.
+static inline long tb_copy_file_range(int in_fd, long long *in_offset, int out_fd, long long *out_offset,
+                                      unsigned long count) {
+    return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, out_offset, count, 0U);
+}

@@ -621,3 +621,95 @@ struct UploadJobRunTests {
         #expect(was.changes(to: now) == "mtime was 2025-12-01T00:52:30.123456789Z, now 1969-12-31T23:59:59.999999999Z")
     }
 }
+
+// MARK: - The directory upload's copy
+
+/// `KernelCopy` (copy_file_range(2)) and `PartFile`'s use of it, with its `pread`/`pwrite` fallback.
+struct KernelCopyTests {
+    /// A descriptor of `path` opened with `flags` (and mode 0644 when created).
+    private func open(_ path: String, _ flags: Int32) throws -> Int32 {
+        let fd = Glibc.open(path, flags | O_CLOEXEC, 0o644)
+        try #require(fd >= 0, "open \(path): \(errno)")
+        return fd
+    }
+
+    @Test func copiesARangeAtTheGivenOffsetsAndSaysWhenTheSourceEnded() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.bin", count: 100_000, seed: 7)
+        let source = try open(a.path, O_RDONLY)
+        defer { close(source) }
+        let destination = try open(scratch.dst + "/b.bin", O_CREAT | O_RDWR)
+        defer { close(destination) }
+        #expect(try KernelCopy.copy(from: source, at: 1_000, to: destination, at: 0, count: 50_000).get() == 50_000)
+        // Past the source's end: what is left, then 0.
+        #expect(try KernelCopy.copy(from: source, at: 90_000, to: destination, at: 50_000, count: 50_000).get() == 10_000)
+        #expect(try KernelCopy.copy(from: source, at: 100_000, to: destination, at: 60_000, count: 10).get() == 0)
+        #expect(try scratch.bytes(scratch.dst + "/b.bin") == Array(a.bytes[1_000..<51_000] + a.bytes[90_000...]))
+    }
+
+    @Test func aPipeIsNotAFileTheKernelCopiesTo() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.bin", count: 10, seed: 7)
+        let source = try open(a.path, O_RDONLY)
+        defer { close(source) }
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[0]); close(ends[1]) }
+        switch KernelCopy.copy(from: source, at: 0, to: ends[1], at: 0, count: 10) {
+        case .success(let copied): Issue.record("copied \(copied) bytes into a pipe")
+        case .failure(let error): #expect(error.isUnsupported, "errno \(error.code)")
+        }
+    }
+
+    /// Copies all of `path` through a `PartFile` into `dst/copy.part` as the directory upload does (8 MiB pieces)
+    /// and returns the file, after `commit`, with the bytes it wrote.
+    private func copyWithPartFile(_ path: String, scratch: Scratch) throws -> (PartFile, [UInt8]) {
+        var info = stat()
+        try #require(stat(path, &info) == 0)
+        let partPath = BytePath(scratch.dst + "/copy.part")
+        let (file, length) = try PartFile.open(
+            sourcePath: BytePath(path), partPath: partPath, expected: DirectoryIO.identity(info))
+        #expect(length == 0)
+        let copied = try file.copy(at: 0, count: Int64(info.st_size), stop: CopyStop(), timeLimit: 60)
+        #expect(copied.bytes == Int64(info.st_size) && !copied.sourceEnded)
+        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), directory: scratch.dst)
+        return (file, try scratch.bytes(scratch.dst + "/copy.bin"))
+    }
+
+    @Test func aPartFileCopiesInTheKernelAndHashesWhatTheDestinationHolds() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.bin", count: 9 << 20 | 12_345, seed: 3)  // two pieces and a bit
+        let (file, written) = try copyWithPartFile(a.path, scratch: scratch)
+        #expect(written == a.bytes)
+        #expect(file.hash.hexDigest == SHA256.hexDigest(of: a.bytes))
+        #expect(file.kernelCopiedBytes == Int64(a.bytes.count) && file.bufferCopiedBytes == 0)
+    }
+
+    /// tmpfs to the temporary directory's file system: copy_file_range(2) says EXDEV (Linux allows cross-file-system
+    /// copies only between two of the same type), and the copy goes through user space, bytes and hash the same.
+    @Test(.enabled(if: KernelCopyTests.sharedMemoryIsAnotherFileSystem, "/dev/shm is not a tmpfs beside the temporary directory"))
+    func aCopyTheKernelRefusesGoesThroughABufferWithTheSameBytesAndHash() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.bin", count: 3 << 20 | 77, seed: 5)
+        let onTmpfs = "/dev/shm/trailbook-jobs-test-\(UUID().uuidString).bin"
+        try Data(a.bytes).write(to: URL(fileURLWithPath: onTmpfs))
+        defer { unlink(onTmpfs) }
+        let (file, written) = try copyWithPartFile(onTmpfs, scratch: scratch)
+        #expect(written == a.bytes)
+        #expect(file.hash.hexDigest == SHA256.hexDigest(of: a.bytes))
+        #expect(file.kernelCopyUnsupported)
+        #expect(file.kernelCopiedBytes == 0 && file.bufferCopiedBytes == Int64(a.bytes.count))
+    }
+
+    /// Whether `/dev/shm` and the temporary directory are on different devices (so a copy between them crosses
+    /// file systems).
+    static var sharedMemoryIsAnotherFileSystem: Bool {
+        var shm = stat()
+        var temporary = stat()
+        return stat("/dev/shm", &shm) == 0 && stat(NSTemporaryDirectory(), &temporary) == 0 && shm.st_dev != temporary.st_dev
+    }
+}

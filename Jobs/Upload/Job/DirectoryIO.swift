@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import TrailbookEngine
+import TrailbookLoop
 
 #if canImport(Glibc)
     import Glibc
@@ -9,7 +10,7 @@ import TrailbookEngine
 /// Blocking POSIX file operations of a directory upload. Everything here runs on the thread pool (through
 /// `JobContext.runOnPool`) or, for submit-time checks, off the loop thread; never on the loop.
 enum DirectoryIO {
-    /// Largest piece one pool call reads, writes and hashes.
+    /// Bytes of one `pread` when hashing, and of one `pread`/`pwrite` when a copy cannot be made in the kernel.
     static let maxPieceBytes = 1 << 20
     /// Bytes written to a `.part` file between two starts of its writeback (`PartFile.copyPiece`).
     static let writebackBytes: Int64 = 8 << 20
@@ -184,12 +185,24 @@ enum DirectoryIO {
 
     /// SHA-256 of bytes `[offset, offset + count)` of `path` fed into `hash`, reading with `buffer`.
     /// - Returns: the bytes hashed (less than `count` if the file is shorter).
+    /// - Throws: `write_failed` if `path` cannot be opened or read.
     static func hashRange(
         of path: BytePath, from offset: Int64, count: Int64, into hash: SHA256, buffer: UnsafeMutableRawBufferPointer
     ) throws(JobError) -> Int64 {
         let fd = path.withCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { throw writeFailed("cannot reopen \(path) to check what was written", errno) }
         defer { close(fd) }
+        return try hashRange(of: fd, path: path, from: offset, count: count, into: hash, buffer: buffer)
+    }
+
+    /// SHA-256 of bytes `[offset, offset + count)` of the open file `fd` (named `path` in errors) fed into
+    /// `hash`, reading with `buffer` (`pread`: the descriptor's position is not used).
+    /// - Returns: the bytes hashed (less than `count` if the file is shorter).
+    /// - Throws: `write_failed` if a read fails.
+    static func hashRange(
+        of fd: Int32, path: BytePath, from offset: Int64, count: Int64, into hash: SHA256,
+        buffer: UnsafeMutableRawBufferPointer
+    ) throws(JobError) -> Int64 {
         var done: Int64 = 0
         while done < count {
             let want = Int(min(Int64(buffer.count), count - done))
@@ -221,37 +234,53 @@ extension DirectoryIO {
     }
 }
 
-/// The open files of one file's directory upload: the source (read with `pread`), the `.part` file (written with
-/// `pwrite`), the running SHA-256 of what was written, and two 1 MiB buffers.
+/// The open files of one file's directory upload: the source, the `.part` file, and the running SHA-256 of the
+/// `.part` file's bytes.
 ///
-/// Disk speed (issue 14): the SHA-256 of a piece is computed on a serial queue of its own while the next piece is
-/// read and written (two buffers take turns; a buffer is reused only once its hash is done), and each written
-/// piece's writeback starts at once (`posix_fadvise(POSIX_FADV_DONTNEED)`, which on Linux starts writeback of the
-/// range's dirty pages without waiting and drops the clean ones), so the disk writes while the next pieces are
-/// copied and the `fsync` at a chunk end finds little left to do. The `fsync` still precedes every checkpoint.
+/// Disk speed (issue 14): each piece (at most 8 MiB) is copied inside the kernel with `copy_file_range(2)`
+/// (`KernelCopy`), page cache to page cache, as `cp` does, so the bytes never cross into user space to be
+/// written. The SHA-256 is computed from the `.part` file itself, on a serial queue of its own, while the next
+/// pieces are copied: each copied range is read back from the destination's page cache (still hot) in 1 MiB
+/// reads and hashed, then its writeback is started (`posix_fadvise(POSIX_FADV_DONTNEED)`, which on Linux starts
+/// writeback of the range's dirty pages without waiting and drops the clean ones), so the disk writes while the
+/// next pieces are copied and the `fsync` at a chunk end finds little left to do. The hash so covers the bytes
+/// the destination holds, not a buffer on their way there. Where the kernel cannot copy between the two files
+/// (`KernelCopy.CopyError.isUnsupported`: another file system on an older kernel, a file system without the call)
+/// or the call fails, the piece is copied with `pread`/`pwrite` through a 1 MiB buffer instead, which also tells
+/// a read error of the source from a write error of the destination. The `fsync` still precedes every checkpoint.
 ///
-/// Used from one pool call at a time, each awaited by the loop before the next: `@unchecked Sendable`.
-/// Closes its descriptors when released.
+/// Used from one pool call at a time, each awaited by the loop before the next, and from its hashing queue:
+/// `@unchecked Sendable`, the state the two share (`hashFailure`) behind a mutex. Closes its descriptors when
+/// released.
 final class PartFile: @unchecked Sendable {
     let sourcePath: BytePath
     let partPath: BytePath
-    /// The SHA-256 of what was written; read it only after `finishHashing()`.
+    /// The SHA-256 of the `.part` file's bytes copied so far; read it only after `finishHashing()`.
     let hash = SHA256()
-    /// The buffer `rehash` reads with (the first of the two).
-    var buffer: UnsafeMutableRawBufferPointer { buffers[0] }
-    private let buffers: [UnsafeMutableRawBufferPointer]
-    /// One per buffer: taken while the buffer is filled or waits to be hashed.
-    private let bufferFree = [DispatchSemaphore(value: 1), DispatchSemaphore(value: 1)]
-    private var nextBuffer = 0
-    /// The end of the range last handed to writeback (`posix_fadvise`).
+    /// The buffer `rehash` reads with; used by the hashing queue otherwise (`rehash` drains it first).
+    let buffer: UnsafeMutableRawBufferPointer
+    /// The buffer of the `pread`/`pwrite` fallback copy (pool thread only).
+    private let copyBuffer: UnsafeMutableRawBufferPointer
+    /// The end of the range last handed to writeback (`posix_fadvise`); hashing queue only.
     private var advisedUpTo: Int64 = 0
+    /// Whether `copy_file_range` was refused for these two files; then every piece goes through `copyBuffer`.
+    private(set) var kernelCopyUnsupported = false
+    /// Bytes copied inside the kernel, and through `copyBuffer`, so far (pool thread only; tests read them).
+    private(set) var kernelCopiedBytes: Int64 = 0
+    private(set) var bufferCopiedBytes: Int64 = 0
     private let hashing = DispatchQueue(label: "trailbook-jobs.upload.sha256")
+    /// The first failure of the hashing queue (reading the `.part` file back), thrown by the next `copy` or
+    /// `finishHashing`.
+    private let hashFailure = Mutex<JobError?>(nil)
     private let source: Int32
     private let part: Int32
 
-    /// Opens `sourcePath` for reading and `partPath` for writing (`O_CREAT | O_WRONLY`, mode 0644, never through
-    /// a symbolic link), checks the source still is `expected` (`source_changed`) and returns the `.part` file's
-    /// current length with it.
+    /// Bytes one `copy_file_range` call copies at most: a stop is seen between two of them.
+    static let kernelPieceBytes = 8 << 20
+
+    /// Opens `sourcePath` for reading and `partPath` for reading and writing (`O_CREAT | O_RDWR`, mode 0644, never
+    /// through a symbolic link), checks the source still is `expected` (`source_changed`) and returns the `.part`
+    /// file's current length with it.
     static func open(sourcePath: BytePath, partPath: BytePath, expected: SourceIdentity) throws(JobError)
         -> (PartFile, partLength: Int64)
     {
@@ -268,7 +297,7 @@ final class PartFile: @unchecked Sendable {
             close(source)
             throw PartFile.changed(sourcePath, expected: expected, now: identity)
         }
-        let part = partPath.withCString { Glibc.open($0, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o644) }
+        let part = partPath.withCString { Glibc.open($0, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0o644) }
         guard part >= 0 else {
             let code = errno
             close(source)
@@ -310,20 +339,27 @@ final class PartFile: @unchecked Sendable {
         self.source = source
         self.part = part
         self.node = node
-        buffers = (0..<2).map { _ in .allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096) }
+        buffer = .allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
+        copyBuffer = .allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
     }
 
     deinit {
-        finishHashing()
+        hashing.sync {}
         close(source)
         close(part)
-        for buffer in buffers { buffer.deallocate() }
+        buffer.deallocate()
+        copyBuffer.deallocate()
     }
 
     /// Waits until every piece copied so far is in `hash`.
-    func finishHashing() {
-        for free in bufferFree { free.wait() }
-        for free in bufferFree { free.signal() }
+    /// - Throws: `write_failed` (retryable) if the `.part` file could not be read back or came up short.
+    func finishHashing() throws(JobError) {
+        hashing.sync {}
+        try throwHashFailure()
+    }
+
+    private func throwHashFailure() throws(JobError) {
+        if let failure = hashFailure.withLock({ $0 }) { throw failure }
     }
 
     /// The `source_changed` error for `path`, naming each field that differs between `expected` and `now` with
@@ -347,22 +383,23 @@ final class PartFile: @unchecked Sendable {
     /// Hashes bytes `[offset, offset + count)` already in the `.part` file (resuming).
     /// - Returns: the bytes hashed; less than `count` if the file is shorter.
     func rehash(from offset: Int64, count: Int64) throws(JobError) -> Int64 {
-        finishHashing()
+        try finishHashing()
         return try DirectoryIO.hashRange(of: partPath, from: offset, count: count, into: hash, buffer: buffer)
     }
 
-    /// Copies up to `count` bytes at `offset` from the source to the `.part` file in pieces of at most 1 MiB, and
-    /// hashes them: in one pool call, so a fast disk is not held up by a trip through the loop per piece. Returns
-    /// early once `stop` is raised (the job is being stopped: it stops within a piece) or `timeLimit` seconds
-    /// have passed (the loop reports progress between calls).
+    /// Copies up to `count` bytes at `offset` from the source to the `.part` file in pieces of at most 8 MiB, and
+    /// hands them to the hashing queue: in one pool call, so a fast disk is not held up by a trip through the loop
+    /// per piece. Returns early once `stop` is raised (the job is being stopped: it stops within a piece) or
+    /// `timeLimit` seconds have passed (the loop reports progress between calls).
     /// - Returns: the bytes copied (less than `count` at the source's end, on a stop or at the time limit), and
     ///   whether the source ended before `count` bytes.
-    /// - Throws: as `copyPiece`.
+    /// - Throws: as `copyPiece`, and `write_failed` (retryable) if hashing an earlier piece failed.
     func copy(at offset: Int64, count: Int64, stop: CopyStop, timeLimit: Double) throws(JobError) -> Copied {
+        try throwHashFailure()
         let started = Timestamp.monotonic()
         var done: Int64 = 0
         while done < count {
-            let want = Int(min(Int64(DirectoryIO.maxPieceBytes), count - done))
+            let want = Int(min(Int64(Self.kernelPieceBytes), count - done))
             let got = try copyPiece(at: offset + done, count: want)
             done += Int64(got)
             if got < want { return Copied(bytes: done, sourceEnded: true) }
@@ -379,51 +416,101 @@ final class PartFile: @unchecked Sendable {
         var sourceEnded: Bool
     }
 
-    /// Copies up to `count` (≤ 1 MiB) bytes at `offset` from the source to the `.part` file and hashes them.
+    /// Copies up to `count` bytes at `offset` from the source to the `.part` file (in the kernel, or through
+    /// `copyBuffer` where it cannot), then queues the range for hashing.
     /// - Returns: the bytes copied; less than `count` only at the source's end.
     /// - Throws: `source_unreadable` on a read error; `write_failed` on a write error (retryable for ENOSPC,
     ///   EDQUOT, EIO).
     func copyPiece(at offset: Int64, count: Int) throws(JobError) -> Int {
-        let index = nextBuffer
-        let buffer = buffers[index]
-        precondition(count <= buffer.count)
-        bufferFree[index].wait()
-        var handedOn = false
-        defer { if !handedOn { bufferFree[index].signal() } }
-        var read = 0
-        while read < count {
-            let got = pread(source, buffer.baseAddress! + read, count - read, off_t(offset + Int64(read)))
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw DirectoryIO.sourceError(sourcePath, errno)
+        var copied = 0
+        while copied < count, !kernelCopyUnsupported {
+            switch KernelCopy.copy(
+                from: source, at: offset + Int64(copied), to: part, at: offset + Int64(copied), count: count - copied)
+            {
+            case .success(0):
+                queueHash(from: offset, count: copied)
+                return copied
+            case .success(let got):
+                copied += got
+                kernelCopiedBytes += Int64(got)
+            case .failure(let error):
+                // Unsupported: for good. Any other failure: this piece through user space, which names the side
+                // that failed (the source's read or the destination's write).
+                if error.isUnsupported { kernelCopyUnsupported = true }
+                let rest = try copyThroughBuffer(at: offset + Int64(copied), count: count - copied)
+                copied += rest
+                queueHash(from: offset, count: copied)
+                return copied
             }
-            if got == 0 { break }
-            read += got
         }
-        var written = 0
-        while written < read {
-            let put = pwrite(part, buffer.baseAddress! + written, read - written, off_t(offset + Int64(written)))
-            if put < 0 {
-                if errno == EINTR { continue }
-                throw DirectoryIO.writeFailed("cannot write \(partPath)", errno)
+        if copied < count { copied += try copyThroughBuffer(at: offset + Int64(copied), count: count - copied) }
+        queueHash(from: offset, count: copied)
+        return copied
+    }
+
+    /// The fallback copy: `pread` from the source and `pwrite` to the `.part` file, 1 MiB at a time.
+    /// - Returns: the bytes copied; less than `count` only at the source's end.
+    private func copyThroughBuffer(at offset: Int64, count: Int) throws(JobError) -> Int {
+        var done = 0
+        while done < count {
+            let want = min(copyBuffer.count, count - done)
+            var read = 0
+            while read < want {
+                let got = pread(source, copyBuffer.baseAddress! + read, want - read, off_t(offset + Int64(done + read)))
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    throw DirectoryIO.sourceError(sourcePath, errno)
+                }
+                if got == 0 { break }
+                read += got
             }
-            written += put
+            var written = 0
+            while written < read {
+                let put = pwrite(
+                    part, copyBuffer.baseAddress! + written, read - written, off_t(offset + Int64(done + written)))
+                if put < 0 {
+                    if errno == EINTR { continue }
+                    throw DirectoryIO.writeFailed("cannot write \(partPath)", errno)
+                }
+                written += put
+            }
+            done += read
+            bufferCopiedBytes += Int64(read)
+            if read < want { break }
         }
-        // Start writing the pages copied since the last advice to disk now, 8 MiB at a time; the fsync at the
-        // chunk end waits for what is left. Advice only: its result does not matter.
-        let end = offset + Int64(read)
-        if end - advisedUpTo >= DirectoryIO.writebackBytes || end < advisedUpTo {
-            let from = min(advisedUpTo, offset)
-            _ = posix_fadvise(part, off_t(from), off_t(end - from), POSIX_FADV_DONTNEED)
-            advisedUpTo = end
+        return done
+    }
+
+    /// Queues bytes `[offset, offset + count)` of the `.part` file for hashing: read back with `pread` (from the
+    /// page cache the copy just filled) and fed to `hash` in order, then handed to writeback. A failed or short
+    /// read is kept in `hashFailure`; nothing is hashed after it.
+    private func queueHash(from offset: Int64, count: Int) {
+        guard count > 0 else { return }
+        hashing.async { [self] in
+            guard hashFailure.withLock({ $0 == nil }) else { return }
+            do throws(JobError) {
+                let got = try DirectoryIO.hashRange(
+                    of: part, path: partPath, from: offset, count: Int64(count), into: hash, buffer: buffer)
+                guard got == Int64(count) else {
+                    throw JobError(
+                        code: "write_failed",
+                        message: "\(partPath) is shorter than what was copied into it (something else changed it); "
+                            + "the upload will be retried", retryable: true)
+                }
+            } catch {
+                hashFailure.withLock { $0 = $0 ?? error }
+                return
+            }
+            // Start writing the pages hashed since the last advice to disk now, 8 MiB at a time; the fsync at
+            // the chunk end waits for what is left. After the hash, so no page is dropped before it was read.
+            // Advice only: its result does not matter.
+            let end = offset + Int64(count)
+            if end - advisedUpTo >= DirectoryIO.writebackBytes || end < advisedUpTo {
+                let from = min(advisedUpTo, offset)
+                _ = posix_fadvise(part, off_t(from), off_t(end - from), POSIX_FADV_DONTNEED)
+                advisedUpTo = end
+            }
         }
-        hashing.async { [self, read] in
-            hash.update(UnsafeRawBufferPointer(rebasing: buffers[index][0..<read]))
-            bufferFree[index].signal()
-        }
-        handedOn = true
-        nextBuffer = 1 - index
-        return read
     }
 
     /// The source's identity now, through the open descriptor.
@@ -456,8 +543,11 @@ final class PartFile: @unchecked Sendable {
 
     /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs `directory` so the rename
     /// is durable.
+    /// The hash is complete once this returns (the `fsync` runs while its last pieces are hashed); a `.part`
+    /// file that could not be read back is not renamed.
     func commit(to finalPath: BytePath, directory: String) throws(JobError) {
         try sync()
+        try finishHashing()
         guard partPath.withCString({ part in finalPath.withCString { rename(part, $0) } }) == 0 else {
             throw DirectoryIO.writeFailed("cannot rename \(partPath) to \(finalPath)", errno)
         }

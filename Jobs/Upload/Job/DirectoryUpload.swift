@@ -8,9 +8,10 @@ import TrailbookLoop
 
 /// An upload to a local directory (`file:///abs/dir`).
 ///
-/// For each file in order: copy it in chunks into `DIR/NAME.<job>.part` (pieces of at most 1 MiB read with `pread`,
-/// written with `pwrite` and hashed in one pool call), `fsync` and checkpoint at each chunk end, then re-check the
-/// source, rename the `.part` file to `DIR/NAME` (replacing a file there) and `fsync` the directory.
+/// For each file in order: copy it in chunks into `DIR/NAME.<job>.part` (pieces of at most 8 MiB copied in the
+/// kernel, hashed from the `.part` file beside the copy: see `PartFile`), `fsync` and checkpoint at each chunk end,
+/// then re-check the source, rename the `.part` file to `DIR/NAME` (replacing a file there) and `fsync` the
+/// directory.
 ///
 /// On resume, bytes past the checkpoint's offset (written before a crash) are cut off and counted in
 /// `bytes_resent`; a `.part` file shorter than the offset (or gone) restarts that file from 0 with a warning; the
@@ -190,7 +191,6 @@ struct DirectoryUpload: UploadTransfer {
         try await job.runOnPool {
             try file.checkSource(is: expected)
             try file.commit(to: finalPath, directory: directory)
-            file.finishHashing()
         }
         let record = UploadedFile(
             name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,
