@@ -705,6 +705,24 @@ struct KernelCopyTests {
         #expect(file.kernelCopiedBytes == 0 && file.bufferCopiedBytes == Int64(a.bytes.count))
     }
 
+    /// A stopped job lets go of its `PartFile` while pieces still wait to be hashed: the last hashing block then
+    /// releases it on the hashing queue, and its deinit must not wait for that queue (it did, and the daemon
+    /// crashed: dispatch_sync on the queue it was draining, found by a cancel mid-upload).
+    @Test func aPartFileReleasedWhilePiecesWaitToBeHashedGoesQuietly() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let a = try scratch.source("a.bin", count: 16 << 20, seed: 9)
+        var info = stat()
+        try #require(stat(a.path, &info) == 0)
+        for round in 0..<8 {
+            var (file, _): (PartFile?, Int64) = try PartFile.open(
+                sourcePath: BytePath(a.path), partPath: BytePath(scratch.dst + "/\(round).part"),
+                expected: DirectoryIO.identity(info))
+            #expect(try file?.copy(at: 0, count: 16 << 20, stop: CopyStop(), timeLimit: 60).bytes == 16 << 20)
+            file = nil  // the hashing queue still has both pieces
+        }
+    }
+
     /// Whether `/dev/shm` and the temporary directory are on different devices (so a copy between them crosses
     /// file systems).
     static var sharedMemoryIsAnotherFileSystem: Bool {

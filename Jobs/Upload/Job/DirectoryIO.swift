@@ -343,8 +343,9 @@ final class PartFile: @unchecked Sendable {
         copyBuffer = .allocate(byteCount: DirectoryIO.maxPieceBytes, alignment: 4096)
     }
 
+    // No wait for the hashing queue: each block on it holds the file, so none is left by the time this runs (and
+    // this may run on that queue, when its last block lets go of the file after a stopped job did).
     deinit {
-        hashing.sync {}
         close(source)
         close(part)
         buffer.deallocate()
