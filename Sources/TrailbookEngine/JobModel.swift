@@ -147,17 +147,25 @@ public struct JobProgress: Sendable, Equatable {
 
     /// The docs/design.md shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
     /// `items` (sub-rows for `watch --expand`).
-    public var json: JSONValue {
-        var members: [String: JSONValue] = [
-            "completed": .number(Double(completed)), "total": .number(Double(total)), "unit": .string(unit.rawValue),
-            "fraction": .number((fraction * 10_000).rounded() / 10_000),
-            "rate_per_s": ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null,
-            "eta_s": etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null,
-            "current": .string(current),
+    public var json: JSONValue { .object(Dictionary(uniqueKeysWithValues: jsonMembers)) }
+
+    /// `json` as compact JSON text (the stored form), written without building its dictionary.
+    public var jsonText: String { String(decoding: JSONCoding.encode(members: jsonMembers), as: UTF8.self) }
+
+    /// The members of `json`, in sorted order: the one definition of the shape.
+    public var jsonMembers: [(key: String, value: JSONValue)] {
+        var members: [(key: String, value: JSONValue)] = [
+            ("completed", .number(Double(completed))), ("current", .string(current)),
+            ("eta_s", etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null),
+            ("fraction", .number((fraction * 10_000).rounded() / 10_000)),
         ]
-        if !items.isEmpty { members["items"] = JSONCoding.value(of: items) }
-        if let inFlight { members["in_flight"] = .number(Double(inFlight)) }
-        return .object(members)
+        members.reserveCapacity(9)
+        if let inFlight { members.append(("in_flight", .number(Double(inFlight)))) }
+        if !items.isEmpty { members.append(("items", JSONCoding.value(of: items))) }
+        members.append(("rate_per_s", ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null))
+        members.append(("total", .number(Double(total))))
+        members.append(("unit", .string(unit.rawValue)))
+        return members
     }
 
     /// Reads the shape `json` writes.

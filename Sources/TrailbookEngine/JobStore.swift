@@ -178,7 +178,7 @@ public final class JobStore {
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
                 .real(job.options.timeoutSeconds), .real(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(Self.text(job.params)),
-                .text(Self.text(job.progress.json)), .real(Timestamp.now()), .real(Timestamp.now()),
+                .text(job.progress.jsonText), .real(Timestamp.now()), .real(Timestamp.now()),
                 .real(job.options.giveUpAfterSeconds), job.key.map { .text($0) } ?? .null,
                 digest.map { .text($0) } ?? .null,
             ])
@@ -248,7 +248,7 @@ public final class JobStore {
                 job.cancellation.map { .text(Self.text(JSONCoding.value(of: $0))) } ?? .null,
                 job.error.map { .text(Self.text(JSONCoding.value(of: $0))) } ?? .null,
                 job.result.isNull ? .null : .text(Self.text(job.result)),
-                job.retryAt.map { .real($0) } ?? .null, .text(Self.text(job.progress.json)), .real(Timestamp.now()),
+                job.retryAt.map { .real($0) } ?? .null, .text(job.progress.jsonText), .real(Timestamp.now()),
                 .integer(job.resumesAttempt ? 1 : 0), .text(job.id),
             ])
     }
@@ -299,7 +299,7 @@ public final class JobStore {
     public func saveProgress(id: String, _ progress: JobProgress) throws {
         try database.query(
             "UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ?",
-            [.text(Self.text(progress.json)), .real(Timestamp.now()), .text(id)])
+            [.text(progress.jsonText), .real(Timestamp.now()), .text(id)])
     }
 
     /// Replaces a job's checkpoint (its resumable state, opaque JSON) and progress in one transaction.
@@ -307,7 +307,7 @@ public final class JobStore {
     public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
         try database.query(
             "UPDATE jobs SET checkpoint = ?, progress = ?, updated_at = ? WHERE id = ?",
-            [.text(Self.text(checkpoint)), .text(Self.text(progress.json)), .real(Timestamp.now()), .text(id)])
+            [.text(Self.text(checkpoint)), .text(progress.jsonText), .real(Timestamp.now()), .text(id)])
     }
 
     /// A job's checkpoint, or `nil` if it has none yet.

@@ -225,7 +225,7 @@ public final class PostgresJobStore: LeasingJobStoring {
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
                 .double(job.options.timeoutSeconds), .double(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(JobStore.text(job.params)),
-                .text(JobStore.text(job.progress.json)), .double(Timestamp.now()), .double(job.options.giveUpAfterSeconds),
+                .text(job.progress.jsonText), .double(Timestamp.now()), .double(job.options.giveUpAfterSeconds),
                 job.key.map { .text($0) } ?? .null, digest.map { .text($0) } ?? .null, .text(job.queue),
                 job.pinnedHost.map { .text($0) } ?? .null,
             ])
@@ -271,7 +271,7 @@ public final class PostgresJobStore: LeasingJobStoring {
                 .text(job.id), .text(job.state.rawValue), .integer(Int64(job.attempt)),
                 Self.optionalText(job.cancellation.map { JSONCoding.value(of: $0) }),
                 Self.optionalText(job.error.map { JSONCoding.value(of: $0) }), Self.optionalText(job.result),
-                job.retryAt.map { .double($0) } ?? .null, .text(JobStore.text(job.progress.json)), .double(Timestamp.now()),
+                job.retryAt.map { .double($0) } ?? .null, .text(job.progress.jsonText), .double(Timestamp.now()),
                 .bool(job.resumesAttempt), lease.map { .integer($0.token) } ?? .null, .bool(job.state.isTerminal),
                 .bool(addingCleanUp),
             ])
@@ -357,10 +357,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         guard let lease = leases[id] else {
             _ = try rows(
                 "UPDATE trailbook_jobs SET progress = $2, updated_at = $3::float8 WHERE id = $1 AND lease_token IS NULL",
-                [.text(id), .text(JobStore.text(progress.json)), .double(Timestamp.now())])
+                [.text(id), .text(progress.jsonText), .double(Timestamp.now())])
             return
         }
-        let renewal = PostgresJobQueue.Renewal(lease: lease, progress: JobStore.text(progress.json))
+        let renewal = PostgresJobQueue.Renewal(lease: lease, progress: progress.jsonText)
         let seconds = leaseSeconds
         let renewed = try wait { database in try await database.queue!.renew([renewal], leaseSeconds: seconds) }
         guard let new = renewed.first ?? nil else {
@@ -373,7 +373,7 @@ public final class PostgresJobStore: LeasingJobStoring {
     public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
         guard let lease = leases[id] else { throw JobStoreError.leaseLost(id: id) }
         let checkpointText = JobStore.text(checkpoint)
-        let progressText = JobStore.text(progress.json)
+        let progressText = progress.jsonText
         let saved = try wait { database in
             try await database.queue!.saveCheckpoint(lease, checkpoint: checkpointText, progress: progressText)
         }

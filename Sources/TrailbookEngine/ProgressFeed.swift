@@ -96,13 +96,13 @@ public final class ProgressFeed {
 
     /// Publishes a `submitted` event.
     public func submitted(_ job: JobRecord) {
-        publish(job: job.id, kind: job.kind, type: "submitted", fields: ["state": .string(job.state.rawValue)])
+        publish(job: job.id, kind: job.kind, type: "submitted", fields: [("state", .string(job.state.rawValue))])
     }
 
     /// Publishes a `state` event (`from`, `to`, and the cancellation or error when relevant). Never dropped.
     public func stateChanged(_ job: JobRecord, from: JobState) {
         flushProgress(job: job.id)
-        publish(job: job.id, kind: job.kind, type: "state", fields: Self.stateFields(job, from: from))
+        publish(job: job.id, kind: job.kind, type: "state", fields: Self.stateMembers(job, from: from))
         lastProgressAt[job.id] = nil
         onStateChange?()
     }
@@ -110,19 +110,25 @@ public final class ProgressFeed {
     /// The members of a `state` event of `job` (now in its new state) from state `from`, but the common ones
     /// (`seq`, `at`, `job`, `kind`, `type`).
     public static func stateFields(_ job: JobRecord, from: JobState) -> [String: JSONValue] {
-        var fields: [String: JSONValue] = [
-            "from": .string(from.rawValue), "to": .string(job.state.rawValue),
-            "attempt": .number(Double(job.attempt)),
+        Dictionary(uniqueKeysWithValues: stateMembers(job, from: from))
+    }
+
+    /// `stateFields` as a list of members (no dictionary to build on the way to the encoded line).
+    static func stateMembers(_ job: JobRecord, from: JobState) -> [(key: String, value: JSONValue)] {
+        var fields: [(key: String, value: JSONValue)] = [
+            ("attempt", .number(Double(job.attempt))), ("from", .string(from.rawValue)),
+            ("to", .string(job.state.rawValue)),
         ]
+        fields.reserveCapacity(13)
         if let cancellation = job.cancellation, job.isStopped {
-            fields["cancellation"] = JSONCoding.value(of: cancellation)
+            fields.append(("cancellation", JSONCoding.value(of: cancellation)))
         }
-        if let error = job.error { fields["error"] = JSONCoding.value(of: error) }
+        if let error = job.error { fields.append(("error", JSONCoding.value(of: error))) }
         if let retryAt = job.retryAt, job.state == .needsRetry {
-            fields["retry_at"] = .string(Timestamp.iso8601(unixSeconds: retryAt))
-            fields["retry_in_s"] = .number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10)
+            fields.append(("retry_at", .string(Timestamp.iso8601(unixSeconds: retryAt))))
+            fields.append(("retry_in_s", .number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10)))
         }
-        if job.state.isTerminal { fields["result"] = job.result }
+        if job.state.isTerminal { fields.append(("result", job.result)) }
         return fields
     }
 
@@ -144,7 +150,7 @@ public final class ProgressFeed {
 
     /// Publishes a `log` event.
     public func log(job: String, kind: String, level: LogLevel, message: String) {
-        publish(job: job, kind: kind, type: "log", fields: ["level": .string(level.rawValue), "message": .string(message)])
+        publish(job: job, kind: kind, type: "log", fields: [("level", .string(level.rawValue)), ("message", .string(message))])
     }
 
     /// Offers a `progress` event; published now, or coalesced into one published at most `progressInterval`
@@ -155,7 +161,7 @@ public final class ProgressFeed {
         if now - last >= progressInterval {
             pendingProgress[job] = nil
             lastProgressAt[job] = now
-            publish(job: job, kind: kind, type: "progress", fields: ["progress": progress.json])
+            publish(job: job, kind: kind, type: "progress", fields: [("progress", progress.json)])
         } else {
             pendingProgress[job] = (kind, progress)
             armFlush(after: last + progressInterval - now)
@@ -205,7 +211,7 @@ public final class ProgressFeed {
     private func flushProgress(job: String) {
         guard let pending = pendingProgress.removeValue(forKey: job) else { return }
         lastProgressAt[job] = Timestamp.monotonic()
-        publish(job: job, kind: pending.kind, type: "progress", fields: ["progress": pending.progress.json])
+        publish(job: job, kind: pending.kind, type: "progress", fields: [("progress", pending.progress.json)])
     }
 
     private func armFlush(after seconds: Double) {
@@ -227,26 +233,27 @@ public final class ProgressFeed {
         if nextDue.isFinite { armFlush(after: nextDue - now) }
     }
 
-    private func publish(job: String, kind: String, type: String, fields: [String: JSONValue]) {
+    /// `fields`: the event's own members (distinct keys, none of the common ones), in any order.
+    private func publish(job: String, kind: String, type: String, fields: [(key: String, value: JSONValue)]) {
         var members = fields
-        members["seq"] = .number(Double(nextSeq))
-        members["at"] = .string(Timestamp.nowISO8601())
-        members["job"] = .string(job)
-        members["kind"] = .string(kind)
-        members["type"] = .string(type)
-        if let host { members["host"] = .string(host) }
-        if let onLocalEvent {
-            var shared = members
-            shared["seq"] = nil
-            onLocalEvent(shared)
-        }
+        members.append(("at", .string(Timestamp.nowISO8601())))
+        members.append(("job", .string(job)))
+        members.append(("kind", .string(kind)))
+        if let host { members.append(("host", .string(host))) }
+        if let onLocalEvent { onLocalEvent(Dictionary(uniqueKeysWithValues: members + [("type", .string(type))])) }
+        members.append(("seq", .number(Double(nextSeq))))
+        members.append(("type", .string(type)))
         emit(job: job, kind: kind, isProgress: type == "progress", members: members)
     }
 
     private func emit(job: String, kind: String, isProgress: Bool, members: [String: JSONValue]) {
-        let event = Event(
-            seq: nextSeq, job: job, kind: kind, isProgress: isProgress,
-            line: JSONCoding.encode(JSONValue.object(members)) + [0x0A])
+        emit(job: job, kind: kind, isProgress: isProgress, members: Array(members.lazy.map { (key: $0.key, value: $0.value) }))
+    }
+
+    private func emit(job: String, kind: String, isProgress: Bool, members: [(key: String, value: JSONValue)]) {
+        var line = JSONCoding.encode(members: members)
+        line.append(0x0A)
+        let event = Event(seq: nextSeq, job: job, kind: kind, isProgress: isProgress, line: line)
         nextSeq += 1
         append(event)
         for subscriber in subscribers.values where subscriber.wants(event) {

@@ -37,4 +37,35 @@ struct JSONWriterTests {
         // Text our parser refuses (a duplicate key) still decodes as before, the general way.
         #expect(try JSONCoding.decode(JSONValue.self, from: Array(#"{"a":1,"a":2}"#.utf8))["a"] != nil)
     }
+
+    /// An object written from its members (`encode(members:)`: feed events, stored progress) is the object's JSON,
+    /// whatever order the members come in.
+    @Test func anObjectWrittenFromItsMembersInAnyOrderIsTheObjectsJSON() {
+        for sample in Self.samples {
+            guard case .object(let members) = sample else { continue }
+            let pairs = members.map { (key: $0.key, value: $0.value) }
+            for order in [pairs, pairs.reversed(), pairs.sorted { $0.key > $1.key }, pairs.shuffled()] {
+                #expect(JSONCoding.encode(members: order) == Self.foundation(sample), "\(order)")
+            }
+        }
+        #expect(JSONCoding.encode(members: [("a", .number(.nan))]) == Array("null".utf8))
+    }
+
+    /// A job's stored progress (`jsonText`) is `json` encoded, for every optional member present or not.
+    @Test func progressTextIsItsJSON() {
+        var samples = [
+            JobProgress(unit: .bytes),
+            JobProgress(completed: 5, total: 10, unit: .photos, ratePerSecond: 12.34, etaSeconds: 0.44, current: "b.jpg"),
+            JobProgress(
+                completed: 7, total: 9, unit: .bytes, current: "/photos/ü \"x\".jpg",
+                items: [ProgressItem(label: "a", completed: 1, total: 2)], inFlight: 3),
+        ]
+        var finished = JobProgress(unit: .bytes)
+        finished.isFinished = true
+        samples.append(finished)
+        for progress in samples {
+            #expect(Array(progress.jsonText.utf8) == Self.foundation(progress.json), "\(progress)")
+            #expect(progress.jsonMembers.map(\.key) == progress.jsonMembers.map(\.key).sorted(), "in sorted order")
+        }
+    }
 }
