@@ -36,3 +36,10 @@ static inline long tb_copy_file_range(int in_fd, long long *in_offset, int out_f
                                       unsigned long count) {
     return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, out_offset, count, 0U);
 }
+
+/// lseek(2) with SEEK_HOLE (Linux's value, 4: glibc names it only under _GNU_SOURCE): the offset of the first hole at
+/// or after `offset`, which is the file's length when it has none (or its file system does not track holes), or -1
+/// with errno set.
+static inline long long tb_seek_hole(int fd, long long offset) {
+    return (long long)lseek(fd, (off_t)offset, 4);
+}

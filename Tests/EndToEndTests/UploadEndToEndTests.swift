@@ -212,6 +212,27 @@ struct UploadEndToEndTests {
         #expect(jobs.count == 5, "first, other, elsewhere, allowed, afterEnd; the refused one was never queued")
     }
 
+    /// Something else cuts the job's `.part` file to nothing mid-copy (found by a helper: the copy went on past the
+    /// cut, leaving a hole of zeros, and the job ended `succeeded` with a hash of neither file). The chunk end's
+    /// check refuses it, retryably; the next attempt finds the `.part` shorter than its checkpoint, starts the file
+    /// again, and the result's SHA-256 is the source's and the destination's.
+    @Test func aPartFileCutShortMidCopyIsCopiedAgainNotClaimed() throws {
+        let daemon = try DaemonHarness(arguments: ["--retry-base", "0.2s"])
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let expected = try Self.randomFile(work.file("a.bin"), bytes: 24 << 20)
+        let id = try daemon.submitUpload([work.file("a.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB"])
+        try daemon.waitFor(id, "some bytes") { ($0["progress"]?["completed"]?.intValue ?? 0) > 2 << 20 }
+        let part = try #require(try FileManager.default.contentsOfDirectory(atPath: work.file("out")).first { $0.hasSuffix(".part") })
+        #expect(truncate(work.file("out/" + part), 0) == 0)
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        #expect(done["attempt"]?.intValue == 2, "the cut attempt ended needs_retry: \(done)")
+        #expect(done["result"]?["sha256"]?.stringValue == expected)
+        #expect(try Self.sha256(ofFile: work.file("out/a.bin")) == expected)
+        #expect(daemon.log().contains("something else changed the partial file"), "the refusal is in the log")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out")) == ["a.bin"])
+    }
+
     @Test func cancelMidUploadRemovesThePartWithin100Milliseconds() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()

@@ -674,7 +674,7 @@ struct KernelCopyTests {
         #expect(length == 0)
         let copied = try file.copy(at: 0, count: Int64(info.st_size), stop: CopyStop(), timeLimit: 60)
         #expect(copied.bytes == Int64(info.st_size) && !copied.sourceEnded)
-        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), directory: scratch.dst)
+        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), directory: scratch.dst, length: Int64(info.st_size))
         return (file, try scratch.bytes(scratch.dst + "/copy.bin"))
     }
 
@@ -729,5 +729,103 @@ struct KernelCopyTests {
         var shm = stat()
         var temporary = stat()
         return stat("/dev/shm", &shm) == 0 && stat(NSTemporaryDirectory(), &temporary) == 0 && shm.st_dev != temporary.st_dev
+    }
+}
+
+/// Something else changes the `.part` file while the upload writes it (found by a helper trying to break the kernel
+/// copy: a `truncate -s 0` of the `.part` mid-copy ended `succeeded` with a hash of neither file). Every way the
+/// file can be changed under the copy that its metadata shows is refused, retryably, before a checkpoint or the
+/// rename claims it.
+struct PartFileTamperingTests {
+    private func started(_ scratch: Scratch, bytes: Int) throws -> (PartFile, path: String) {
+        let a = try scratch.source("a.bin", count: bytes, seed: 11)
+        var info = stat()
+        try #require(stat(a.path, &info) == 0)
+        let path = scratch.dst + "/a.part"
+        let (file, _) = try PartFile.open(
+            sourcePath: BytePath(a.path), partPath: BytePath(path), expected: DirectoryIO.identity(info))
+        return (file, path)
+    }
+
+    private func refusal(_ body: () throws(JobError) -> Void) -> JobError? {
+        do throws(JobError) {
+            try body()
+            return nil
+        } catch { return error }
+    }
+
+    @Test func anUntouchedPartPasses() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (file, _) = try started(scratch, bytes: 6 << 20)
+        _ = try file.copy(at: 0, count: 4 << 20, stop: CopyStop(), timeLimit: 60)
+        try file.checkPart(length: 4 << 20)
+    }
+
+    @Test func aPartCutShortAndWrittenAgainPastTheCutHasAHole() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (file, path) = try started(scratch, bytes: 12 << 20)
+        _ = try file.copy(at: 0, count: 4 << 20, stop: CopyStop(), timeLimit: 60)
+        try file.finishHashing()
+        #expect(truncate(path, 0) == 0)
+        _ = try file.copy(at: 4 << 20, count: 8 << 20, stop: CopyStop(), timeLimit: 60)
+        let error = try #require(refusal { () throws(JobError) in try file.checkPart(length: 12 << 20) })
+        #expect(error.code == "write_failed" && error.retryable)
+        #expect(error.message.contains("has a hole at byte 0"), "\(error.message)")
+    }
+
+    @Test func aPartCutShortOrWrittenPastTheCopyHasTheWrongLength() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (file, path) = try started(scratch, bytes: 6 << 20)
+        _ = try file.copy(at: 0, count: 4 << 20, stop: CopyStop(), timeLimit: 60)
+        #expect(truncate(path, 1 << 20) == 0)
+        let short = try #require(refusal { () throws(JobError) in try file.checkPart(length: 4 << 20) })
+        #expect(short.message.contains("became 1048576 bytes long, but 4194304 were copied"), "\(short.message)")
+        #expect(truncate(path, 5 << 20) == 0)
+        let long = try #require(refusal { () throws(JobError) in try file.checkPart(length: 4 << 20) })
+        #expect(long.message.contains("became 5242880 bytes long"), "\(long.message)")
+        #expect(short.retryable && long.retryable)
+    }
+
+    @Test func aPartRemovedOrReplacedIsRefused() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (file, path) = try started(scratch, bytes: 2 << 20)
+        _ = try file.copy(at: 0, count: 2 << 20, stop: CopyStop(), timeLimit: 60)
+        // Moved aside (still linked) and another file put at its name.
+        #expect(rename(path, scratch.dst + "/aside") == 0)
+        try Data(count: 2 << 20).write(to: URL(fileURLWithPath: path))
+        let replaced = try #require(refusal { () throws(JobError) in try file.checkPart(length: 2 << 20) })
+        #expect(replaced.message.contains("was replaced by another file"), "\(replaced.message)")
+        // The rename would have put the other file in place: refused before it.
+        let final = scratch.dst + "/a.bin"
+        let atCommit = refusal { () throws(JobError) in
+            try file.commit(to: BytePath(final), directory: scratch.dst, length: 2 << 20)
+        }
+        #expect(atCommit != nil && !scratch.exists(final))
+        #expect(unlink(path) == 0)
+        let (removedFile, removedPath) = try started(scratch, bytes: 2 << 20)
+        _ = try removedFile.copy(at: 0, count: 2 << 20, stop: CopyStop(), timeLimit: 60)
+        #expect(unlink(removedPath) == 0)
+        let removed = try #require(refusal { () throws(JobError) in try removedFile.checkPart(length: 2 << 20) })
+        #expect(removed.message.contains("was removed"), "\(removed.message)")
+    }
+
+    /// A source that holds more than its `stat` size: refused at submit (`/proc` files say 0 bytes), and at the
+    /// end of a copy when it grew.
+    @Test func aSourceLongerThanItsSizeIsRefused() throws {
+        let proc = "/proc/self/status"
+        let atSubmit = refusal { () throws(JobError) in
+            _ = try DirectoryIO.sourceIdentities(files: [BytePath(proc)], indices: 0..<1)
+        }
+        #expect(atSubmit?.code == "source_not_regular", "\(String(describing: atSubmit))")
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (file, _) = try started(scratch, bytes: 1 << 20)
+        try file.checkSourceEnds(at: 1 << 20)
+        let grown = refusal { () throws(JobError) in try file.checkSourceEnds(at: 1 << 20 - 1) }
+        #expect(grown?.code == "source_changed", "\(String(describing: grown))")
     }
 }

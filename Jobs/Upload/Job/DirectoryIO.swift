@@ -115,10 +115,28 @@ enum DirectoryIO {
                             + "upload the files themselves")
                 }
                 guard path.withCString({ access($0, R_OK) }) == 0 else { throw sourceError(path, errno) }
+                try checkLength(of: path, size: identity.size)
                 identities.append(identity)
             }
         }
         return identities
+    }
+
+    /// Refuses a source that holds more than its `stat` size (`source_not_regular`): a `/proc` file says 0 bytes
+    /// and would be uploaded empty (a `/sys` file that says more than it holds fails at its end instead).
+    private static func checkLength(of path: BytePath, size: Int64) throws(JobError) {
+        let fd = path.withCString { open($0, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+        guard fd >= 0 else { throw sourceError(path, errno) }
+        defer { close(fd) }
+        switch hasBytes(fd, past: size) {
+        case .failure(let error): throw sourceError(path, error.code)
+        case .success(false): return
+        case .success(true):
+            throw JobError(
+                code: "source_not_regular",
+                message: "source \(path) holds more than the \(size) bytes its size says: a special file (as in /proc or "
+                    + "/sys) or one being written right now; copy it to a regular file and upload that")
+        }
     }
 
     private static func checkDestination(names: [BytePath], directory: String, indices: Range<Int>, files: [BytePath])
@@ -171,6 +189,23 @@ enum DirectoryIO {
                             + "move it away or choose another destination")
                 }
             }
+        }
+    }
+
+    /// Said after a source ended early while `stat` saw no change (the only time a `source_changed` message gives
+    /// its detail): a `/sys` file says 4 096 bytes and holds a few.
+    static let specialFileHint =
+        " though its size, times and inode did not change: if it is a special file whose size is not its length (as in "
+        + "/sys), copy it to a regular file and upload that"
+
+    /// Whether the open file `fd` has a byte at offset `size`: it holds more than the `size` its `stat` gave (it
+    /// grew, or it is a file whose size is not its length, as in `/proc`, where most files say 0 bytes).
+    static func hasBytes(_ fd: Int32, past size: Int64) -> Result<Bool, Errno> {
+        var byte: UInt8 = 0
+        while true {
+            let got = pread(fd, &byte, 1, off_t(size))
+            if got >= 0 { return .success(got > 0) }
+            if errno != EINTR { return .failure(Errno(code: errno)) }
         }
     }
 
@@ -531,24 +566,76 @@ final class PartFile: @unchecked Sendable {
     /// (replaced or removed).
     /// - Throws: `source_changed`, `source_missing`, `source_unreadable`.
     func checkSource(is expected: SourceIdentity) throws(JobError) {
-        var info = stat()
-        guard fstat(source, &info) == 0 else { throw DirectoryIO.sourceError(sourcePath, errno) }
-        let open = DirectoryIO.identity(info)
-        guard open == expected else { throw Self.changed(sourcePath, expected: expected, now: open) }
+        // The path first: a file replaced (`mv` over it) shows as another inode there, where the open descriptor
+        // shows only the ctime its unlinking changed.
         switch DirectoryIO.status(sourcePath) {
         case .failure(let error): throw DirectoryIO.sourceError(sourcePath, error.code)
         case .success(let (now, _)):
             guard now == expected else { throw Self.changed(sourcePath, expected: expected, now: now) }
+        }
+        var info = stat()
+        guard fstat(source, &info) == 0 else { throw DirectoryIO.sourceError(sourcePath, errno) }
+        let open = DirectoryIO.identity(info)
+        guard open == expected else { throw Self.changed(sourcePath, expected: expected, now: open) }
+    }
+
+    /// Checks that nothing but this copy changed the `.part` file, so what was hashed is what it holds: it is still
+    /// linked, still at `partPath` (not replaced), exactly `length` bytes long (the bytes copied so far: not
+    /// truncated, not written past), and has no hole before `length` that the source does not have (truncated
+    /// and written again past the cut, which reads back as zeros). Run at every chunk end and before the rename.
+    /// A change in place that keeps size and layout is not seen here; the read-back hash sees it only if it came
+    /// before the range was hashed.
+    /// - Throws: `write_failed` (retryable: the next attempt copies again from the last checkpoint, or from the
+    ///   start if the `.part` is short).
+    func checkPart(length: Int64) throws(JobError) {
+        func tampered(_ what: String) -> JobError {
+            JobError(
+                code: "write_failed",
+                message: "\(partPath) \(what) while the upload wrote it: something else changed the partial file; "
+                    + "the upload will be retried", retryable: true)
+        }
+        var info = stat()
+        guard fstat(part, &info) == 0 else { throw DirectoryIO.writeFailed("stat \(partPath)", errno) }
+        guard info.st_nlink > 0 else { throw tampered("was removed (or another file put in its place)") }
+        guard Int64(info.st_size) == length else {
+            throw tampered("became \(info.st_size) bytes long, but \(length) were copied into it,")
+        }
+        var atPath = stat()
+        guard partPath.withCString({ lstat($0, &atPath) }) == 0, atPath.st_ino == info.st_ino, atPath.st_dev == info.st_dev
+        else { throw tampered("was replaced by another file") }
+        // A sparse source may be copied with its holes (a reflink): only a hole before the source's first counts.
+        if let partHole = FileHoles.first(in: part), partHole < length,
+            partHole < FileHoles.first(in: source) ?? Int64.max
+        {
+            throw tampered("has a hole at byte \(partHole) (it was cut short and written again past the cut)")
+        }
+    }
+
+    /// Checks that the source holds no byte past `size`, the length its `stat` gave: a file that grew, or a file
+    /// whose size is not its length (`/proc` and `/sys` files say 0 or 4 096 bytes whatever they hold).
+    /// - Throws: `source_changed`; `source_unreadable` if the read fails.
+    func checkSourceEnds(at size: Int64) throws(JobError) {
+        switch DirectoryIO.hasBytes(source, past: size) {
+        case .failure(let error): throw DirectoryIO.sourceError(sourcePath, error.code)
+        case .success(false): return
+        case .success(true):
+            throw JobError(
+                code: "source_changed",
+                message: "source \(sourcePath) holds more than the \(size) bytes its size said: it grew since the upload "
+                    + "started, or it is a special file whose size is not its length (as in /proc or /sys); the partial "
+                    + "copy is removed. Submit the upload again, or copy such a file to a regular one and upload that")
         }
     }
 
     /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs `directory` so the rename
     /// is durable.
     /// The hash is complete once this returns (the `fsync` runs while its last pieces are hashed); a `.part`
-    /// file that could not be read back is not renamed.
-    func commit(to finalPath: BytePath, directory: String) throws(JobError) {
+    /// file that could not be read back, or that something else changed (`checkPart(length:)`), is not renamed.
+    func commit(to finalPath: BytePath, directory: String, length: Int64) throws(JobError) {
+        try checkPart(length: length)
         try sync()
         try finishHashing()
+        try checkPart(length: length)
         guard partPath.withCString({ part in finalPath.withCString { rename(part, $0) } }) == 0 else {
             throw DirectoryIO.writeFailed("cannot rename \(partPath) to \(finalPath)", errno)
         }

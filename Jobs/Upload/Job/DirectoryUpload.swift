@@ -164,7 +164,7 @@ struct DirectoryUpload: UploadTransfer {
                     let now = try await job.runOnPool { try file.sourceIdentity() }
                     throw PartFile.changed(
                         sourcePath, expected: expected, now: now,
-                        detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes")
+                        detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes" + DirectoryIO.specialFileHint)
                 }
                 offset += copied
                 progress.set(index, offset)
@@ -178,8 +178,10 @@ struct DirectoryUpload: UploadTransfer {
             // The source is checked at every chunk end, so a change (even in place with the mtime put back,
             // which the ctime shows) stops the job within one chunk, never after the whole file was copied.
             if offset < expected.size {
+                let length = offset
                 try await job.runOnPool {
                     try file.checkSource(is: expected)
+                    try file.checkPart(length: length)
                     try file.sync()
                 }
                 try job.saveCheckpoint(checkpoint)
@@ -190,7 +192,8 @@ struct DirectoryUpload: UploadTransfer {
         try job.checkCancellation()
         try await job.runOnPool {
             try file.checkSource(is: expected)
-            try file.commit(to: finalPath, directory: directory)
+            try file.checkSourceEnds(at: expected.size)
+            try file.commit(to: finalPath, directory: directory, length: expected.size)
         }
         let record = UploadedFile(
             name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,

@@ -64,7 +64,7 @@ final class TusSource: @unchecked Sendable {
         if failure != 0 { throw DirectoryIO.sourceError(path, failure) }
         guard bytes.count == count else {
             throw changedNow(detail: "it ended at byte \(offset + Int64(bytes.count)), before its recorded size of "
-                + "\(expected.size) bytes")
+                + "\(expected.size) bytes" + DirectoryIO.specialFileHint)
         }
         let fresh = offset + Int64(count) - hashedThrough
         if fresh > 0 {
