@@ -8,7 +8,9 @@ three so drift on a shared machine hits all alike.
 
     bench/upload_file.py [--size-mib 256] [--rounds 5] [--chunk-size 8MiB] [--binary PATH]
 
-Prints each round and the medians, with the ratios (time daemon / time peer: below 1.0 the daemon is faster;
+Each round also uploads an empty file the same way: the job's fixed cost (the CLI's process start, the submit and
+end commits, the rename and directory sync), given beside the ratios and subtracted in the last one. Prints each
+round and the medians, with the ratios (time daemon / time peer: below 1.0 the daemon is faster;
 throughput daemon / throughput peer is its inverse). `--binary` runs another build (e.g. an older one) instead of
 building this checkout's release binary.
 """
@@ -49,8 +51,22 @@ def main():
             if os.path.exists(sock):
                 break
             time.sleep(0.05)
+        empty = os.path.join(work, "empty.bin")
+        open(empty, "wb").close()
         rows = []
         for round_ in range(args.rounds):
+            # The fixed cost of one upload job through the CLI (its process start, the submit and end commits, the
+            # rename and directory sync), apart from its bytes: an empty file the same way.
+            out = os.path.join(work, f"empty{round_}")
+            os.mkdir(out)
+            settle()
+            started = time.monotonic()
+            done = subprocess.run([binary, "submit", "upload", empty, "--to", "file://" + out, "--wait", "--json"],
+                                  env=env, capture_output=True, text=True)
+            fixed_wall = time.monotonic() - started
+            assert json.loads(done.stdout)["state"] == "succeeded", done.stdout + done.stderr
+            shutil.rmtree(out)
+
             out = os.path.join(work, f"out{round_}")
             os.mkdir(out)
             settle()
@@ -84,8 +100,9 @@ def main():
             peer_cpu = (usage.children_user - usage_before.children_user) + (usage.children_system - usage_before.children_system)
             os.remove(copy)
             assert digest == job["result"]["sha256"], "digests differ"
-            rows.append((daemon_wall, daemon_cpu, peer_wall, peer_cpu, copy_wall))
-            print(f"round {round_ + 1}: daemon {daemon_wall:6.2f} s wall {daemon_cpu:5.2f} s cpu | "
+            rows.append((daemon_wall, daemon_cpu, peer_wall, peer_cpu, copy_wall, fixed_wall))
+            print(f"round {round_ + 1}: daemon {daemon_wall:6.2f} s wall {daemon_cpu:5.2f} s cpu "
+                  f"(empty file {fixed_wall * 1000:4.0f} ms) | "
                   f"cp+sync {copy_wall:6.2f} s | cp+sync+sha256sum {peer_wall:6.2f} s wall {peer_cpu:5.2f} s cpu")
         daemon.terminate()
         daemon.wait()
@@ -95,7 +112,9 @@ def main():
         print(f"  trailbook-jobs upload   {med[0]:6.2f} s  {mib / med[0]:7.1f} MiB/s  cpu {med[1]:5.2f} s")
         print(f"  cp + sync               {med[4]:6.2f} s  {mib / med[4]:7.1f} MiB/s")
         print(f"  cp + sync + sha256sum   {med[2]:6.2f} s  {mib / med[2]:7.1f} MiB/s  cpu {med[3]:5.2f} s")
+        print(f"  empty-file upload        {med[5] * 1000:6.0f} ms (the CLI's start, submit, commits: the job's fixed cost)")
         print(f"  vs cp + sync:           time {med[0] / med[4]:.2f}x, throughput {med[4] / med[0]:.2f}x")
+        print(f"  less the fixed cost:    time {(med[0] - med[5]) / med[4]:.2f}x, throughput {med[4] / (med[0] - med[5]):.2f}x")
         print(f"  vs cp + sync + sha256sum: time {med[0] / med[2]:.2f}x, cpu {med[1] / med[3]:.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
