@@ -53,9 +53,11 @@ public protocol JobStoring: AnyObject {
     /// Jobs in submission order, optionally only those in `states` and of `kind`, the newest `limit`.
     /// - Throws: the store's error.
     func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord]
-    /// The queued jobs in run order: higher priority first, FIFO within a priority.
+    /// The first `limit` queued jobs in run order (higher priority first, FIFO within a priority), passing over
+    /// those whose id is in `skipping` (the scheduler's jobs whose newer state is not written yet; a store need
+    /// not load their rows).
     /// - Throws: the store's error.
-    func queuedJobs(limit: Int) throws -> [JobRecord]
+    func queuedJobs(limit: Int, skipping: Set<String>) throws -> [JobRecord]
     /// How many jobs are in each state (states with none are absent).
     /// - Throws: the store's error.
     func countsByState() throws -> [JobState: Int]

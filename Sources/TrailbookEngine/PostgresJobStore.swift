@@ -412,10 +412,11 @@ public final class PostgresJobStore: LeasingJobStoring {
             [states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null, .integer(Int64(limit))])
     }
 
-    public func queuedJobs(limit: Int) throws -> [JobRecord] {
-        try records(
+    public func queuedJobs(limit: Int, skipping: Set<String>) throws -> [JobRecord] {
+        let queued = try records(
             "SELECT \(Self.columns) FROM trailbook_jobs WHERE state = 'queued' ORDER BY priority DESC, sequence LIMIT $1::bigint",
-            [.integer(Int64(limit))])
+            [.integer(Int64(limit + skipping.count))])
+        return Array(queued.lazy.filter { !skipping.contains($0.id) }.prefix(limit))
     }
 
     public func countsByState() throws -> [JobState: Int] {

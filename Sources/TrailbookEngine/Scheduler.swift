@@ -298,7 +298,16 @@ public final class Scheduler {
     /// until the end is written and announced they show the job as the feed last did (at most one loop turn).
     private var pendingRecords: [String: JobRecord] = [:]
     private var groupCommitHandle: CheckHandle?
+    /// Started while starts wait for the group commit (which `schedule()` queues from the commit's own check
+    /// callback): the commit then runs after the next poll without waiting for I/O.
+    private var groupCommitWake: IdleHandle?
     private var groupCommitClosed = false
+    /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
+    /// the turn's group commit, or not at all when the run's end is in the same group (the end's row says all the
+    /// start's would, a no-op job's start and end cost one write). Until then the store says `queued`; reads
+    /// overlay these (as they do `unsavedRecords`) and `queuedJobs` skips them. A crash before the write leaves the
+    /// job queued on its earlier attempt, as a crash before the start always did.
+    private var pendingStarts: [String: JobRecord] = [:]
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
     private static let firstStoreRetryDelay = 0.05
@@ -671,7 +680,7 @@ public final class Scheduler {
             let refusal = StoreRefusal(error)
             throw JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
         }
-        let unwritten = unsavedRecords
+        let unwritten = unsavedRecords.merging(pendingStarts) { unsaved, _ in unsaved }
         if !unwritten.isEmpty {
             jobs = jobs.map { unwritten[$0.id] ?? $0 }
             let listed = Set(jobs.map(\.id))
@@ -831,6 +840,8 @@ public final class Scheduler {
         groupCommitClosed = true
         groupCommitHandle?.close()
         groupCommitHandle = nil
+        groupCommitWake?.close()
+        groupCommitWake = nil
         // One last try at what the store refused; what is still unwritten resumes from the store's state next time.
         storeRetryTimer?.close()
         storeRetryTimer = nil
@@ -858,9 +869,21 @@ public final class Scheduler {
                 }
             }
             guard !starting.isEmpty else { continue }
-            // Every start of this pass in one transaction (not fsynced: a crash puts a `running` job back in the
-            // queue anyway). A refused write leaves them all queued; the store retry runs `schedule()` again once
-            // writes succeed.
+            // A healthy store: the starts go with the turn's group commit (not fsynced: a crash puts a `running`
+            // job back in the queue anyway), the jobs run now.
+            if storeFault == nil, !groupCommitClosed {
+                for (job, kind) in starting {
+                    pendingStarts[job.id] = job
+                    launch(job, kind: kind)
+                }
+                armGroupCommit()
+                let wake = groupCommitWake ?? IdleHandle(loop: .main)
+                groupCommitWake = wake
+                wake.start()
+                continue
+            }
+            // While the store refuses writes, every start of this pass in one transaction first: a refused write
+            // leaves them all queued; the store retry runs `schedule()` again once writes succeed.
             var none: [JobRecord] = []
             guard write("the start of \(starting.count) jobs", {
                 try store.commitGroup(
@@ -1153,19 +1176,28 @@ public final class Scheduler {
     /// `unsavedRecords`).
     private func commitGroup() {
         groupCommitHandle?.stop()
+        groupCommitWake?.stop()
         let submits = pendingSubmits
         let ends = pendingEnds
         pendingSubmits.removeAll()
         pendingEnds.removeAll()
-        guard !submits.isEmpty || !ends.isEmpty else { return }
+        // A start whose run ended in this turn is not written: the end's row holds all of it. The others with
+        // their latest progress (a checkpoint written since the start saved it; the start must not undo that).
+        let ended = Set(ends.lazy.map(\.job.id))
+        let starts = pendingStarts.values.filter { !ended.contains($0.id) }.map { running[$0.id].map(live) ?? $0 }
+        pendingStarts.removeAll()
+        guard !submits.isEmpty || !ends.isEmpty || !starts.isEmpty else { return }
         var inserted = submits.flatMap(\.jobs)
         let durable = !submits.isEmpty || ends.contains { $0.job.state.isTerminal }
         let written = (try? store.commitGroup(
             inserting: &inserted, digests: submits.flatMap(\.digests), duplicateKeys: submits.flatMap(\.duplicateKeys),
-            updating: ends.map { ($0.job, $0.cleansUp) }, durable: durable)) != nil
+            updating: starts.map { ($0, false) } + ends.map { ($0.job, $0.cleansUp) }, durable: durable)) != nil
         for end in ends { pendingRecords[end.job.id] = nil }
         if written {
-            groupCommitted?(inserted.count, ends.count)
+            // A start or end written supersedes an older refused write of the same job still waiting for the retry.
+            for start in starts { unsavedRecords[start.id] = nil }
+            for end in ends { unsavedRecords[end.job.id] = nil }
+            groupCommitted?(inserted.count, starts.count + ends.count)
             var next = 0
             for submit in submits {
                 let stored = Array(inserted[next..<next + submit.jobs.count])
@@ -1187,6 +1219,15 @@ public final class Scheduler {
                 end.written(true)
             }
         } else {
+            // Each alone: a start the store refuses is kept for the retry (its run goes on; it was announced at
+            // launch), before the ends, whose refusal then replaces it.
+            for start in starts {
+                if let error = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }),
+                    error.code != Self.fencedOff.code
+                {
+                    unsavedRecords[start.id] = start
+                }
+            }
             for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp)) }
             for submit in submits {
                 Task { @LoopActor in
@@ -1412,14 +1453,15 @@ public final class Scheduler {
 
     /// A job as the daemon knows it: its unwritten record if the store refused it, else the stored one.
     private func current(_ id: String) -> JobRecord? {
-        unsavedRecords[id] ?? (try? store.job(id: id)) ?? nil
+        unsavedRecords[id] ?? pendingStarts[id] ?? (try? store.job(id: id)) ?? nil
     }
 
     /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
     /// cannot be read.
     private func queuedJobs(limit: Int) -> [JobRecord]? {
-        guard let queued = try? store.queuedJobs(limit: limit + unsavedRecords.count) else { return nil }
-        return Array(queued.filter { unsavedRecords[$0.id] == nil }.prefix(limit))
+        var skipping = Set(unsavedRecords.keys)
+        skipping.formUnion(pendingStarts.keys)
+        return try? store.queuedJobs(limit: limit, skipping: skipping)
     }
 
     private func live(_ active: RunningJob) -> JobRecord {

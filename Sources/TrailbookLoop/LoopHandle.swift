@@ -173,3 +173,29 @@ public final class CheckHandle: LoopHandle {
 
     override func dropCallbacks() { onCheck = nil }
 }
+
+/// Keeps the loop from blocking in its poll for I/O while it is started (`uv_idle_t`,
+/// https://docs.libuv.org/en/v1.x/idle.html: "when there are active idle handles the loop will perform a zero
+/// timeout poll instead of blocking for I/O"). Paired with a `CheckHandle` started from a check callback, whose next
+/// call would otherwise wait for the next I/O or timer: node's `setImmediate` is built the same way.
+public final class IdleHandle: LoopHandle {
+    /// Makes a stopped idle handle on `loop`. Call on the loop thread.
+    public init(loop: EventLoop) {
+        super.init(loop: loop, type: UV_IDLE)
+        precondition(uv_idle_init(loop.raw, UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_idle_t.self)) == 0)
+        adopt()
+    }
+
+    /// Starts keeping the loop awake (its callback does nothing: being active is what counts).
+    public func start() {
+        guard !isClosing else { return }
+        uv_idle_start(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_idle_t.self)) { _ in }
+    }
+
+    /// Lets the loop block in its poll again.
+    public func stop() {
+        guard !isClosing else { return }
+        uv_idle_stop(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_idle_t.self))
+    }
+}
+

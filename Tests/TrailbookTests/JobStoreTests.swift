@@ -130,8 +130,12 @@ struct JobStoreTests {
             var job = makeJob("0b000000-0000-4000-8000-00000000000\(index)", priority: priority)
             try store.insert(&job)
         }
-        let order = try store.queuedJobs(limit: 10).map { $0.id.suffix(1) }
+        let order = try store.queuedJobs(limit: 10, skipping: []).map { $0.id.suffix(1) }
         #expect(order == ["1", "3", "0", "2"])
+        // Skipped ids (starts not written yet) are passed over and the limit still filled from the rest.
+        let skipping: Set = ["0b000000-0000-4000-8000-000000000001", "0b000000-0000-4000-8000-000000000000"]
+        #expect(try store.queuedJobs(limit: 2, skipping: skipping).map { $0.id.suffix(1) } == ["3", "2"])
+        #expect(try store.queuedJobs(limit: 1, skipping: skipping).map { $0.id.suffix(1) } == ["3"])
     }
 
     /// `list --state S --limit N`: the newest N of the given states (and kind), merged in submission order, each
