@@ -120,7 +120,10 @@ struct WatchTerminalTests {
             #expect(FileManager.default.createFile(atPath: sources + "/" + name, contents: Data(count: 4 << 20)))
         }
         func upload(_ name: String, rate: Int?) throws -> String {
-            var params: [String: Any] = ["files": [sources + "/" + name], "to": "file://" + destination, "chunk_size": 4096]
+            // 64 KiB chunks: a sync and checkpoint every 2 s of each slow upload. With 4 KiB ones, four uploads
+            // fsynced 32 times a second between them, and once (a long serial run) one upload made no progress for
+            // the harness's 1 s stall timeout, most likely waiting for the pool behind those syncs (not proven).
+            var params: [String: Any] = ["files": [sources + "/" + name], "to": "file://" + destination, "chunk_size": 65536]
             if let rate { params["max_rate"] = rate }
             // The quick one preempts a slow one for the moment it runs (4 slots are taken).
             let options: [String: Any] = rate == nil ? ["priority": 10] : [:]
