@@ -935,8 +935,24 @@ public final class Scheduler {
             DaemonLog.write(
                 "rescued \(rescued.count) jobs whose daemon's lease expired (queued to resume from their checkpoint): "
                     + rescued.map { String($0.prefix(8)) }.joined(separator: ", "))
+            for id in rescued { announceRescue(id) }
         }
         schedule()
+    }
+
+    /// Tells every watcher (through the feed, which the shared store relays to the other daemons) that a job whose
+    /// daemon stopped renewing its lease is back in the queue: a `state` event `running` → `queued` and a `log`
+    /// event saying why. Without them a watcher shows the job running on the dead daemon until another claims it.
+    /// The counts need nothing: on a shared store they are the database's.
+    private func announceRescue(_ id: String) {
+        guard var job = try? store.job(id: id), job.state == .queued else { return }
+        // The stored last stop (if any) is an earlier run's; this is no stop of the job's.
+        job.cancellation = nil
+        feed.stateChanged(job, from: .running)
+        feed.log(
+            job: job.id, kind: job.kind, level: .warning,
+            message: "rescued: the daemon that ran it stopped renewing its lease (killed or cut off); it resumes "
+                + "from its last checkpoint on attempt \(job.attempt)")
     }
 
     /// Stops a job whose lease this daemon lost (another daemon rescued it): its end will not be written.

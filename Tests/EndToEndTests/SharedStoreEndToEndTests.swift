@@ -60,6 +60,7 @@ struct SharedStoreEndToEndTests {
             try DaemonHarness(arguments: ["--store", $0, "--lease", "2s", "--concurrency", "4"])
         }
         let (a, b, c) = (daemons[0], daemons[1], daemons[2])
+        let watcher = try FeedRecorder(a)
         // 60 jobs of 20 × 50 ms (1 s each) through all three: 12 at a time, about 5 s of work.
         let ids = try submit(60, units: 20, unitMilliseconds: 50, through: daemons)
         // Every daemon sees every job, whichever took the submit.
@@ -97,6 +98,12 @@ struct SharedStoreEndToEndTests {
             #expect(result?["attempt"]?.doubleValue == 1, "job \(id): \(String(describing: result))")
             // Resumed from its checkpoint: at least where C's `show` last saw it.
             #expect((result?["resumed_at"]?.doubleValue ?? -1) >= checkpointed[id] ?? 0, "job \(id): \(String(describing: result))")
+            // A's watcher saw it go back to the queue when it was rescued, and why, before it ran again.
+            let deadline = Date().addingTimeInterval(10)
+            while !watcher.states(of: id).contains("succeeded") && Date() < deadline { usleep(10_000) }
+            #expect(watcher.states(of: id) == ["running", "queued", "running", "succeeded"], "job \(id)")
+            let why = watcher.events(of: id).first { $0["type"]?.stringValue == "log" }?["message"]?.stringValue ?? ""
+            #expect(why.contains("stopped renewing its lease"), "job \(id): \(why)")
         }
         for daemon in daemons {
             #expect(!daemon.log().contains(server.password))
