@@ -95,11 +95,15 @@ public protocol LeasingJobStoring: JobStoring {
     /// - Returns: the claimed jobs as started (`JobLifecycle`'s `.start` applied), in run order.
     /// - Throws: the store's error (then nothing was claimed).
     func claim(limit: Int, kinds: [String]) throws -> [JobRecord]
-    /// Puts back in the queue every running job whose lease expired (same attempt, resumed from its checkpoint)
-    /// and queues `needs_retry` jobs whose backoff is over, whichever daemon they were on.
+    /// Puts back in the queue every running job whose lease expired (same attempt, resumed from its checkpoint),
+    /// whichever daemon it was on.
     /// - Returns: the ids of the rescued jobs.
     /// - Throws: the store's error.
     func rescueExpiredLeases() throws -> [String]
+    /// Puts back in the queue every `needs_retry` job whose backoff is over, whichever daemon ran it.
+    /// - Returns: the ids of the jobs queued again.
+    /// - Throws: the store's error.
+    func queueDueRetries() throws -> [String]
     /// Renews every lease this daemon holds, in one round trip: the heartbeat that keeps a job that reports no
     /// progress for a while (it waits out an outage, or its unit is slow) from being rescued.
     /// - Returns: the ids of jobs whose lease is lost (their runs must stop, their ends not be written).

@@ -495,11 +495,11 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     public func rescueExpiredLeases() throws -> [String] {
-        try wait { database in
-            let rescued = try await database.queue!.rescueExpiredLeases()
-            _ = try await database.queue!.queueDueRetries()
-            return rescued
-        }
+        try wait { database in try await database.queue!.rescueExpiredLeases() }
+    }
+
+    public func queueDueRetries() throws -> [String] {
+        try wait { database in try await database.queue!.queueDueRetries() }
     }
 
     public func renewLeases() throws -> [String] {

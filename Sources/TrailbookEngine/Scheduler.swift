@@ -937,6 +937,11 @@ public final class Scheduler {
                     + rescued.map { String($0.prefix(8)) }.joined(separator: ", "))
             for id in rescued { announceRescue(id) }
         }
+        // As `retryDue` announces a retry coming due on one daemon; here the store moved it, for every daemon.
+        for id in (try? leasing.queueDueRetries()) ?? [] {
+            guard let job = try? store.job(id: id), job.state == .queued else { continue }
+            feed.stateChanged(job, from: .needsRetry)
+        }
         schedule()
     }
 

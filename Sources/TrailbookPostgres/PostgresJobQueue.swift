@@ -472,16 +472,17 @@ public final class PostgresJobQueue {
     }
 
     /// Moves `needs_retry` jobs whose backoff is over (`retry_at` ≤ the database's clock) back to `queued`
-    /// (`JobLifecycle`'s `.retryDue`). Any daemon may call it.
-    /// - Returns: how many were moved.
+    /// (`JobLifecycle`'s `.retryDue`). Any daemon may call it; concurrent calls move each job once.
+    /// - Returns: the ids of the jobs moved.
     /// - Throws: `PostgresError`.
-    public func queueDueRetries(isolation: isolated (any Actor)? = #isolation) async throws(PostgresError) -> Int {
+    public func queueDueRetries(isolation: isolated (any Actor)? = #isolation) async throws(PostgresError) -> [String] {
         try await connection.query(
             """
             UPDATE trailbook_jobs SET state = 'queued', retry_at = NULL, updated_at = extract(epoch FROM clock_timestamp())
             WHERE state = 'needs_retry' AND retry_at <= extract(epoch FROM clock_timestamp())
+            RETURNING id
             """, isolation: isolation
-        ).affectedRows
+        ).rows.compactMap { $0.text(0) }.sorted()
     }
 
     /// A job's state, attempt and lease holder, for tests and `show`: `nil` if there is no such job.

@@ -315,6 +315,31 @@ struct SharedStoreEndToEndTests {
         _ = try b.stop()
     }
 
+    /// A retry that comes due after the daemon that ran the job is gone is moved to the queue by another daemon's
+    /// lease tick, in SQL; that daemon announces it (`needs_retry` → `queued`), so watchers do not keep showing a
+    /// countdown that ran out.
+    @Test func aRetryComingDueWhileItsDaemonIsGoneIsAnnouncedByAnother() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--retry-base", "2s"])
+        // B serves another queue: it runs nothing of A's, but its lease tick (every third of a second) moves due retries.
+        let b = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "elsewhere", "--lease", "1s"])
+        let onB = try FeedRecorder(b)
+        // Stalls after 2 units: stopped for `timeout` after 0.5 s without progress, retried after about 1-2 s.
+        let id = try a.submitSleep(
+            units: 10, unitMilliseconds: 20, stallAfter: 2, options: ["stall_timeout_s": 0.5, "max_attempts": 3])
+        _ = try b.waitFor(id, "needs_retry") { $0["state"]?.stringValue == "needs_retry" }
+        try a.crash()
+        let deadline = Date().addingTimeInterval(15)
+        while !onB.states(of: id).contains("queued") && Date() < deadline { usleep(20_000) }
+        #expect(onB.states(of: id) == ["running", "needs_retry", "queued"], "\(onB.events(of: id))")
+        let moved = try #require(onB.events(of: id).last { $0["to"]?.stringValue == "queued" })
+        #expect(moved["from"]?.stringValue == "needs_retry" && moved["host"]?.stringValue == "host-b", "\(moved)")
+        #expect(try b.show(id)["state"]?.stringValue == "queued")
+        _ = try b.stop()
+    }
+
     @Test func postgresStoppedForTenSecondsMidRunLosesNothingAndEndsEachJobOnce() throws {
         let server = try PostgresServer()
         defer { server.stop() }

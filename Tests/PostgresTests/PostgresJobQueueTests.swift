@@ -237,7 +237,7 @@ struct PostgresJobQueueTests {
                 let retryAt = job.id == "flaky" ? now - 1 : now + 3600
                 #expect(try await jobs.endRun(job.lease, .init(state: "needs_retry", attempt: 1, retryAt: retryAt)))
             }
-            #expect(try await jobs.queueDueRetries() == 1)
+            #expect(try await jobs.queueDueRetries().count == 1)
             let next = try await jobs.claim(owner: hostA, limit: 5, leaseSeconds: 60)
             #expect(next.map(\.id) == ["flaky"])
             #expect(next.first?.attempt == 2)
