@@ -655,7 +655,7 @@ public final class Scheduler {
             guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
             throw JobError(
                 code: "duplicate_\(kind.name)",
-                message: "job \(job.id) (\(job.state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
+                message: "job \(job.id) (\(((running[job.id].map(live) ?? unsavedRecords[job.id]) ?? job).state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
                     + "submit again with --allow-duplicate")
         }
     }
@@ -675,7 +675,9 @@ public final class Scheduler {
     public func list(states: [JobState]?, kind: String?, limit: Int) throws(JobError) -> [JobRecord] {
         var jobs: [JobRecord]
         do {
-            jobs = try store.jobs(states: states, kind: kind, limit: limit)
+            // Room for the rows the overlay below moves out of the asked states (starts not written yet).
+            let room = unsavedRecords.count + pendingStarts.count
+            jobs = try store.jobs(states: states, kind: kind, limit: limit > Int.max - room ? Int.max : limit + room)
         } catch {
             let refusal = StoreRefusal(error)
             throw JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
@@ -1558,7 +1560,10 @@ extension Scheduler {
             }) == nil else { return }
             unsavedCheckpoints[id] = nil
         }
-        for job in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
+        for unsaved in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
+            // The refused start of a job still running: written with its run's latest progress, so it does not
+            // undo a checkpoint written since (a job with an unsaved end is never started again before it is written).
+            let job = running[unsaved.id].map(live) ?? unsaved
             let cleansUp = unsavedCleanUps.contains(job.id)
             if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
                 guard error.code == Self.fencedOff.code else { return }

@@ -32,6 +32,17 @@ private struct EndProbe: JobKind {
     }
 }
 
+/// A kind whose runs go on until they are stopped.
+private struct Hold: JobKind {
+    struct Params: Codable, Sendable {}
+    static let name = "hold"
+    static let traits = JobKindTraits(unit: .items, isLongRunning: true, executionTargets: [.daemonLoop])
+
+    func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
+        while true { try await job.sleep(seconds: 0.05) }
+    }
+}
+
 @Suite("Group commit")
 struct GroupCommitTests {
     private static func temporaryStore() throws -> String {
@@ -103,4 +114,42 @@ struct GroupCommitTests {
         #expect(log.commits.map(\.submits) == [8, 0])
         #expect(log.commits.map(\.transitions) == [0, 8])
     }
+
+    @Test("starts waiting for the turn's commit are read as running, and do not use up list's limit of queued jobs")
+    func pendingStartsAreReadInTheirNewState() async throws {
+        // Whether the reply's task runs before the next turn's commit (starts still pending) is up to the loop's
+        // executor; the reads must be right either way, and five tries see the pending case (7 in 8 do alone).
+        var sawPending = 0
+        for _ in 0..<5 {
+            let path = try Self.temporaryStore()
+            defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+            sawPending += try await onLoop { () -> Int in
+                let store = try JobStore(path: path)
+                var options = SchedulerOptions()
+                options.concurrency = 2
+                let scheduler = Scheduler(store: store, feed: ProgressFeed(firstSeq: 1), options: options)
+                scheduler.register(Hold())
+                try scheduler.start()
+                // One batch, one reply, from the commit of the submits; that commit then starts two, whose starts
+                // wait for the next turn's commit. The two newest outrank the rest, so they are the ones started and
+                // are among the newest queued rows `list --state queued` reads.
+                var urgent = SubmitOptions()
+                urgent.priority = 10
+                _ = try await scheduler.submit(
+                    (0..<5).map { SubmitRequest(kind: Hold.name, params: [:], options: $0 < 3 ? SubmitOptions() : urgent) })
+                let pending = try store.jobs(states: [.queued], kind: nil, limit: 10).count == 5
+                #expect(try scheduler.list(states: [.running], kind: nil, limit: 10).count == 2)
+                #expect(try scheduler.list(states: [.queued], kind: nil, limit: 3).count == 3, "not 1: the two started take no room")
+                #expect(try scheduler.list(states: nil, kind: nil, limit: 10).filter { $0.state == .running }.count == 2)
+                for _ in 0..<100 where try store.jobs(states: [.running], kind: nil, limit: 10).count < 2 {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                #expect(try store.jobs(states: [.running], kind: nil, limit: 10).count == 2, "written with the next commit")
+                await scheduler.shutdown()
+                return pending ? 1 : 0
+            }
+        }
+        #expect(sawPending > 0, "no try saw the starts pending")
+    }
 }
+
