@@ -304,6 +304,9 @@ final class PartFile: @unchecked Sendable {
     private(set) var kernelCopiedBytes: Int64 = 0
     private(set) var bufferCopiedBytes: Int64 = 0
     private let hashing = DispatchQueue(label: "trailbook-jobs.upload.sha256")
+    /// Pieces copied and not yet hashed, at most 4 (32 MiB): the copy waits for the hash rather than run ahead
+    /// without bound, so a stop or a failure waits at most that long for the hashing queue to let go of the file.
+    private let hashSlots = DispatchSemaphore(value: 4)
     /// The first failure of the hashing queue (reading the `.part` file back), thrown by the next `copy` or
     /// `finishHashing`.
     private let hashFailure = Mutex<JobError?>(nil)
@@ -392,6 +395,11 @@ final class PartFile: @unchecked Sendable {
     func finishHashing() throws(JobError) {
         hashing.sync {}
         try throwHashFailure()
+    }
+
+    /// Waits until the hashing queue is idle, whatever it found (a failed upload lets go of the file after this).
+    func drainHashing() {
+        hashing.sync {}
     }
 
     private func throwHashFailure() throws(JobError) {
@@ -522,7 +530,9 @@ final class PartFile: @unchecked Sendable {
     /// read is kept in `hashFailure`; nothing is hashed after it.
     private func queueHash(from offset: Int64, count: Int) {
         guard count > 0 else { return }
+        hashSlots.wait()
         hashing.async { [self] in
+            defer { hashSlots.signal() }
             guard hashFailure.withLock({ $0 == nil }) else { return }
             do throws(JobError) {
                 let got = try DirectoryIO.hashRange(

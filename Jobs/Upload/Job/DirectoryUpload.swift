@@ -98,102 +98,110 @@ struct DirectoryUpload: UploadTransfer {
         let (file, partLength) = try await job.runOnPool {
             try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
         }
-        if partLength > offset {
-            let extra = partLength - offset
-            let keep = offset
-            try await job.runOnPool { try file.truncate(to: keep) }
-            if countLeftovers {
-                checkpoint.bytesResent += extra
-                checkpoint.fileBytesResent += extra
-                job.log(.info, "\(name): discarding \(extra) bytes written after the last checkpoint; resuming at \(offset)")
-            }
-        } else if partLength < offset {
-            job.log(
-                .warning,
-                "\(name): \(partPath) is missing or shorter (\(partLength) bytes) than the checkpoint (\(offset)); "
-                    + "uploading this file again from the start")
-            try await job.runOnPool { try file.truncate(to: 0) }
-            checkpoint.bytesResent += offset
-            checkpoint.fileBytesResent += offset
-            offset = 0
-            checkpoint.offset = 0
-            checkpoint.partFile = file.node
-            try job.saveCheckpoint(checkpoint)
-        }
-
-        // Recompute the hash of the kept prefix from what is on disk.
-        var hashed: Int64 = 0
-        while hashed < offset {
-            try job.checkCancellation()
-            let from = hashed
-            let count = min(Self.rehashStep, offset - hashed)
-            let got = try await job.runOnPool { try file.rehash(from: from, count: count) }
-            guard got == count else {
-                throw JobError(
-                    code: "write_failed", message: "\(partPath) shrank while resuming; the upload will be retried",
-                    retryable: true)
-            }
-            hashed += got
-        }
-
-        progress.set(index, offset)
-        job.reportProgress(
-            completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
-        let piece = RatePacer.pieceSize(maxRate: params.maxRate)
-        // `--chunk-size` fixes the bytes between syncs; without it they follow bytes and time.
-        let chunk = params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes
-        let syncSeconds = params.chunkSizeGiven ? Double.infinity : Self.defaultSyncSeconds
-        var syncedAt = Timestamp.monotonic()
-        while offset < expected.size {
-            let chunkEnd = min(expected.size, (offset / chunk + 1) * chunk)
-            while offset < chunkEnd, Timestamp.monotonic() - syncedAt < syncSeconds {
-                try job.checkCancellation()
-                // Under a rate limit one piece per call, paced; else as much of the chunk as a tenth of a second
-                // copies, in one pool call (a stop still ends it within a piece).
-                let count = pacer == nil ? chunkEnd - offset : min(Int64(piece), chunkEnd - offset)
-                if let wait = pacer?.delay(before: Int(count), now: Timestamp.monotonic()), wait > 0 {
-                    try await job.sleep(seconds: wait)
+        do {
+            if partLength > offset {
+                let extra = partLength - offset
+                let keep = offset
+                try await job.runOnPool { try file.truncate(to: keep) }
+                if countLeftovers {
+                    checkpoint.bytesResent += extra
+                    checkpoint.fileBytesResent += extra
+                    job.log(.info, "\(name): discarding \(extra) bytes written after the last checkpoint; resuming at \(offset)")
                 }
-                let at = offset
-                let result = try await Self.copy(file, at: at, count: count, in: job)
-                let copied = result.bytes
-                if result.sourceEnded {
-                    // The source ended early: it was truncated or replaced since it was examined.
-                    let at = offset + copied
-                    try await job.runOnPool { try file.checkSource(is: expected) }
-                    let now = try await job.runOnPool { try file.sourceIdentity() }
-                    throw PartFile.changed(
-                        sourcePath, expected: expected, now: now,
-                        detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes" + DirectoryIO.specialFileHint)
-                }
-                offset += copied
-                progress.set(index, offset)
-                job.reportProgress(
-                    completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
-            }
-            checkpoint.offset = offset
-            checkpoint.partFile = file.node
-            // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the next
-            // file's start; a chunk inside the file is synced before the checkpoint that claims it.
-            // The source is checked at every chunk end, so a change (even in place with the mtime put back,
-            // which the ctime shows) stops the job within one chunk, never after the whole file was copied.
-            if offset < expected.size {
-                let length = offset
-                try await job.runOnPool {
-                    try file.checkSource(is: expected)
-                    try file.checkPart(length: length)
-                    try file.sync()
-                }
+            } else if partLength < offset {
+                job.log(
+                    .warning,
+                    "\(name): \(partPath) is missing or shorter (\(partLength) bytes) than the checkpoint (\(offset)); "
+                        + "uploading this file again from the start")
+                try await job.runOnPool { try file.truncate(to: 0) }
+                checkpoint.bytesResent += offset
+                checkpoint.fileBytesResent += offset
+                offset = 0
+                checkpoint.offset = 0
+                checkpoint.partFile = file.node
                 try job.saveCheckpoint(checkpoint)
-                syncedAt = Timestamp.monotonic()
             }
-        }
 
-        try job.checkCancellation()
-        try await job.runOnPool {
-            try file.checkSource(is: expected)
-            try file.checkSourceEnds(at: expected.size)
-            try file.commit(to: finalPath, directory: directory, length: expected.size)
+            // Recompute the hash of the kept prefix from what is on disk.
+            var hashed: Int64 = 0
+            while hashed < offset {
+                try job.checkCancellation()
+                let from = hashed
+                let count = min(Self.rehashStep, offset - hashed)
+                let got = try await job.runOnPool { try file.rehash(from: from, count: count) }
+                guard got == count else {
+                    throw JobError(
+                        code: "write_failed", message: "\(partPath) shrank while resuming; the upload will be retried",
+                        retryable: true)
+                }
+                hashed += got
+            }
+
+            progress.set(index, offset)
+            job.reportProgress(
+                completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+            let piece = RatePacer.pieceSize(maxRate: params.maxRate)
+            // `--chunk-size` fixes the bytes between syncs; without it they follow bytes and time.
+            let chunk = params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes
+            let syncSeconds = params.chunkSizeGiven ? Double.infinity : Self.defaultSyncSeconds
+            var syncedAt = Timestamp.monotonic()
+            while offset < expected.size {
+                let chunkEnd = min(expected.size, (offset / chunk + 1) * chunk)
+                while offset < chunkEnd, Timestamp.monotonic() - syncedAt < syncSeconds {
+                    try job.checkCancellation()
+                    // Under a rate limit one piece per call, paced; else as much of the chunk as a tenth of a second
+                    // copies, in one pool call (a stop still ends it within a piece).
+                    let count = pacer == nil ? chunkEnd - offset : min(Int64(piece), chunkEnd - offset)
+                    if let wait = pacer?.delay(before: Int(count), now: Timestamp.monotonic()), wait > 0 {
+                        try await job.sleep(seconds: wait)
+                    }
+                    let at = offset
+                    let result = try await Self.copy(file, at: at, count: count, in: job)
+                    let copied = result.bytes
+                    if result.sourceEnded {
+                        // The source ended early: it was truncated or replaced since it was examined.
+                        let at = offset + copied
+                        try await job.runOnPool { try file.checkSource(is: expected) }
+                        let now = try await job.runOnPool { try file.sourceIdentity() }
+                        throw PartFile.changed(
+                            sourcePath, expected: expected, now: now,
+                            detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes" + DirectoryIO.specialFileHint)
+                    }
+                    offset += copied
+                    progress.set(index, offset)
+                    job.reportProgress(
+                        completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+                }
+                checkpoint.offset = offset
+                checkpoint.partFile = file.node
+                // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the next
+                // file's start; a chunk inside the file is synced before the checkpoint that claims it.
+                // The source is checked at every chunk end, so a change (even in place with the mtime put back,
+                // which the ctime shows) stops the job within one chunk, never after the whole file was copied.
+                if offset < expected.size {
+                    let length = offset
+                    try await job.runOnPool {
+                        try file.checkSource(is: expected)
+                        try file.checkPart(length: length)
+                        try file.sync()
+                    }
+                    try job.saveCheckpoint(checkpoint)
+                    syncedAt = Timestamp.monotonic()
+                }
+            }
+
+            try job.checkCancellation()
+            try await job.runOnPool {
+                try file.checkSource(is: expected)
+                try file.checkSourceEnds(at: expected.size)
+                try file.commit(to: finalPath, directory: directory, length: expected.size)
+            }
+        } catch {
+            // Pieces copied before the failure may still wait to be hashed, and each holds the file: wait for them,
+            // so its descriptors close when this returns (a failed upload's removed .part frees its disk space at
+            // once, and no read of it outlives the job).
+            _ = try? await job.runOnPool { file.drainHashing() }
+            throw error
         }
         let record = UploadedFile(
             name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,
