@@ -393,7 +393,7 @@ final class PartFile: @unchecked Sendable {
     /// Waits until every piece copied so far is in `hash`.
     /// - Throws: `write_failed` (retryable) if the `.part` file could not be read back or came up short.
     func finishHashing() throws(JobError) {
-        hashing.sync {}
+        drainHashing()
         try throwHashFailure()
     }
 
@@ -467,27 +467,23 @@ final class PartFile: @unchecked Sendable {
     ///   EDQUOT, EIO).
     func copyPiece(at offset: Int64, count: Int) throws(JobError) -> Int {
         var copied = 0
-        while copied < count, !kernelCopyUnsupported {
-            switch KernelCopy.copy(
-                from: source, at: offset + Int64(copied), to: part, at: offset + Int64(copied), count: count - copied)
-            {
-            case .success(0):
-                queueHash(from: offset, count: copied)
-                return copied
+        var sourceEnded = false
+        // Unsupported: through user space for good. Any other failure: this piece through user space, which names
+        // the side that failed (the source's read or the destination's write).
+        var throughBuffer = kernelCopyUnsupported
+        while copied < count, !throughBuffer, !sourceEnded {
+            let at = offset + Int64(copied)
+            switch KernelCopy.copy(from: source, at: at, to: part, at: at, count: count - copied) {
+            case .success(0): sourceEnded = true
             case .success(let got):
                 copied += got
                 kernelCopiedBytes += Int64(got)
             case .failure(let error):
-                // Unsupported: for good. Any other failure: this piece through user space, which names the side
-                // that failed (the source's read or the destination's write).
                 if error.isUnsupported { kernelCopyUnsupported = true }
-                let rest = try copyThroughBuffer(at: offset + Int64(copied), count: count - copied)
-                copied += rest
-                queueHash(from: offset, count: copied)
-                return copied
+                throughBuffer = true
             }
         }
-        if copied < count { copied += try copyThroughBuffer(at: offset + Int64(copied), count: count - copied) }
+        if copied < count, !sourceEnded { copied += try copyThroughBuffer(at: offset + Int64(copied), count: count - copied) }
         queueHash(from: offset, count: copied)
         return copied
     }
@@ -642,7 +638,6 @@ final class PartFile: @unchecked Sendable {
     /// The hash is complete once this returns (the `fsync` runs while its last pieces are hashed); a `.part`
     /// file that could not be read back, or that something else changed (`checkPart(length:)`), is not renamed.
     func commit(to finalPath: BytePath, directory: String, length: Int64) throws(JobError) {
-        try checkPart(length: length)
         try sync()
         try finishHashing()
         try checkPart(length: length)
