@@ -28,6 +28,8 @@ LONG = {"units": 1_000_000, "unit_ms": 20}
 def submit_running(through, runner):
     """Submits a long sleep job through `through` and waits until `runner` lists it running; its id."""
     reply = through.call({"op": "submit", "kind": "sleep", "params": LONG})
+    if not reply.get("ok"):
+        raise RuntimeError(f"submit refused: {reply}")
     job = reply["job"]["id"] if "job" in reply else reply["id"]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

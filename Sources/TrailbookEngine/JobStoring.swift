@@ -2,7 +2,7 @@
 /// the PostgreSQL `PostgresJobStore` (several daemons sharing one queue, issue 15) both provide it.
 ///
 /// Calls are made on the loop thread and answer synchronously: a SQLite call waits for its commit (and fsync), a
-/// PostgreSQL call for its round trip (docs/postgres-store.md). Errors are the store's own (`SQLiteError`,
+/// PostgreSQL call for its round trip (docs/postgres-store.md), except where a call says it does not wait. Errors are the store's own (`SQLiteError`,
 /// `JobStoreError`); the scheduler treats any error as a refused write (kept in memory and retried) unless it is
 /// a lost lease (`JobStoreError.leaseLost`).
 public protocol JobStoring: AnyObject {
@@ -36,6 +36,7 @@ public protocol JobStoring: AnyObject {
     /// - Throws: the store's error.
     func updateParams(id: String, _ params: JSONValue) throws
     /// Writes a running job's latest progress (throttled by the caller).
+    /// A shared store may send it without waiting (`LeasingJobStoring.onLeaseLost` then reports a lost lease).
     /// - Throws: the store's error; `JobStoreError.leaseLost` if the run is no longer this daemon's.
     func saveProgress(id: String, _ progress: JobProgress) throws
     /// Replaces a running job's checkpoint and progress in one transaction.
@@ -95,20 +96,17 @@ public protocol LeasingJobStoring: JobStoring {
     /// - Returns: the claimed jobs as started (`JobLifecycle`'s `.start` applied), in run order.
     /// - Throws: the store's error (then nothing was claimed).
     func claim(limit: Int, kinds: [String]) throws -> [JobRecord]
-    /// Puts back in the queue every running job whose lease expired (same attempt, resumed from its checkpoint),
-    /// whichever daemon it was on.
-    /// - Returns: the ids of the rescued jobs.
-    /// - Throws: the store's error.
-    func rescueExpiredLeases() throws -> [String]
-    /// Puts back in the queue every `needs_retry` job whose backoff is over, whichever daemon ran it.
-    /// - Returns: the ids of the jobs queued again.
-    /// - Throws: the store's error.
-    func queueDueRetries() throws -> [String]
-    /// Renews every lease this daemon holds, in one round trip: the heartbeat that keeps a job that reports no
-    /// progress for a while (it waits out an outage, or its unit is slow) from being rescued.
-    /// - Returns: the ids of jobs whose lease is lost (their runs must stop, their ends not be written).
-    /// - Throws: the store's error.
-    func renewLeases() throws -> [String]
+    /// The heartbeat, without waiting: renews every lease this daemon holds (so a job that reports no progress for
+    /// a while, waiting out an outage or on a slow unit, is not rescued), reads the control requests waiting for its
+    /// jobs (`requestControl`: their notification may have been lost), puts back in the queue every running job
+    /// whose lease expired, whichever daemon it was on (same attempt, resumed from its checkpoint), and every
+    /// `needs_retry` job whose backoff is over. `completion` is called on the loop thread with what it found; the
+    /// loop goes on meanwhile.
+    func maintainLeases(completion: @escaping (LeaseMaintenance) -> Void)
+    /// The run of job `id` whose lease was lost is over without writing its end: writes about the job are no longer
+    /// fenced by that run's lost lease. Until then they are, so that a late end of the lost run cannot overwrite
+    /// what another daemon wrote.
+    func forgetLostLease(of id: String)
     /// The jobs whose lifecycle write in a `commitGroup` since the last call was fenced off (not written: the
     /// lease was lost, or another daemon runs the job), once each.
     func takeLostWrites() -> Set<String>
@@ -120,17 +118,38 @@ public protocol LeasingJobStoring: JobStoring {
     /// - Returns: `false` if the job is not running any more (nothing asked).
     /// - Throws: the store's error.
     func requestControl(_ control: JobControl, of id: String) throws -> Bool
-    /// The requests (`requestControl`) waiting for jobs this daemon runs.
-    /// - Throws: the store's error.
-    func pendingControls() throws -> [(id: String, control: JobControl)]
     /// Called on the loop thread when another daemon asks this one to control job `id` (a notification).
     var onControl: ((String, JobControl) -> Void)? { get set }
+    /// Replaces a running job's checkpoint and progress as `saveCheckpoint` does, without waiting: `completion` is
+    /// called on the loop thread with `nil` once written, else with the error `saveCheckpoint` would have thrown
+    /// (`JobStoreError.leaseLost` if the run is no longer this daemon's), or not at all if a newer checkpoint of
+    /// the job replaced it before it was sent. This daemon's writes land in the order they were made, so a
+    /// checkpoint never lands after the run's end or a later checkpoint.
+    func sendCheckpoint(
+        id: String, _ checkpoint: JSONValue, progress: JobProgress, completion: @escaping ((any Error)?) -> Void)
+    /// Called on the loop thread with the id of a running job whose lease a write made without waiting (a
+    /// progress report: on a shared store it renews the lease) found lost: the run must stop and not write its end.
+    var onLeaseLost: ((String) -> Void)? { get set }
     /// Sends feed payloads (`FeedRelay.payloads`, each under 8 000 bytes) to every other daemon of the store, in
     /// one transaction and in order, without waiting; `completion` is called on the loop thread with whether the
     /// store took them.
     func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void)
     /// Called on the loop thread with each feed payload another daemon sent (`publishFeed`), in the order sent.
     var onFeed: ((String) -> Void)? { get set }
+}
+
+/// What one `LeasingJobStoring.maintainLeases` found and did.
+public struct LeaseMaintenance {
+    /// Running jobs of this daemon whose lease is lost (their runs must stop, their ends not be written).
+    public var lost: [String]
+    /// Control requests waiting for jobs this daemon runs, by job id.
+    public var controls: [(id: String, control: JobControl)]
+    /// Jobs put back in the queue because their daemon's lease expired, as they are now.
+    public var rescued: [JobRecord]
+    /// `needs_retry` jobs put back in the queue because their backoff is over, as they are now.
+    public var queuedAgain: [JobRecord]
+    /// Whether the store could not be asked (it is unreachable); then the lists are empty.
+    public var failed: Bool
 }
 
 /// What a daemon asks of a job running on another daemon sharing the store.

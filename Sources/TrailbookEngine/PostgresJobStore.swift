@@ -62,6 +62,10 @@ public final class PostgresJobStore: LeasingJobStoring {
     private let database: PostgresStoreActor
     /// Leases this daemon holds, by job id (loop thread only).
     private var leases: [String: PostgresJobQueue.Lease] = [:]
+    /// Runs whose lease was found lost, by job id, until the run is over (`forgetLostLease`, or its fenced write):
+    /// writes about the job stay fenced by the lost token. Without it the job would read as one no daemon runs
+    /// here, and an end written after another daemon ended the job would pass that fence.
+    private var lostLeases: [String: PostgresJobQueue.Lease] = [:]
     /// Jobs whose fenced write in the last `commitGroup` found the lease gone (see `takeLostWrites`).
     private var lostWrites: Set<String> = []
     private let wake = WorkSignal()
@@ -77,6 +81,13 @@ public final class PostgresJobStore: LeasingJobStoring {
     public var onControl: ((String, JobControl) -> Void)? {
         get { wake.control }
         set { wake.control = newValue }
+    }
+
+    /// Called on the loop thread with the id of a running job whose lease a renewal sent without waiting (its
+    /// progress, the heartbeat) found lost.
+    public var onLeaseLost: ((String) -> Void)? {
+        get { wake.leaseLost }
+        set { wake.leaseLost = newValue }
     }
 
     /// Called on the loop thread with the events of a feed payload another daemon sent (`publishFeed`).
@@ -148,16 +159,16 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     // MARK: waiting for the database
 
-    /// Runs `body` on the database's loop and waits for it on the calling thread, at most `timeout` seconds.
+    /// Runs `body` on the database's loop, after every request made before it, and waits for it on the calling
+    /// thread, at most `timeout` seconds.
     private func wait<T: Sendable>(
         timeout: Double? = nil, _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T
     ) throws -> T {
         let outcome = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let database = self.database
-        Task.detached {
+        database.submit { database in
             let result: Result<T, any Error>
-            do { result = .success(try await database.run(body)) } catch { result = .failure(error) }
+            do { result = .success(try await body(database)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
             done.signal()
         }
@@ -165,6 +176,25 @@ public final class PostgresJobStore: LeasingJobStoring {
         guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
             throw JobStoreError.unavailable(message: "PostgreSQL (\(connectionString)) did not answer within \(Self.seconds(seconds))")
         }
+        return try unwrapped(result)
+    }
+
+    /// Runs `body` on the database's loop, after every request made before it, without waiting; `completion` gets
+    /// its outcome on the daemon's loop thread (errors as `wait` throws them). With `key`, a newer request of the
+    /// same key made before this one started replaces it, and `completion` is not called.
+    private func send<T: Sendable>(
+        coalescing key: String? = nil, _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T,
+        completion: @escaping (Result<T, any Error>) -> Void
+    ) {
+        let completion = LoopConfined(completion)
+        database.submit({ database in
+            let result: Result<T, any Error>
+            do { result = .success(try await body(database)) } catch { result = .failure(error) }
+            EventLoop.main.execute { completion.value(result) }
+        }, coalescing: key)
+    }
+
+    private func unwrapped<T>(_ result: Result<T, any Error>) throws -> T {
         switch result {
         case .success(let value): return value
         case .failure(let error as PostgresError):
@@ -243,7 +273,7 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened. Its
     /// result has one row when written, none when fenced off.
     private func writeStatement(_ job: JobRecord, addingCleanUp: Bool) -> PostgresStatement {
-        let lease = leases[job.id]
+        let lease = leases[job.id] ?? lostLeases[job.id]
         let releases = job.state != .running
         let fence =
             lease != nil
@@ -283,7 +313,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         var lost: Set<String> = []
         for (job, result) in zip(jobs, results) {
             if result.rows.isEmpty { lost.insert(job.id) }
-            if result.rows.isEmpty || job.state != .running { leases[job.id] = nil }
+            if result.rows.isEmpty || job.state != .running {
+                leases[job.id] = nil
+                lostLeases[job.id] = nil
+            }
         }
         return lost
     }
@@ -353,6 +386,9 @@ public final class PostgresJobStore: LeasingJobStoring {
             [.text(id), .text(JobStore.text(params)), .double(Timestamp.now())])
     }
 
+    /// A running job's progress is its lease's renewal, sent without waiting (the loop goes on while it travels);
+    /// a renewal that finds the lease gone is reported through `onLeaseLost`, and one the database could not take
+    /// (unreachable) is made good by the next report or the heartbeat. Any other job's progress is written waiting.
     public func saveProgress(id: String, _ progress: JobProgress) throws {
         guard let lease = leases[id] else {
             _ = try rows(
@@ -362,12 +398,30 @@ public final class PostgresJobStore: LeasingJobStoring {
         }
         let renewal = PostgresJobQueue.Renewal(lease: lease, progress: progress.jsonText)
         let seconds = leaseSeconds
-        let renewed = try wait { database in try await database.queue!.renew([renewal], leaseSeconds: seconds) }
-        guard let new = renewed.first ?? nil else {
-            leases[id] = nil
-            throw JobStoreError.leaseLost(id: id)
+        send(coalescing: "progress " + id, { database in try await database.queue!.renew([renewal], leaseSeconds: seconds) }) {
+            [weak self] result in
+            self?.renewed([lease], result)
         }
-        leases[id] = new
+    }
+
+    /// Settles renewals of `sent` (`result`: the renewed leases, `nil` for one lost): a lease still held under the
+    /// same token is updated or, if lost, dropped and reported (`onLeaseLost`). One released or replaced meanwhile
+    /// (the run ended, or the job was claimed again) is left alone.
+    /// - Returns: the ids whose lease is lost.
+    @discardableResult
+    private func renewed(_ sent: [PostgresJobQueue.Lease], _ result: Result<[PostgresJobQueue.Lease?], any Error>) -> [String] {
+        guard case .success(let renewed) = result else { return [] }
+        var lost: [String] = []
+        for (lease, new) in zip(sent, renewed) where leases[lease.jobID]?.token == lease.token {
+            guard let new else {
+                markLost(lease.jobID)
+                lost.append(lease.jobID)
+                continue
+            }
+            leases[lease.jobID] = new
+        }
+        for id in lost { wake.leaseLost?(id) }
+        return lost
     }
 
     public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
@@ -378,8 +432,31 @@ public final class PostgresJobStore: LeasingJobStoring {
             try await database.queue!.saveCheckpoint(lease, checkpoint: checkpointText, progress: progressText)
         }
         guard saved else {
-            leases[id] = nil
+            markLost(id)
             throw JobStoreError.leaseLost(id: id)
+        }
+    }
+
+    public func sendCheckpoint(
+        id: String, _ checkpoint: JSONValue, progress: JobProgress, completion: @escaping ((any Error)?) -> Void
+    ) {
+        guard let lease = leases[id] else { return completion(JobStoreError.leaseLost(id: id)) }
+        let checkpointText = JobStore.text(checkpoint)
+        let progressText = progress.jsonText
+        // A newer checkpoint of the job, made before this one is sent, makes it moot.
+        send(coalescing: "checkpoint " + id, { database in
+            try await database.queue!.saveCheckpoint(lease, checkpoint: checkpointText, progress: progressText)
+        }) { [weak self] result in
+            guard let self else { return }
+            let saved: Bool
+            do { saved = try self.unwrapped(result) } catch { return completion(error) }
+            if saved { return completion(nil) }
+            if leases[id]?.token == lease.token {
+                markLost(id)
+            } else if lostLeases[id]?.token != lease.token {
+                return completion(nil)  // that run is over and another holds the job now: nothing to report
+            }
+            completion(JobStoreError.leaseLost(id: id))
         }
     }
 
@@ -490,29 +567,64 @@ public final class PostgresJobStore: LeasingJobStoring {
         for row in rows { if let job = Self.record(row) { byID[job.id] = job } }
         return claimed.compactMap { claimed in
             leases[claimed.id] = claimed.lease
+            lostLeases[claimed.id] = nil
             return byID[claimed.id]
         }
     }
 
-    public func rescueExpiredLeases() throws -> [String] {
-        try wait { database in try await database.queue!.rescueExpiredLeases() }
-    }
-
-    public func queueDueRetries() throws -> [String] {
-        try wait { database in try await database.queue!.queueDueRetries() }
-    }
-
-    public func renewLeases() throws -> [String] {
-        let renewals = leases.values.map { PostgresJobQueue.Renewal(lease: $0) }
-        guard !renewals.isEmpty else { return [] }
+    /// Four statements in the order `LeaseMaintenance` lists them, then the rows of the jobs it moved, on the
+    /// store's thread; `completion` runs on the loop thread. A lease found lost is also reported through
+    /// `onLeaseLost`.
+    public func maintainLeases(completion: @escaping (LeaseMaintenance) -> Void) {
+        let sent = Array(leases.values)
+        let renewals = sent.map { PostgresJobQueue.Renewal(lease: $0) }
         let seconds = leaseSeconds
-        let renewed = try wait { database in try await database.queue!.renew(renewals, leaseSeconds: seconds) }
-        var lost: [String] = []
-        for (renewal, new) in zip(renewals, renewed) {
-            leases[renewal.lease.jobID] = new
-            if new == nil { lost.append(renewal.lease.jobID) }
+        let daemon = owner.daemonID
+        let columns = Self.columns
+        send({ database -> Tended in
+            let queue = database.queue!
+            let renewed = try await queue.renew(renewals, leaseSeconds: seconds)
+            let controls = try await queue.connection.query(
+                "SELECT id, control FROM trailbook_jobs WHERE lease_daemon = $1 AND state = 'running' AND control IS NOT NULL",
+                [.text(daemon)]
+            ).rows.compactMap { row -> Tended.Control? in
+                guard let id = row.text(0), let control = row.text(1).flatMap(JobControl.init(rawValue:)) else { return nil }
+                return Tended.Control(id: id, control: control)
+            }
+            let rescued = try await queue.rescueExpiredLeases()
+            let queuedAgain = try await queue.queueDueRetries()
+            let moved = rescued + queuedAgain
+            let rows = moved.isEmpty ? [] : try await queue.connection.query(
+                "SELECT \(columns) FROM trailbook_jobs WHERE id = ANY($1::text[])", [.textArray(moved)]
+            ).rows
+            return Tended(renewed: renewed, controls: controls, rescued: rescued, queuedAgain: queuedAgain, rows: rows)
+        }) { [weak self] result in
+            guard let self else { return }
+            let lost = self.renewed(sent, result.map(\.renewed))
+            guard case .success(let tended) = result else {
+                return completion(LeaseMaintenance(lost: [], controls: [], rescued: [], queuedAgain: [], failed: true))
+            }
+            var byID: [String: JobRecord] = [:]
+            for row in tended.rows { if let job = Self.record(row) { byID[job.id] = job } }
+            completion(
+                LeaseMaintenance(
+                    lost: lost, controls: tended.controls.map { ($0.id, $0.control) },
+                    rescued: tended.rescued.compactMap { byID[$0] }, queuedAgain: tended.queuedAgain.compactMap { byID[$0] },
+                    failed: false))
         }
-        return lost
+    }
+
+    /// What `maintainLeases` brings back from the store's thread.
+    private struct Tended: Sendable {
+        struct Control: Sendable {
+            var id: String
+            var control: JobControl
+        }
+        var renewed: [PostgresJobQueue.Lease?]
+        var controls: [Control]
+        var rescued: [String]
+        var queuedAgain: [String]
+        var rows: [PostgresRow]
     }
 
     public func requestControl(_ control: JobControl, of id: String) throws -> Bool {
@@ -526,16 +638,6 @@ public final class PostgresJobStore: LeasingJobStoring {
         ).isEmpty)
     }
 
-    public func pendingControls() throws -> [(id: String, control: JobControl)] {
-        try rows(
-            "SELECT id, control FROM trailbook_jobs WHERE lease_daemon = $1 AND state = 'running' AND control IS NOT NULL",
-            [.text(owner.daemonID)]
-        ).compactMap { row in
-            guard let id = row.text(0), let control = row.text(1).flatMap(JobControl.init(rawValue:)) else { return nil }
-            return (id, control)
-        }
-    }
-
     /// One pipeline of `SELECT pg_notify('trailbook_feed', …)`, one per payload, each headed `<daemon id> <n>`;
     /// sent from the store's thread while the loop goes on.
     public func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void) {
@@ -547,19 +649,18 @@ public final class PostgresJobStore: LeasingJobStoring {
                     "SELECT pg_notify($1, $2)",
                     [.text(PostgresJobQueue.feedChannel), .text("\(owner.daemonID) \(feedPayloads)\n\(payload)")]))
         }
-        let database = self.database
         let sent = statements
-        Task.detached {
-            let ok: Bool
-            do {
-                _ = try await database.run { database in try await database.queue!.connection.pipeline(sent) }
-                ok = true
-            } catch {
-                ok = false
-            }
-            EventLoop.main.execute { completion(ok) }
+        send({ database in try await database.queue!.connection.pipeline(sent) }) { result in
+            if case .success = result { completion(true) } else { completion(false) }
         }
     }
+
+    /// Moves a lease found lost to `lostLeases`.
+    private func markLost(_ id: String) {
+        if let lease = leases.removeValue(forKey: id) { lostLeases[id] = lease }
+    }
+
+    public func forgetLostLease(of id: String) { lostLeases[id] = nil }
 
     public func takeLostWrites() -> Set<String> {
         defer { lostWrites.removeAll() }
@@ -633,19 +734,67 @@ extension PostgresJobStore: PruningJobStoring {
 }
 
 /// The actor `PostgresJobStore`'s connection lives on: pinned to the store's own loop (its own thread), so the
-/// connection's handles and callbacks run there while the daemon's loop waits for answers.
+/// connection's handles and callbacks run there while the daemon's loop goes on.
+///
+/// Requests (`submit`) start in the order they were made, from any thread, whether the daemon's loop waits for
+/// their answer or not, and up to `maxInFlight` of them are in flight at once on the connection's pipeline:
+/// PostgreSQL answers them in the order they were sent, so a checkpoint sent without waiting can never land after
+/// a later write of the same job. A request with a coalescing key replaces one with the same key that has not
+/// started yet (a job's newer checkpoint its older one): the queue stays as short as the jobs are many, however
+/// far the store is.
 actor PostgresStoreActor {
     nonisolated let loop: EventLoop
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
     /// The queue over the connection; set once, on this actor, when the store connects.
     var queue: PostgresJobQueue?
 
+    /// Requests on the connection at once, at most. Each is one transaction of a few statements.
+    static let maxInFlight = 64
+
+    typealias Request = @Sendable (isolated PostgresStoreActor) async -> Void
+
+    private struct Waiting: Sendable {
+        var key: String?
+        var request: Request
+    }
+
+    /// Requests not started yet, oldest first; shared with the threads that submit.
+    private nonisolated let waiting = Mutex<[Waiting]>([])
+    private var inFlight = 0
+
     init(loop: EventLoop) { self.loop = loop }
 
-    /// Runs `body` isolated to this actor (on the store's loop thread).
-    func run<T: Sendable>(_ body: @Sendable (isolated PostgresStoreActor) async throws -> T) async throws -> T {
-        try await body(self)
+    /// Queues `request` behind every request made before it, from any thread. With `key`, a waiting request of the
+    /// same key is dropped (it never runs) and this one goes last, so every other request keeps its order to it.
+    nonisolated func submit(_ request: @escaping Request, coalescing key: String? = nil) {
+        waiting.withLock { waiting in
+            if let key, let index = waiting.firstIndex(where: { $0.key == key }) { waiting.remove(at: index) }
+            waiting.append(Waiting(key: key, request: request))
+        }
+        Task { await self.startWaiting() }
     }
+
+    /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are in flight. Each task runs on this
+    /// actor's serial executor (the loop, FIFO) up to its first real suspension, which is the sending of its first
+    /// statements, so requests are sent in the order they start.
+    private func startWaiting() {
+        while inFlight < Self.maxInFlight {
+            guard let next = waiting.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return }
+            inFlight += 1
+            Task {
+                await next.request(self)
+                self.inFlight -= 1
+                self.startWaiting()
+            }
+        }
+    }
+}
+
+/// A value made on the daemon's loop thread, carried through the store's thread untouched, and used on the loop
+/// thread again (a completion of `PostgresJobStore.send`); hence `@unchecked Sendable`.
+private final class LoopConfined<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 /// The scheduler's "work is available" and control callbacks, set and called on the daemon's loop thread only; the store's
@@ -656,6 +805,8 @@ final class WorkSignal: @unchecked Sendable {
     var control: ((String, JobControl) -> Void)?
     /// `onFeed`: the events of another daemon's feed payload.
     var feed: ((String) -> Void)?
+    /// `onLeaseLost`: a job (id) whose lease a renewal found lost.
+    var leaseLost: ((String) -> Void)?
 
     func fire() { callback?() }
 }

@@ -237,6 +237,8 @@ public final class Scheduler {
     private var retryTimer: LoopTimer?
     /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
     private var leaseTimer: LoopTimer?
+    /// Whether a `maintainLeases` is in flight.
+    private var tendingLeases = false
     private var cleanUpTimer: LoopTimer?
     /// Jobs whose clean-up is being tried now (one try at a time per job).
     private var cleaningUp: Set<String> = []
@@ -918,6 +920,9 @@ public final class Scheduler {
         guard let leasing, leaseTimer == nil else { return }
         leasing.onWorkAvailable = { [weak self] in LoopIsolation.assume { self?.schedule() } }
         leasing.onControl = { [weak self] id, control in LoopIsolation.assume { self?.controlRequested(id, control) } }
+        leasing.onLeaseLost = { [weak self] id in
+            LoopIsolation.assume { if let active = self?.running[id] { self?.loseLease(active) } }
+        }
         let timer = LoopTimer(loop: .main)
         leaseTimer = timer
         let period = UInt64(max(10, leasing.leaseSeconds * 1000 / 3))
@@ -927,23 +932,29 @@ public final class Scheduler {
     }
 
     private func leaseTick() {
-        guard let leasing, !isShuttingDown else { return }
-        if let lost = try? leasing.renewLeases() {
-            for id in lost { if let active = running[id] { loseLease(active) } }
+        guard let leasing, !isShuttingDown, !tendingLeases else { return }
+        // One tick at a time: a store slower than the tick period must not pile them up.
+        tendingLeases = true
+        leasing.maintainLeases { [weak self] found in
+            LoopIsolation.assume { self?.leasesTended(found) }
         }
+    }
+
+    private func leasesTended(_ found: LeaseMaintenance) {
+        tendingLeases = false
+        guard !isShuttingDown else { return }
+        // Lost leases are reported through `onLeaseLost` as well (`leaseLostInStore`).
+        for id in found.lost { if let active = running[id] { loseLease(active) } }
         // Requests whose notification was lost (this daemon was reconnecting, or claimed the job after).
-        for (id, control) in (try? leasing.pendingControls()) ?? [] { controlRequested(id, control) }
-        if let rescued = try? leasing.rescueExpiredLeases(), !rescued.isEmpty {
+        for (id, control) in found.controls { controlRequested(id, control) }
+        if !found.rescued.isEmpty {
             DaemonLog.write(
-                "rescued \(rescued.count) jobs whose daemon's lease expired (queued to resume from their checkpoint): "
-                    + rescued.map { String($0.prefix(8)) }.joined(separator: ", "))
-            for id in rescued { announceRescue(id) }
+                "rescued \(found.rescued.count) jobs whose daemon's lease expired (queued to resume from their checkpoint): "
+                    + found.rescued.map { String($0.id.prefix(8)) }.joined(separator: ", "))
+            for job in found.rescued { announceRescue(job) }
         }
         // As `retryDue` announces a retry coming due on one daemon; here the store moved it, for every daemon.
-        for id in (try? leasing.queueDueRetries()) ?? [] {
-            guard let job = try? store.job(id: id), job.state == .queued else { continue }
-            feed.stateChanged(job, from: .needsRetry)
-        }
+        for job in found.queuedAgain where job.state == .queued { feed.stateChanged(job, from: .needsRetry) }
         schedule()
     }
 
@@ -951,8 +962,9 @@ public final class Scheduler {
     /// daemon stopped renewing its lease is back in the queue: a `state` event `running` → `queued` and a `log`
     /// event saying why. Without them a watcher shows the job running on the dead daemon until another claims it.
     /// The counts need nothing: on a shared store they are the database's.
-    private func announceRescue(_ id: String) {
-        guard var job = try? store.job(id: id), job.state == .queued else { return }
+    private func announceRescue(_ rescued: JobRecord) {
+        guard rescued.state == .queued else { return }
+        var job = rescued
         // The stored last stop (if any) is an earlier run's; this is no stop of the job's.
         job.cancellation = nil
         feed.stateChanged(job, from: .running)
@@ -1162,6 +1174,7 @@ public final class Scheduler {
     private func endWithoutLease(_ active: RunningJob) {
         active.watchdog.close()
         running[active.record.id] = nil
+        leasing?.forgetLostLease(of: active.record.id)
         activeCounts[.running, default: 0] -= 1
         DaemonLog.write("job \(active.record.id.prefix(8)) \(active.record.kind): run stopped after its lease was lost; its end is not written")
         for waiter in active.waiters { waiter.resume() }
@@ -1512,16 +1525,26 @@ extension Scheduler {
     fileprivate func write(_ what: String, _ body: () throws -> Void) -> StoreRefusal? {
         do {
             try body()
-        } catch JobStoreError.leaseLost(let id) {
+        } catch {
+            return settled(what, error)
+        }
+        return settled(what, nil)
+    }
+
+    /// Settles the outcome of a store write, made waiting (`write`) or not (a checkpoint on a shared store):
+    /// `error` is `nil` when written. As `write`.
+    fileprivate func settled(_ what: String, _ error: (any Error)?) -> StoreRefusal? {
+        guard let error else {
+            if storeFault != nil, unsavedRecords.isEmpty, unsavedCheckpoints.isEmpty { storeRecovered() }
+            return nil
+        }
+        if let lost = error as? JobStoreError, case .leaseLost(let id) = lost {
             fencedOff(id)
             return Self.fencedOff
-        } catch {
-            let refusal = StoreRefusal(error)
-            storeRefused(refusal, writing: what)
-            return refusal
         }
-        if storeFault != nil, unsavedRecords.isEmpty, unsavedCheckpoints.isEmpty { storeRecovered() }
-        return nil
+        let refusal = StoreRefusal(error)
+        storeRefused(refusal, writing: what)
+        return refusal
     }
 
     private func storeRefused(_ error: StoreRefusal, writing what: String) {
@@ -1721,6 +1744,16 @@ extension Scheduler: JobHost {
 
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         let id = job.id
+        if let leasing {
+            // A shared store is a round trip away: the loop (every other job) does not wait for it. A checkpoint
+            // describes work already durable, so landing one round trip later is as good; the answer settles it.
+            let progress = job.progress
+            running[id]?.lastPersistAt = Timestamp.monotonic()
+            leasing.sendCheckpoint(id: id, checkpoint, progress: progress) { [weak self] error in
+                LoopIsolation.assume { self?.checkpointSettled(job, checkpoint, progress, error) }
+            }
+            return
+        }
         guard let error = write("the checkpoint of job \(id.prefix(8))", {
             try store.saveCheckpoint(id: id, checkpoint, progress: job.progress)
         }) else {
@@ -1737,6 +1770,26 @@ extension Scheduler: JobHost {
             code: "store_write_failed", message: "cannot save the checkpoint: \(error.cause) (\(error))", retryable: true)
         if let active = running[id], active.context === job { failForStore(active, failure) }
         throw failure
+    }
+
+    /// The answer to a checkpoint sent without waiting (`jobSaveCheckpoint` on a shared store), as
+    /// `jobSaveCheckpoint` handles a refusal: kept for the store retry if the store is down, the run stopped if
+    /// its lease is lost (`settled`), else the run fails retryably. Answers come in the order sent.
+    private func checkpointSettled(
+        _ job: JobContext, _ checkpoint: JSONValue, _ progress: JobProgress, _ error: (any Error)?
+    ) {
+        let id = job.id
+        guard let refusal = settled("the checkpoint of job \(id.prefix(8))", error) else {
+            unsavedCheckpoints[id] = nil
+            return
+        }
+        guard let active = running[id], active.context === job, refusal.code != Self.fencedOff.code else { return }
+        if refusal.isLocked {
+            unsavedCheckpoints[id] = (checkpoint, progress)
+            return
+        }
+        failForStore(active, JobError(
+            code: "store_write_failed", message: "cannot save the checkpoint: \(refusal.cause) (\(refusal))", retryable: true))
     }
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {

@@ -1,0 +1,83 @@
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import TrailbookEngine
+
+/// The request queue of the shared store's connection (`PostgresStoreActor`): writes made without waiting start in
+/// the order they were made, a bounded number at once, and a job's newer checkpoint replaces its older one.
+@Suite struct PostgresStoreActorTests {
+    /// What the requests saw, shared with the test's thread.
+    final class Record: Sendable {
+        struct State {
+            var started: [Int] = []
+            var finished = 0
+            var inFlight = 0
+            var mostInFlight = 0
+            var gates: [CheckedContinuation<Void, Never>] = []
+        }
+        let state = Mutex(State())
+
+        func request(_ index: Int) -> PostgresStoreActor.Request {
+            { _ in
+                self.state.withLock {
+                    $0.started.append(index)
+                    $0.inFlight += 1
+                    $0.mostInFlight = max($0.mostInFlight, $0.inFlight)
+                }
+                // Held until the test lets it go: a round trip that takes as long as the test likes.
+                await withCheckedContinuation { gate in self.state.withLock { $0.gates.append(gate) } }
+                self.state.withLock {
+                    $0.inFlight -= 1
+                    $0.finished += 1
+                }
+            }
+        }
+
+        func waitUntil(_ condition: (State) -> Bool) throws {
+            let deadline = Date().addingTimeInterval(10)
+            while !state.withLock({ condition($0) }) {
+                guard Date() < deadline else { throw HarnessFailure("timed out: \(state.withLock { $0.started.count }) started") }
+                usleep(1_000)
+            }
+        }
+
+        func releaseAll() {
+            for gate in state.withLock({ state -> [CheckedContinuation<Void, Never>] in
+                defer { state.gates.removeAll() }
+                return state.gates
+            }) {
+                gate.resume()
+            }
+        }
+    }
+
+    struct HarnessFailure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    @Test func requestsStartInTheOrderMadeAtMostMaxInFlightAtOnceAndANewerOneReplacesAWaitingOneOfItsKey() throws {
+        let thread = LoopThread()
+        defer { _ = thread.finish() }
+        let actor = PostgresStoreActor(loop: thread.loop)
+        let record = Record()
+        let count = PostgresStoreActor.maxInFlight + 36
+        for index in 0..<count { actor.submit(record.request(index)) }
+        try record.waitUntil { $0.started.count == PostgresStoreActor.maxInFlight }
+        usleep(50_000)
+        #expect(record.state.withLock { $0.started } == Array(0..<PostgresStoreActor.maxInFlight))
+        // Two checkpoints of one job while it waits behind the rest: only the newer is sent, last.
+        actor.submit(record.request(1_000), coalescing: "checkpoint job")
+        actor.submit(record.request(1_001), coalescing: "checkpoint job")
+        actor.submit(record.request(1_002), coalescing: "checkpoint other")
+        while record.state.withLock({ $0.finished }) < count + 2 {
+            record.releaseAll()
+            usleep(1_000)
+        }
+        let state = record.state.withLock { $0 }
+        #expect(state.started == Array(0..<count) + [1_001, 1_002])
+        #expect(state.mostInFlight == PostgresStoreActor.maxInFlight)
+    }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""A daemon's loop with its shared store across a network (issue 15: the store driven from the loop).
+
+    python3 bench/shared_loop.py [--rtt-ms 10] [--busy 32] [--rounds 2] [--binaries BIN1,BIN2]
+
+PostgreSQL is reached through a proxy that holds every byte for half of `--rtt-ms` each way, as a database on
+another host would (a throwaway server, as bench/jobs.py shared starts). Daemon B (`--concurrency busy+1`) runs
+`--busy` long `sleep` jobs (20 ms units: each reports progress, and every second the progress is saved, which on a
+shared store renews the run's lease); daemon A serves a queue nobody submits to. Then, per round and binary:
+
+  ping:   a `ping` to B every 10 ms for 3 s, send to reply (ms): how long B's loop was kept from answering.
+  cancel: 10 cancels through A of a job running on B, send to reply (the job as `cancelled`).
+  round trip: a `show` through A (one store read: the "one round trip" of the bound).
+
+`--binaries` runs each build in turn, round by round, so builds are compared in the same run (default: the release
+build, or $TRAILBOOK_JOBS_BIN). Reports median, p90, p99 and max.
+"""
+import os, socket, statistics, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from jobs import Daemon, ThrowawayPostgres, arg  # noqa: E402
+from shared_cancel import cancel_ms, submit_running, timed_ms  # noqa: E402
+
+BUSY = {"units": 1_000_000, "unit_ms": 20}
+
+
+class DelayProxy:
+    """TCP on 127.0.0.1 to a Unix socket, every chunk held `one_way` seconds in each direction, order kept."""
+
+    def __init__(self, target, one_way):
+        self.target, self.one_way = target, one_way
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(self.target)
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, source, sink):
+        # A reader and a writer per direction: bytes leave `one_way` after they came, in order, however many are
+        # in flight (as on a link with that latency, not one that waits for each chunk).
+        chunks, ready = [], threading.Condition()
+
+        def write():
+            while True:
+                with ready:
+                    while not chunks:
+                        ready.wait()
+                    due, data = chunks.pop(0)
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                if not data:
+                    break
+                try:
+                    sink.sendall(data)
+                except OSError:
+                    break
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=write, daemon=True).start()
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                data = b""
+            with ready:
+                chunks.append((time.monotonic() + self.one_way, data))
+                ready.notify()
+            if not data:
+                return
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
+
+
+def percentiles(values):
+    values = sorted(values)
+
+    def at(p):
+        return values[min(len(values) - 1, int(round(p * (len(values) - 1))))]
+
+    return {"median": round(statistics.median(values), 2), "p90": round(at(0.9), 2), "p99": round(at(0.99), 2),
+            "max": round(values[-1], 2), "n": len(values)}
+
+
+def one_round(binary, server, rtt_ms, busy):
+    store = server.new_database()
+    proxy = DelayProxy(os.path.join(server.dir, f".s.PGSQL.{server.port}"), rtt_ms / 2000)
+    remote = store.replace(f"host={server.dir} port={server.port}", f"host=127.0.0.1 port={proxy.port}")
+    a = b = None
+    try:
+        a = Daemon(binary, "--store", remote, "--host", "bench-a", "--queues", "elsewhere")
+        b = Daemon(binary, "--store", remote, "--host", "bench-b", "--concurrency", str(busy + 1))
+        for _ in range(busy):
+            b.call({"op": "submit", "kind": "sleep", "params": BUSY})
+        deadline = time.monotonic() + 60
+        while len(b.call({"op": "list", "states": ["running"], "limit": busy + 1}).get("jobs", [])) < busy:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the busy jobs did not all start")
+            time.sleep(0.05)
+        time.sleep(1.5)  # every busy job past its first saved progress
+        pings = []
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            pings.append(timed_ms(b, {"op": "ping"})[0])
+            time.sleep(0.01)
+        cancels, shows = [], []
+        for _ in range(10):
+            job = submit_running(b, b)
+            shows.append(timed_ms(a, {"op": "show", "job": job})[0])
+            cancels.append(cancel_ms(a, job))
+        return pings, cancels, shows
+    finally:
+        for d in (a, b):
+            if d:
+                d.stop()
+        proxy.close()
+
+
+def main():
+    rtt_ms = float(arg("--rtt-ms", "10"))
+    busy = int(arg("--busy", "32"))
+    rounds = int(arg("--rounds", "2"))
+    given = arg("--binaries", None)
+    binaries = given.split(",") if given else [os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()]
+    print(f"store round trip {rtt_ms} ms (proxy), {busy} busy jobs on B, {rounds} rounds; load before: {os.getloadavg()}")
+    server = ThrowawayPostgres()
+    results = {binary: ([], [], []) for binary in binaries}
+    try:
+        for _ in range(rounds):
+            for binary in binaries:
+                for into, values in zip(results[binary], one_round(binary, server, rtt_ms, busy)):
+                    into.extend(values)
+    finally:
+        server.stop()
+    for binary, (pings, cancels, shows) in results.items():
+        print(f"  {binary}")
+        print(f"    ping B (ms): {percentiles(pings)}")
+        print(f"    cancel through A of a job on B (ms): {percentiles(cancels)}")
+        print(f"    round trip, show through A (ms): {percentiles(shows)}")
+    print(f"  load after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
