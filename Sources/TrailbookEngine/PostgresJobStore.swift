@@ -164,19 +164,37 @@ public final class PostgresJobStore: LeasingJobStoring {
     private func wait<T: Sendable>(
         timeout: Double? = nil, _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T
     ) throws -> T {
-        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let outcome = Mutex<WaitOutcome<T>>(.waiting)
         let done = DispatchSemaphore(value: 0)
         database.submit { database in
+            // A request given up on before it started is not made: the caller was told it failed.
+            guard outcome.withLock({ state in
+                guard case .waiting = state else { return false }
+                state = .started
+                return true
+            }) else { return }
             let result: Result<T, any Error>
             do { result = .success(try await body(database)) } catch { result = .failure(error) }
-            outcome.withLock { $0 = result }
+            outcome.withLock { $0 = .answered(result) }
             done.signal()
         }
         let seconds = timeout ?? requestTimeoutSeconds
-        guard done.wait(timeout: .now() + seconds) == .success, let result = outcome.withLock({ $0 }) else {
+        let answered = done.wait(timeout: .now() + seconds) == .success
+        let result = outcome.withLock { state -> Result<T, any Error>? in
+            if case .answered(let result) = state { return result }
+            if case .waiting = state { state = .abandoned }
+            return nil
+        }
+        guard answered, let result else {
             throw JobStoreError.unavailable(message: "PostgreSQL (\(connectionString)) did not answer within \(Self.seconds(seconds))")
         }
         return try unwrapped(result)
+    }
+
+    /// Where a request made by `wait` is.
+    private enum WaitOutcome<T: Sendable>: Sendable {
+        case waiting, started, abandoned
+        case answered(Result<T, any Error>)
     }
 
     /// Runs `body` on the database's loop, after every request made before it, without waiting; `completion` gets
@@ -390,6 +408,8 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// a renewal that finds the lease gone is reported through `onLeaseLost`, and one the database could not take
     /// (unreachable) is made good by the next report or the heartbeat. Any other job's progress is written waiting.
     public func saveProgress(id: String, _ progress: JobProgress) throws {
+        // A run whose lease is lost writes nothing more: the row is another run's (or the queue's) now.
+        guard lostLeases[id] == nil else { return }
         guard let lease = leases[id] else {
             _ = try rows(
                 "UPDATE trailbook_jobs SET progress = $2, updated_at = $3::float8 WHERE id = $1 AND lease_token IS NULL",
@@ -454,7 +474,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             if leases[id]?.token == lease.token {
                 markLost(id)
             } else if lostLeases[id]?.token != lease.token {
-                return completion(nil)  // that run is over and another holds the job now: nothing to report
+                return  // that run is over and another holds the job now: nothing to report, nothing written
             }
             completion(JobStoreError.leaseLost(id: id))
         }
@@ -554,9 +574,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         let seconds = leaseSeconds
         let columns = Self.columns
         let queues = self.queues
+        let running = Array(leases.keys) + Array(lostLeases.keys)
         let (claimed, rows) = try wait { database -> ([PostgresJobQueue.ClaimedJob], [PostgresRow]) in
             let claimed = try await database.queue!.claim(
-                owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: seconds)
+                owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: seconds, excluding: running)
             guard !claimed.isEmpty else { return ([], []) }
             let rows = try await database.queue!.connection.query(
                 "SELECT \(columns) FROM trailbook_jobs WHERE id = ANY($1::text[])", [.textArray(claimed.map(\.id))]
@@ -771,7 +792,8 @@ actor PostgresStoreActor {
             if let key, let index = waiting.firstIndex(where: { $0.key == key }) { waiting.remove(at: index) }
             waiting.append(Waiting(key: key, request: request))
         }
-        Task { await self.startWaiting() }
+        // Straight onto the store's loop (no hop through the global executor, whose threads may all be busy).
+        loop.execute { self.assumeIsolated { $0.startWaiting() } }
     }
 
     /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are in flight. Each task runs on this

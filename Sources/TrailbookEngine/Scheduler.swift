@@ -943,7 +943,7 @@ public final class Scheduler {
     private func leasesTended(_ found: LeaseMaintenance) {
         tendingLeases = false
         guard !isShuttingDown else { return }
-        // Lost leases are reported through `onLeaseLost` as well (`leaseLostInStore`).
+        // A lost lease found here was also reported through `onLeaseLost`; `loseLease` acts once.
         for id in found.lost { if let active = running[id] { loseLease(active) } }
         // Requests whose notification was lost (this daemon was reconnecting, or claimed the job after).
         for (id, control) in found.controls { controlRequested(id, control) }
@@ -1578,9 +1578,11 @@ extension Scheduler {
     fileprivate func retryStoreWrites() {
         storeRetryArmed = false
         for (id, unsaved) in unsavedCheckpoints {
-            guard write("the checkpoint of job \(id.prefix(8))", {
+            let refusal = write("the checkpoint of job \(id.prefix(8))", {
                 try store.saveCheckpoint(id: id, unsaved.checkpoint, progress: unsaved.progress)
-            }) == nil else { return }
+            })
+            // Fenced off (the run's lease is lost or released): no one will take it; the rest goes on.
+            guard refusal == nil || refusal?.code == Self.fencedOff.code else { return }
             unsavedCheckpoints[id] = nil
         }
         for unsaved in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
@@ -1731,6 +1733,12 @@ extension Scheduler: JobHost {
         feed.progress(job: job.id, kind: job.kind, job.progress)
         if now - active.lastPersistAt >= options.progressPersistInterval {
             active.lastPersistAt = now
+            if leasing != nil {
+                // Sent without waiting (the lease's renewal); a lost lease comes back through `onLeaseLost`, and an
+                // answer is no news of the store's health.
+                try? store.saveProgress(id: job.id, job.progress)
+                return
+            }
             // Locked: the next report writes it. Disk full: the job stops, retryable, rather than run on unrecorded.
             if let error = write("the progress of job \(job.id.prefix(8))", { try store.saveProgress(id: job.id, job.progress) }),
                 !error.isLocked
@@ -1749,6 +1757,8 @@ extension Scheduler: JobHost {
             // describes work already durable, so landing one round trip later is as good; the answer settles it.
             let progress = job.progress
             running[id]?.lastPersistAt = Timestamp.monotonic()
+            // This one subsumes a refused earlier one: the store retry must not write that one after it.
+            unsavedCheckpoints[id] = nil
             leasing.sendCheckpoint(id: id, checkpoint, progress: progress) { [weak self] error in
                 LoopIsolation.assume { self?.checkpointSettled(job, checkpoint, progress, error) }
             }
@@ -1783,11 +1793,15 @@ extension Scheduler: JobHost {
             unsavedCheckpoints[id] = nil
             return
         }
-        guard let active = running[id], active.context === job, refusal.code != Self.fencedOff.code else { return }
-        if refusal.isLocked {
+        guard refusal.code != Self.fencedOff.code else { return }
+        let active = running[id].flatMap { $0.context === job ? $0 : nil }
+        // Kept while its run goes on, or has ended with its end not written yet (a final checkpoint at a pause or
+        // shutdown, refused in the same outage as the end): the retry writes it before the end.
+        if refusal.isLocked, active != nil || unsavedRecords[id] != nil {
             unsavedCheckpoints[id] = (checkpoint, progress)
             return
         }
+        guard let active else { return }
         failForStore(active, JobError(
             code: "store_write_failed", message: "cannot save the checkpoint: \(refusal.cause) (\(refusal))", retryable: true))
     }

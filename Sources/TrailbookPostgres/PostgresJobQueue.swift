@@ -322,12 +322,14 @@ public final class PostgresJobQueue {
     /// priority then submission order (only of `kinds` when given: a daemon claims only what it can run),
     /// skipping rows other daemons are claiming (`FOR UPDATE SKIP LOCKED`), so
     /// concurrent claims never take the same job and never wait for each other. Each claimed job is `running`
-    /// under a new lease of `leaseSeconds`.
+    /// under a new lease of `leaseSeconds`. Jobs whose id is in `excluding` are passed over: those the daemon still
+    /// runs, under a lease it holds or one it lost (a job rescued from it and queued again must not be claimed
+    /// by it while its old run is still stopping).
     /// - Returns: the claimed jobs in run order (higher priority first, then submission order).
     /// - Throws: `PostgresError`.
     public func claim(
         owner: Owner, queues: [String] = [PostgresJobQueue.defaultQueue], kinds: [String]? = nil, limit: Int,
-        leaseSeconds: Double,
+        leaseSeconds: Double, excluding: [String] = [],
         isolation: isolated (any Actor)? = #isolation
     ) async throws(PostgresError) -> [ClaimedJob] {
         guard limit > 0, !queues.isEmpty else { return [] }
@@ -336,7 +338,7 @@ public final class PostgresJobQueue {
             WITH picked AS (
                 SELECT id FROM trailbook_jobs
                 WHERE state = 'queued' AND queue = ANY($1::text[]) AND (pinned_host IS NULL OR pinned_host = $2)
-                    AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
+                    AND ($6::text[] IS NULL OR kind = ANY($6::text[])) AND NOT (id = ANY($7::text[]))
                 ORDER BY priority DESC, sequence
                 LIMIT $3::integer
                 FOR UPDATE SKIP LOCKED
@@ -354,7 +356,7 @@ public final class PostgresJobQueue {
             """,
             [
                 .textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds),
-                kinds.map { .textArray($0) } ?? .null,
+                kinds.map { .textArray($0) } ?? .null, .textArray(excluding),
             ],
             isolation: isolation)
         let claimed = result.rows.compactMap { row -> ClaimedJob? in
