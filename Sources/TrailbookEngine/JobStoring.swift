@@ -2,9 +2,9 @@
 /// the PostgreSQL `PostgresJobStore` (several daemons sharing one queue, issue 15) both provide it.
 ///
 /// Calls are made on the loop thread and answer synchronously: a SQLite call waits for its commit (and fsync), a
-/// PostgreSQL call for its round trip (docs/postgres-store.md), except where a call says it does not wait. Errors are the store's own (`SQLiteError`,
-/// `JobStoreError`); the scheduler treats any error as a refused write (kept in memory and retried) unless it is
-/// a lost lease (`JobStoreError.leaseLost`).
+/// PostgreSQL call for its round trip (docs/postgres-store.md), except where a call says it does not wait. Errors
+/// are the store's own (`SQLiteError`, `JobStoreError`); the scheduler treats any error as a refused write (kept in
+/// memory and retried) unless it is a lost lease (`JobStoreError.leaseLost`).
 public protocol JobStoring: AnyObject {
     /// Adds new jobs in one transaction, all or none; fills in each one's `sequence`. `digests[i]` is `jobs[i]`'s
     /// request digest (`nil` without a key), `duplicateKeys[i]` what it works on (`JobKind.duplicateKeys`).
@@ -138,7 +138,7 @@ public protocol LeasingJobStoring: JobStoring {
     var onFeed: ((String) -> Void)? { get set }
 }
 
-/// What one `LeasingJobStoring.maintainLeases` found and did.
+/// What one `LeasingJobStoring.maintainLeases` found and did; all empty when the store could not be asked.
 public struct LeaseMaintenance {
     /// Running jobs of this daemon whose lease is lost (their runs must stop, their ends not be written).
     public var lost: [String]
@@ -148,8 +148,6 @@ public struct LeaseMaintenance {
     public var rescued: [JobRecord]
     /// `needs_retry` jobs put back in the queue because their backoff is over, as they are now.
     public var queuedAgain: [JobRecord]
-    /// Whether the store could not be asked (it is unreachable); then the lists are empty.
-    public var failed: Bool
 }
 
 /// What a daemon asks of a job running on another daemon sharing the store.

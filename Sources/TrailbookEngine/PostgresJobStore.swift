@@ -623,15 +623,14 @@ public final class PostgresJobStore: LeasingJobStoring {
             guard let self else { return }
             let lost = self.renewed(sent, result.map(\.renewed))
             guard case .success(let tended) = result else {
-                return completion(LeaseMaintenance(lost: [], controls: [], rescued: [], queuedAgain: [], failed: true))
+                return completion(LeaseMaintenance(lost: [], controls: [], rescued: [], queuedAgain: []))
             }
             var byID: [String: JobRecord] = [:]
             for row in tended.rows { if let job = Self.record(row) { byID[job.id] = job } }
             completion(
                 LeaseMaintenance(
                     lost: lost, controls: tended.controls.map { ($0.id, $0.control) },
-                    rescued: tended.rescued.compactMap { byID[$0] }, queuedAgain: tended.queuedAgain.compactMap { byID[$0] },
-                    failed: false))
+                    rescued: tended.rescued.compactMap { byID[$0] }, queuedAgain: tended.queuedAgain.compactMap { byID[$0] }))
         }
     }
 
