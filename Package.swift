@@ -7,7 +7,8 @@ import PackageDescription
 let package = Package(
     name: "trailbook-jobs",
     products: [
-        .executable(name: "trailbook-jobs", targets: ["trailbook-jobs"])
+        .executable(name: "trailbook-jobs", targets: ["trailbook-jobs"]),
+        .executable(name: "trailbook-jobsd", targets: ["trailbook-jobsd"]),
     ],
     targets: [
         .systemLibrary(name: "CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
@@ -26,19 +27,26 @@ let package = Package(
         // PostgreSQL's client library: the shared job store of several daemons (issue 15).
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
+        // Paths as the bytes the kernel takes (no C library): below the loop, the protocol and the photo library.
+        .target(name: "TrailbookPaths"),
+        // What the daemon and its clients say over the control socket: JSON, the job model, timestamps. No C
+        // library, so the thin client links only this and Foundation's essentials.
+        .target(name: "TrailbookProtocol", dependencies: ["TrailbookPaths"]),
         .target(name: "TrailbookLoop", dependencies: ["CUV"]),
         .target(name: "TrailbookSQLite", dependencies: ["CSQLite"]),
         .target(name: "TrailbookHTTP", dependencies: ["TrailbookLoop", "CCurl"]),
         // PostgreSQL from the loop (libpq's non-blocking API on a poll handle) and the shared queue's SQL.
         .target(name: "TrailbookPostgres", dependencies: ["TrailbookLoop", "CLibPQ"]),
-        .target(name: "TrailbookEngine", dependencies: ["TrailbookLoop", "TrailbookSQLite", "TrailbookPostgres", "CCrypto"]),
+        .target(name: "TrailbookEngine", dependencies: ["TrailbookProtocol", "TrailbookLoop", "TrailbookSQLite", "TrailbookPostgres", "CCrypto"]),
 
         .target(name: "TusClient", dependencies: ["TrailbookHTTP", "CCrypto"], path: "Jobs/Upload/Tus"),
         .target(
             name: "S3Client", dependencies: ["TrailbookEngine", "TrailbookHTTP", "TrailbookLoop", "TusClient", "CCrypto"],
             path: "Jobs/Upload/S3"),
+        // The parts of an upload's params the thin client checks too: where it goes, the names there, S3's checksum.
+        .target(name: "UploadParams", dependencies: ["TrailbookProtocol"], path: "Jobs/Upload/Params"),
         .target(
-            name: "UploadJob", dependencies: ["TrailbookEngine", "TrailbookLoop", "TrailbookHTTP", "TusClient", "S3Client"],
+            name: "UploadJob", dependencies: ["UploadParams", "TrailbookEngine", "TrailbookLoop", "TrailbookHTTP", "TusClient", "S3Client"],
             path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
         // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
@@ -46,7 +54,7 @@ let package = Package(
         // only for `DirectoryEntry`).
         .target(
             name: "PhotoLibrary",
-            dependencies: ["TrailbookLoop", "TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CHeif", "CCrypto", "CExempi"],
+            dependencies: ["TrailbookPaths", "TrailbookLoop", "TrailbookSQLite", "CExif", "CJPEG", "CJPEGShim", "CHeif", "CCrypto", "CExempi"],
             path: "Jobs/Tagging/PhotoLibrary"
         ),
 
@@ -57,21 +65,29 @@ let package = Package(
             dependencies: ["TrailbookEngine", "TrailbookLoop", "PhotoLibrary", "TrailbookSQLite", "UploadJob"],
             path: "Jobs/Tagging/Jobs"),
 
-        .target(name: "TrailbookCLI", dependencies: ["TrailbookEngine", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
-        .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookCLI"]),
+        // The command line. TrailbookClient has every command's spec and the client commands' handlers, and links no
+        // C library; TrailbookCLI adds the commands that need the engine or the photo library (`daemon`, `photos
+        // list`, …). `trailbook-jobs` is the thin client and hands those to `trailbook-jobsd`, which has them all.
+        .target(name: "TrailbookClient", dependencies: ["TrailbookProtocol", "UploadParams"]),
+        .target(
+            name: "TrailbookCLI",
+            dependencies: ["TrailbookClient", "TrailbookEngine", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
+        .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookClient"]),
+        .executableTarget(name: "trailbook-jobsd", dependencies: ["TrailbookCLI"]),
 
         // Helpers shared by the test targets: a loop on its own thread, an actor pinned to it, a child that says READY.
         .target(name: "TestSupport", dependencies: ["TrailbookLoop"], path: "Tests/TestSupport"),
         .testTarget(
             name: "TrailbookTests",
             dependencies: [
-                "TrailbookLoop", "TrailbookSQLite", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookCLI", "TestSupport",
+                "TrailbookLoop", "TrailbookSQLite", "TrailbookProtocol", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookClient",
+                "TrailbookCLI", "TestSupport",
             ]
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "trailbook-jobs", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif",
+                "trailbook-jobs", "trailbook-jobsd", "TrailbookCLI", "TrailbookEngine", "TrailbookLoop", "TrailbookSQLite", "PhotoLibrary", "CExif",
                 "TestSupport",
             ]),
         .testTarget(

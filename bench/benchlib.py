@@ -7,9 +7,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def build():
-    """Builds the release binary (incrementally) and returns its path."""
-    subprocess.run(["swift", "build", "-c", "release", "--product", "trailbook-jobs"], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
+    """Builds the release binaries (incrementally) and returns the command line's path (`trailbook-jobsd`, which
+    `trailbook-jobs daemon` execs, is beside it)."""
+    subprocess.run(["swift", "build", "-c", "release"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.strip()
     return os.path.join(out, "trailbook-jobs")

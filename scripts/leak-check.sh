@@ -5,14 +5,15 @@
 #   scripts/leak-check.sh          # about 30 s; needs valgrind (apt-get install -y valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift build --product trailbook-jobs >/dev/null
+swift build >/dev/null
 bin="$(swift build --show-bin-path)/trailbook-jobs"
 home="$(mktemp -d "${TMPDIR:-/tmp}/tbj-leak.XXXXXX")"
 trap 'rm -rf "$home"' EXIT
 export TRAILBOOK_JOBS_HOME="$home" TRAILBOOK_JOBS_TEST_KINDS=1
 
+# trailbook-jobsd itself: `trailbook-jobs daemon` would exec it, and valgrind does not follow an exec by default.
 valgrind --suppressions=scripts/valgrind.supp --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --error-exitcode=99 \
-  "$bin" daemon 2> "$home/valgrind.log" &
+  "${bin}d" daemon 2> "$home/valgrind.log" &
 daemon=$!
 for _ in $(seq 200); do [ -S "$home/daemon.sock" ] && break; sleep 0.1; done
 

@@ -1,5 +1,6 @@
 import PhotoLibrary
 import TaggingJobs
+import TrailbookClient
 import TrailbookEngine
 
 #if canImport(Glibc)
@@ -9,19 +10,6 @@ import TrailbookEngine
 /// The photo-library commands: `photos import|list|show`, `submit tag`, `submit autotag`, and the hidden
 /// `worker` subcommand that `WorkerPool` spawns.
 enum PhotoCommands {
-    static let selection: [OptionSpec] = [
-        OptionSpec("ids", .value(placeholder: "ID,…"), help: "stable IDs of the photos, comma separated"),
-        OptionSpec("ids-file", .value(placeholder: "FILE"), help: "a file with one stable ID a line"),
-        OptionSpec("all", help: "every photo in the library"),
-    ]
-
-    /// `--xmp`, `--no-xmp`, `--xmp-naming` of `submit tag` and `submit autotag`.
-    static let sidecar: [OptionSpec] = [
-        OptionSpec("xmp", help: "also write the keywords to each photo's XMP sidecar (merged; default: the daemon's --xmp)"),
-        OptionSpec("no-xmp", help: "write no XMP sidecars, whatever the daemon's default"),
-        OptionSpec("xmp-naming", .value(placeholder: "NAMING"), help: "darktable (IMG_0001.jpg.xmp, also digiKam; default) or lightroom (IMG_0001.xmp)"),
-    ]
-
     /// The sidecar params from `--xmp`, `--no-xmp`, `--xmp-naming`.
     /// - Throws: `UsageError` for both `--xmp` and `--no-xmp`, or an unknown naming.
     static func sidecarParams(_ arguments: ParsedArguments, into params: inout [String: JSONValue]) throws {
@@ -39,66 +27,6 @@ enum PhotoCommands {
             throw UsageError("--xmp-naming must be darktable (IMG_0001.jpg.xmp) or lightroom (IMG_0001.xmp), not \(text)")
         }
         return naming
-    }
-
-    static let specs: [CommandSpec] = [
-        CommandSpec(
-            path: ["photos", "import"],
-            summary: "import the JPEGs under DIR into the photo library (a job; progress in files)",
-            positionals: [PositionalSpec(name: "DIR", help: "directory to walk")],
-            options: Commands.submitCommon,
-            details: "Unchanged files (same size, mtime and inode) are skipped.\n" + Commands.exitCodes),
-        CommandSpec(
-            path: ["photos", "list"], summary: "list the photos in the library, in import order",
-            options: [
-                OptionSpec("limit", .value(placeholder: "N"), help: "at most N photos (default 1000)"),
-                OptionSpec("tag", .value(placeholder: "TAG"), help: "only photos with TAG"),
-                Commands.json,
-            ],
-            details: "Reads $TRAILBOOK_JOBS_HOME/photos.sqlite3 directly (no daemon needed)."),
-        CommandSpec(
-            path: ["photos", "show"], summary: "show one photo",
-            positionals: [PositionalSpec(name: "ID", help: "stable ID or a unique prefix of it")],
-            options: [Commands.json],
-            details: "Exit 4 when no photo matches (or the prefix matches several)."),
-        CommandSpec(
-            path: ["submit", "tag"], summary: "add a keyword to photos by stable ID (in batches, exactly once)",
-            options: [
-                OptionSpec("tag", .value(placeholder: "WORD"), required: true, help: "the keyword"),
-                OptionSpec("remove", help: "take the keyword off instead"),
-                OptionSpec("max-rate", .value(placeholder: "N"), help: "at most N photos a second (paces the job)"),
-                OptionSpec("load-records", help: "(benchmark) load each photo's full record before tagging it"),
-            ] + selection + sidecar + Commands.submitCommon,
-            details: "Give one of --ids, --ids-file, --all. A cancel keeps the tags already written.\n"
-                + Commands.exitCodes),
-        CommandSpec(
-            path: ["submit", "autotag"], summary: "analyse photos (EXIF, pixels, places, duplicates) and write tags",
-            options: selection + [
-                OptionSpec("retry", .value(placeholder: "JOB"), help: "the photos an earlier autotag JOB could not read for a reason that may pass (its retryable list)"),
-                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places"),
-            ] + sidecar + Commands.submitCommon,
-            details: "Give one of --ids, --ids-file, --all, --retry. --retry uses JOB's --places unless given.\n"
-                + Commands.exitCodes),
-        CommandSpec(
-            path: ["worker"], summary: "(internal) a worker process: answers NDJSON task requests on stdin",
-            options: [
-                OptionSpec("memory-limit", .value(placeholder: "SIZE"), help: "RLIMIT_AS (default 1GiB)"),
-                OptionSpec("cpu-limit", .value(placeholder: "N"), help: "RLIMIT_CPU in seconds (default 3600)"),
-                OptionSpec("parent", .value(placeholder: "PID"), help: "die when this process (the daemon) dies"),
-                OptionSpec("max-pixels", .value(placeholder: "N"), help: "refuse to decode images over N pixels (default 100000000)"),
-            ]),
-    ]
-
-    static func handler(for path: [String]) -> ((CommandContext) throws -> Int32)? {
-        switch path {
-        case ["photos", "import"]: return importDirectory
-        case ["photos", "list"]: return list
-        case ["photos", "show"]: return show
-        case ["submit", "tag"]: return submitTag
-        case ["submit", "autotag"]: return submitAutotag
-        case ["worker"]: return worker
-        default: return nil
-        }
     }
 
     /// The worker tasks the `worker` subcommand knows: the engine's built-ins and the tagging tasks, decoding
@@ -121,12 +49,6 @@ enum PhotoCommands {
             decode.maxPixels = UInt64(pixels)
         }
         return WorkerProcess.run(tasks: workerTasks(limits: decode), limits: limits, parent: parent)
-    }
-
-    static func importDirectory(_ context: CommandContext) throws -> Int32 {
-        // The folder's exact bytes (its name need not be UTF-8), as `submit upload` sends its files.
-        let dir = Commands.absolutePath(context.positionalPaths[0])
-        return try Commands.submit(kind: "import", params: ["dir": dir.json], context)
     }
 
     static func selectionParams(_ context: CommandContext) throws -> [String: JSONValue] {

@@ -20,8 +20,8 @@ import TrailbookLoop
 /// SO_PEERCRED).
 @LoopActor
 public final class ControlServer {
-    /// Longest accepted request line, in bytes.
-    public nonisolated static let maxLineBytes = 1 << 20
+    /// Longest accepted request line, in bytes (`ControlProtocol.maxLineBytes`).
+    public nonisolated static let maxLineBytes = ControlProtocol.maxLineBytes
 
     let scheduler: Scheduler
     /// Prunes ended jobs for the `prune` op.

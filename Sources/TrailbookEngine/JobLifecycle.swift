@@ -136,3 +136,17 @@ public struct RetryBackoff: Sendable, Equatable {
         return value
     }
 }
+
+extension JobRecord {
+    /// The job's lifecycle state machine, at this record's state.
+    public var lifecycle: JobLifecycle {
+        JobLifecycle(state: state, attempt: attempt, maxAttempts: options.maxAttempts, resumesAttempt: resumesAttempt)
+    }
+
+    /// Takes the state, attempt and resume flag of `lifecycle` after a transition.
+    public mutating func adopt(_ lifecycle: JobLifecycle) {
+        state = lifecycle.state
+        attempt = lifecycle.attempt
+        resumesAttempt = lifecycle.resumesAttempt
+    }
+}

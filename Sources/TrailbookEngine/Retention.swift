@@ -67,11 +67,6 @@ public struct PruneReport: Sendable, Equatable {
     }
 }
 
-extension JobState {
-    /// The states a job ends in, in the order reports list them.
-    public static let ended: [JobState] = [.succeeded, .failed, .cancelled]
-}
-
 /// Deletes ended jobs past their retention: on a timer (`RetentionPolicy.sweepIntervalSeconds`) and on demand
 /// (`prune`). It works in batches of `RetentionPolicy.batchSize` rows, one transaction each, with a turn of the
 /// loop between batches, so a backlog of a million ended jobs never holds the loop for more than one batch. A

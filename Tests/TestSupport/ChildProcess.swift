@@ -11,6 +11,11 @@ public enum ChildProcess {
     /// and at its default (Foundation's `Process` passes on the test runner's blocked signals, so a child would
     /// ignore SIGTERM, SIGINT and SIGWINCH).
     public static func spawn(_ path: String, _ arguments: [String], environment: [String: String], output: String) throws -> pid_t {
+        try spawn(path, rawArguments: arguments.map { Array($0.utf8) }, environment: environment, output: output)
+    }
+
+    /// `spawn`, with the arguments as bytes: a file name need not be UTF-8 (`caf\xe9.jpg`).
+    public static func spawn(_ path: String, rawArguments: [[UInt8]], environment: [String: String], output: String) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -29,7 +34,9 @@ public enum ChildProcess {
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let argv = ([Array(path.utf8)] + rawArguments).map { bytes in
+            (bytes + [0]).withUnsafeBytes { strdup($0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+        } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TrailbookEngine
+@testable import TrailbookProtocol
 
 /// `JSONValueDecoder`, the fast path of `JSONCoding.convert`: where it decodes, it gives what Foundation's decoder
 /// gives for the value's text; where Foundation refuses, so does it (and `convert` then reports Foundation's error).

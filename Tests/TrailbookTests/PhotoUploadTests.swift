@@ -4,6 +4,7 @@ import Testing
 @testable import TrailbookEngine
 import TrailbookLoop
 @testable import TrailbookCLI
+@testable import TrailbookClient
 @testable import UploadJob
 
 /// A photo library in memory behind the upload job's seam: photos by ID with paths, and the uploads it was told

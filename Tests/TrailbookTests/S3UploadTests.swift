@@ -2,6 +2,7 @@ import Testing
 
 import S3Client
 @testable import TrailbookEngine
+@testable import TrailbookProtocol
 @testable import UploadJob
 
 /// The s3:// destination's submit-time rules: the URL, the part plan, the options.

@@ -1,7 +1,7 @@
 import Testing
 import TrailbookEngine
 
-@testable import TrailbookCLI
+@testable import TrailbookClient
 
 #if canImport(Glibc)
     import Glibc

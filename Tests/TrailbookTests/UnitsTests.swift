@@ -1,6 +1,7 @@
 import Testing
 
 @testable import TrailbookCLI
+@testable import TrailbookClient
 
 /// The message of the `UsageError` that `body` throws, `nil` if it throws none, or a note if it throws another error.
 private func usageMessage<T>(_ body: () throws -> T) -> String? {

@@ -1,7 +1,7 @@
 import Testing
 import TrailbookEngine
 
-@testable import TrailbookCLI
+@testable import TrailbookClient
 
 /// The `watch` screen as a pure value: events in, lines out, no terminal.
 struct WatchScreenTests {

@@ -1,4 +1,6 @@
 import TrailbookLoop
+import TrailbookPaths
+
 /// The namespaced tags `autotag` derives from a photo's metadata and pixels.
 ///
 /// | tag | from |

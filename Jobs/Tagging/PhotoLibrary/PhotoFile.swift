@@ -1,4 +1,5 @@
 import TrailbookLoop
+import TrailbookPaths
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import TrailbookLoop
+import TrailbookPaths
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials

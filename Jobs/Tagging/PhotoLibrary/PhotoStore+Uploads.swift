@@ -1,5 +1,6 @@
 import TrailbookLoop
 import TrailbookSQLite
+import TrailbookPaths
 
 /// Where one photo was uploaded: a row of `photo_uploads`, written when an upload job finished the photo's file.
 ///

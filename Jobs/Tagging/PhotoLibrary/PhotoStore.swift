@@ -1,5 +1,6 @@
 import TrailbookLoop
 import TrailbookSQLite
+import TrailbookPaths
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

@@ -1,4 +1,6 @@
 import TrailbookLoop
+import TrailbookPaths
+
 #if canImport(Glibc)
 import Glibc
 #endif

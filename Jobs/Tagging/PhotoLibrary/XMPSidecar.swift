@@ -1,6 +1,7 @@
 import CExempi
 import TrailbookLoop
 import Synchronization
+import TrailbookPaths
 
 #if canImport(Glibc)
     import Glibc

@@ -1,4 +1,4 @@
-import TrailbookEngine
+import TrailbookProtocol
 
 /// Where an upload goes, parsed from the `to` parameter.
 ///

@@ -13,13 +13,13 @@
 /// is used and a line can come out short, never too long. The table is used rather than calling `wcwidth`
 /// because `wcwidth` answers only in the process's locale (`-1` for every non-ASCII character under `C`) and per
 /// scalar; `TerminalTextTests` checks the table against glibc's `wcwidth` under `C.UTF-8`.
-enum TerminalText {
+package enum TerminalText {
     /// `text` with every control character replaced by a visible escape: `\t`, `\n`, `\r`; `\xHH` for the other
     /// C0 controls (U+0000–U+001F) and DEL (`\x7f`); `\uHHHH` for the C1 controls (U+0080–U+009F) and the
     /// bidirectional controls (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which reorder what follows. (In
     /// a file name, `\xHH` also stands for a byte that is not UTF-8: see `BytePath`.) Backslashes are left as they
     /// are: the exact bytes are in `--json`.
-    static func escape(_ text: String) -> String {
+    package static func escape(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)

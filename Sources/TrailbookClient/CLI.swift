@@ -1,4 +1,4 @@
-import TrailbookEngine
+import TrailbookProtocol
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -30,12 +30,23 @@ public struct Endpoint {
 }
 
 /// The `trailbook-jobs` command line: parses arguments, talks to the daemon, prints results.
+///
+/// Two binaries run it. `trailbook-jobs` links only this module (no libuv, SQLite, libcurl, libheif or libpq), so
+/// the client commands start in a few milliseconds; a command whose work needs those libraries (`daemon`, the photo
+/// library's reads) is handed to `trailbook-jobsd` beside it, which runs every command (`LibraryCommands`).
 public enum CLI {
-    /// Runs the command in `arguments` (without the program name) and returns the exit code.
+    /// Runs the command in `arguments` (without the program name) and returns the exit code; a command that needs
+    /// the daemon's libraries replaces this process with `trailbook-jobsd` and the same arguments (`HandOff`).
     ///
     /// `rawArguments`, when given, are the same arguments as the bytes the process received: Swift decodes
     /// `argv` as UTF-8 and repairs what is not, so a file name such as Latin-1 `caf\xe9.jpg` is read from here.
     public static func run(_ arguments: [String], rawArguments: [[UInt8]]? = nil) -> Int32 {
+        run(arguments, rawArguments: rawArguments, library: nil)
+    }
+
+    /// Runs the command in `arguments` with `library`'s handlers for the commands this module cannot run; without
+    /// them (`nil`), such a command is handed to `trailbook-jobsd`.
+    package static func run(_ arguments: [String], rawArguments: [[UInt8]]?, library: LibraryCommands?) -> Int32 {
         setvbuf(stdout, nil, _IOLBF, 0)
         let environment = Self.environment()
         var resolved: CommandSpec?
@@ -55,7 +66,7 @@ public enum CLI {
                 print(spec.path.isEmpty ? Commands.overview : spec.helpText)
                 return ExitCode.success
             }
-            var context = CommandContext(arguments: parsed, environment: environment)
+            var context = CommandContext(arguments: parsed, environment: environment, library: library)
             if let rawArguments, rawArguments.count == arguments.count {
                 let offset = arguments.count - rest.count
                 context.rawPositionals = parsed.positionalIndices.map { rawArguments[offset + $0] }
@@ -63,7 +74,13 @@ public enum CLI {
                     sources.map { source in source.map { Array(rawArguments[offset + $0.index].dropFirst($0.offset)) } }
                 }
             }
-            return try Commands.handler(for: spec.path)(context)
+            guard let handler = Commands.handler(for: spec.path) ?? library?.handlers[spec.path] else {
+                if library == nil { throw HandOff() }
+                throw UsageError("unknown command")
+            }
+            return try handler(context)
+        } catch is HandOff {
+            return HandOff.exec(arguments, rawArguments: rawArguments)
         } catch let error as UsageError {
             printError(error.message)
             if let spec = resolved, !spec.path.isEmpty {
@@ -81,6 +98,14 @@ public enum CLI {
         } catch {
             printError("\(error)")
             return ExitCode.jobFailed
+        }
+    }
+
+    /// This process's arguments (without the program name) as the bytes it received: file names are bytes, and
+    /// Swift's `CommandLine.arguments` are decoded (and repaired) UTF-8.
+    public static func receivedArguments() -> [[UInt8]] {
+        (1..<Int(CommandLine.argc)).map { index in
+            CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map { UInt8(bitPattern: $0) } } ?? []
         }
     }
 
@@ -108,8 +133,10 @@ public enum CLI {
 }
 
 /// An error reply from the daemon, carried to the exit code.
-struct DaemonReply: Error {
-    var error: JobError
+package struct DaemonReply: Error {
+    package var error: JobError
+
+    package init(error: JobError) { self.error = error }
 
     var exitCode: Int32 {
         switch error.code {
@@ -123,37 +150,56 @@ struct DaemonReply: Error {
 }
 
 /// What a command handler gets: its parsed arguments and the environment.
-struct CommandContext {
-    var arguments: ParsedArguments
-    var environment: [String: String]
+package struct CommandContext {
+    package var arguments: ParsedArguments
+    package var environment: [String: String]
+    /// The handlers of the commands that need the daemon's libraries: `nil` in the thin `trailbook-jobs`.
+    package var library: LibraryCommands?
+
+    package init(arguments: ParsedArguments, environment: [String: String], library: LibraryCommands? = nil) {
+        self.arguments = arguments
+        self.environment = environment
+        self.library = library
+    }
+
+    /// `submit upload`'s photos of the library (`--ids`, `--ids-file`, `--tag`) as its `photos` param, `nil` when
+    /// none is given.
+    /// - Throws: `HandOff` in the thin client (the library's store resolves them); what
+    ///   `LibraryCommands.uploadSelection` throws.
+    func uploadSelection() throws -> JSONValue? {
+        let given = arguments.value("ids") != nil || arguments.value("ids-file") != nil || !arguments.values("tag").isEmpty
+        guard given else { return nil }
+        guard let library else { throw HandOff() }
+        return try library.uploadSelection(self)
+    }
     /// The positionals' bytes as the process received them, when known.
     var rawPositionals: [[UInt8]]?
 
     /// The positionals as paths, with their exact bytes (a name need not be UTF-8).
-    var positionalPaths: [BytePath] {
+    package var positionalPaths: [BytePath] {
         rawPositionals.map { $0.map { BytePath(bytes: $0) } } ?? arguments.positionals.map { BytePath($0) }
     }
     /// Each option's values' bytes as the process received them (`nil` where unknown), by long name.
     var rawValues: [String: [[UInt8]?]] = [:]
 
     /// The (last) value of `--name` as a path, with its exact bytes when known; `nil` when not given.
-    func valuePath(_ name: String) -> BytePath? {
+    package func valuePath(_ name: String) -> BytePath? {
         guard let text = arguments.value(name) else { return nil }
         if let raw = rawValues[name]?.last, let raw { return BytePath(bytes: raw) }
         return BytePath(text)
     }
 
-    var home: String { Endpoint.home(environment: environment) }
-    var socketPath: String {
+    package var home: String { Endpoint.home(environment: environment) }
+    package var socketPath: String {
         guard let given = arguments.value("socket"), !given.isEmpty else { return home + "/daemon.sock" }
         return given
     }
-    var json: Bool { arguments.flag("json") }
+    package var json: Bool { arguments.flag("json") }
 
     func connect() throws(ClientError) -> DaemonClient { try DaemonClient(socketPath: socketPath) }
 
     /// Sends `request` and returns the reply, throwing `DaemonReply` for an error reply.
-    func call(_ request: JSONValue) throws -> JSONValue {
+    package func call(_ request: JSONValue) throws -> JSONValue {
         let reply = try connect().request(request)
         try Self.check(reply)
         return reply

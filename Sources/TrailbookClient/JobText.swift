@@ -1,4 +1,4 @@
-import TrailbookEngine
+import TrailbookProtocol
 
 /// Human text for jobs and progress: the table of `list`, the block of `show`, the lines of plain `watch`.
 enum JobText {

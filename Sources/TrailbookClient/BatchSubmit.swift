@@ -1,4 +1,4 @@
-import TrailbookEngine
+import TrailbookProtocol
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
@@ -17,7 +17,7 @@ enum BatchSubmit {
 
     /// The key of this invocation: `--key`, or a new random one.
     static func key(_ arguments: ParsedArguments) -> String {
-        arguments.value("key") ?? SubmitRequest.newKey()
+        arguments.value("key") ?? ControlProtocol.newKey()
     }
 
     /// Sends a submit (or submit_batch) request and returns the daemon's reply, asking again with the same
@@ -96,11 +96,11 @@ enum BatchSubmit {
         }
         let request: JSONValue = ["op": "submit_batch", "jobs": .array(jobs)]
         let size = JSONCoding.encode(request).count
-        guard size < ControlServer.maxLineBytes else {
+        guard size < ControlProtocol.maxLineBytes else {
             throw UsageError(
                 "these \(entries.count) jobs make a request of \(size) bytes, over the daemon's limit of "
-                    + "\(ControlServer.maxLineBytes); submit them in parts of at most "
-                    + "\(max(1, entries.count * ControlServer.maxLineBytes / size / 2)) jobs")
+                    + "\(ControlProtocol.maxLineBytes); submit them in parts of at most "
+                    + "\(max(1, entries.count * ControlProtocol.maxLineBytes / size / 2)) jobs")
         }
         let reply = try send(request, key: key, context)
         if reply["ok"]?.boolValue != true {

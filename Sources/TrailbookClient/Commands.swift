@@ -1,15 +1,12 @@
-import TrailbookEngine
-import TrailbookPostgres
-import SleepJob
-import TaggingJobs
-import UploadJob
+import TrailbookProtocol
+import UploadParams
 
 #if canImport(Glibc)
     @preconcurrency import Glibc
 #endif
 
 /// The command table: every command's spec and its handler.
-enum Commands {
+package enum Commands {
     static let json = OptionSpec("json", help: "print JSON instead of text")
     static let socket = OptionSpec("socket", .value(placeholder: "PATH"), help: "the daemon's socket (default $TRAILBOOK_JOBS_HOME/daemon.sock)")
     static let key = OptionSpec(
@@ -144,7 +141,7 @@ enum Commands {
             ],
             details: "Jobs whose clean-up (a tus DELETE, an S3 abort) is not done yet are kept until it is.\n"
                 + "Example: trailbook-jobs prune --older-than 1d"),
-    ] + PhotoCommands.specs
+    ] + photoSpecs
 
     static var overview: String {
         """
@@ -159,9 +156,10 @@ enum Commands {
         """
     }
 
-    static func handler(for path: [String]) -> (CommandContext) throws -> Int32 {
+    /// The handler of the command at `path`, or `nil` for a command whose work needs the daemon's libraries
+    /// (`daemon`, the photo library's commands): `LibraryCommands` has those.
+    static func handler(for path: [String]) -> ((CommandContext) throws -> Int32)? {
         switch path {
-        case ["daemon"]: return daemon
         case ["submit", "upload"]: return submitUpload
         case ["submit"]: return { try BatchSubmit.submit(try BatchSubmit.entries(fromFile: $0.arguments.value("from")!), $0) }
         case ["list"]: return list
@@ -169,103 +167,19 @@ enum Commands {
         case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }
         case ["watch"]: return Watch.run
         case ["prune"]: return prune
-        default: return PhotoCommands.handler(for: path) ?? { _ in throw UsageError("unknown command") }
+        case ["photos", "import"]: return importDirectory
+        default: return nil
         }
     }
 
     // MARK: - Handlers
 
-    static func daemon(_ context: CommandContext) throws -> Int32 {
-        var configuration = DaemonConfiguration(home: context.home, socketPath: context.socketPath)
-        configuration.version = CLI.version
-        let arguments = context.arguments
-        if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
-        var shared = SharedStoreOptions(leaseSeconds: try arguments.duration("lease").map { try positive($0, "lease") } ?? 30)
-        if let host = arguments.value("host") {
-            guard !host.isEmpty, host.utf8.count <= 255, !host.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-                throw UsageError("--host takes a host name: 1 to 255 characters without spaces")
-            }
-            shared.host = host
-        }
-        if let text = arguments.value("queues") {
-            let queues = text.split(separator: ",", omittingEmptySubsequences: false).map {
-                String($0).trimmingCharacters(in: .whitespaces)
-            }
-            if let problem = queues.lazy.compactMap(SubmitRequest.queueNameProblem).first {
-                throw UsageError("--queues takes queue names separated by commas: \(problem)")
-            }
-            shared.queues = queues.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
-        }
-        configuration.store = try storeLocation(
-            arguments.value("store") ?? context.environment["TRAILBOOK_JOBS_STORE"], shared: shared)
-        if configuration.store == .sqlite, let given = ["host", "queues"].first(where: { arguments.value($0) != nil }) {
-            throw UsageError("--\(given) is for daemons sharing a PostgreSQL store (--store postgres://…); the SQLite store has one host and one queue")
-        }
-        if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try positive(value, "timeout") }
-        if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try positive(value, "stall-timeout") }
-        if let value = try arguments.integer("max-attempts", range: 1...1_000) { configuration.scheduler.maxAttempts = value }
-        if let value = try arguments.duration("give-up-after") { configuration.scheduler.giveUpAfterSeconds = try positive(value, "give-up-after") }
-        if let value = try arguments.duration("retry-base") { configuration.scheduler.backoff.baseSeconds = try positive(value, "retry-base") }
-        if let value = try arguments.duration("cleanup-budget") {
-            configuration.scheduler.cleanUpBudgetSeconds = try positive(value, "cleanup-budget")
-        }
-        configuration.retention.keepSucceededSeconds = try retention(arguments, "keep-succeeded") ?? configuration.retention.keepSucceededSeconds
-        configuration.retention.keepFailedSeconds = try retention(arguments, "keep-failed") ?? configuration.retention.keepFailedSeconds
-        configuration.retention.keepCancelledSeconds = try retention(arguments, "keep-cancelled") ?? configuration.retention.keepCancelledSeconds
-        if let value = try arguments.integer("workers", range: 1...64) { configuration.workers.workers = value }
-        if let value = try arguments.duration("worker-timeout") { configuration.workers.requestTimeoutSeconds = try positive(value, "worker-timeout") }
-        if let value = try arguments.integer("max-megapixels", range: 1...100_000) {
-            configuration.workers.arguments += ["--max-pixels", String(UInt64(value) * 1_000_000)]
-        }
-        let xmpDefaults = XMPSidecarDefaults(
-            enabled: arguments.flag("xmp"), naming: try PhotoCommands.xmpNaming(arguments) ?? .darktable)
-        let testKinds = context.environment["TRAILBOOK_JOBS_TEST_KINDS"] == "1"
-        let home = configuration.home
-        // Tests only: exit with this status right after a submit's commit, before its reply (a lost reply).
-        if testKinds, let status = context.environment["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT"].flatMap({ Int32($0) }) {
-            configuration.scheduler.exitAfterSubmitCommitForTests = status
-        }
-        return Daemon.run(configuration) { scheduler in
-            let library = PhotoLibraryService(path: home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
-            library.openIfPresent()
-            // The upload kind reaches the library only through its `UploadPhotoLibrary` seam.
-            scheduler.register(UploadJob(photos: library))
-            scheduler.register(ImportJob(library: library))
-            scheduler.register(TagJob(library: library))
-            scheduler.register(AutotagJob(library: library))
-            if testKinds { scheduler.register(SleepJob()) }
-        }
-    }
-
-    /// The job store `text` names (`--store`, `TRAILBOOK_JOBS_STORE`): nothing or `sqlite` for the embedded store,
-    /// else a libpq connection string (URI or `key=value` pairs; missing parts from the `PG*` variables).
-    /// - Throws: `UsageError` (its message without the password) if it is neither.
-    static func storeLocation(_ text: String?, shared: SharedStoreOptions) throws(UsageError) -> JobStoreLocation {
-        guard let text, !text.isEmpty, text != "sqlite" else { return .sqlite }
-        let looksLikePostgres = text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") || text.contains("=")
-        do {
-            guard looksLikePostgres else { throw UsageError("") }
-            return .postgres(try PostgresConnectionString(text), shared)
-        } catch {
-            let reason = (error as? PostgresError).map { ": \($0.message)" } ?? ""
-            throw UsageError(
-                "--store takes 'sqlite' or a PostgreSQL connection string (postgres://user@host/db or 'host=… dbname=…')\(reason)")
-        }
-    }
-
-    /// A timeout from the command line: more than 0 and at most a year (`SchedulerOptions.longestTimeoutSeconds`).
-    static func positive(_ value: Double, _ name: String) throws(UsageError) -> Double {
-        guard value > 0, value <= SchedulerOptions.longestTimeoutSeconds else {
+    /// A timeout from the command line: more than 0 and at most a year (`ControlProtocol.longestTimeoutSeconds`).
+    package static func positive(_ value: Double, _ name: String) throws(UsageError) -> Double {
+        guard value > 0, value <= ControlProtocol.longestTimeoutSeconds else {
             throw UsageError("option --\(name) must be more than 0 and at most a year (8760h)")
         }
         return value
-    }
-
-    /// A `--keep-*` option: `.some(nil)` for `forever`, `.some(seconds)` for a duration, `nil` when not given.
-    static func retention(_ arguments: ParsedArguments, _ name: String) throws(UsageError) -> Double?? {
-        guard let text = arguments.value(name) else { return nil }
-        if text.lowercased() == "forever" { return .some(nil) }
-        return .some(try arguments.duration(name))
     }
 
     static func prune(_ context: CommandContext) throws -> Int32 {
@@ -300,7 +214,7 @@ enum Commands {
         if let value = try arguments.duration("give-up-after") { options["give_up_after_s"] = .number(try positive(value, "give-up-after")) }
         if arguments.flag("allow-duplicate") { options["allow_duplicate"] = true }
         if let queue = arguments.value("queue") {
-            if let problem = SubmitRequest.queueNameProblem(queue) { throw UsageError("--queue: \(problem)") }
+            if let problem = ControlProtocol.queueNameProblem(queue) { throw UsageError("--queue: \(problem)") }
             options["queue"] = .string(queue)
         }
         if arguments.flag("any-host") { options["any_host"] = true }
@@ -316,7 +230,7 @@ enum Commands {
             "files": .array(files.map(\.json)),
             "to": .string(try destinationURL(arguments.value("to")!, cwd: cwd)),
         ]
-        if let photos = try PhotoCommands.uploadSelection(context) {
+        if let photos = try context.uploadSelection() {
             guard context.positionalPaths.isEmpty else {
                 throw UsageError("give files or photos (--ids, --ids-file, --tag), not both")
             }
@@ -411,7 +325,7 @@ enum Commands {
     }
 
     /// Submits a job; with `--wait`/`--watch` follows it to the end and exits with its outcome.
-    static func submit(kind: String, params: JSONValue, _ context: CommandContext) throws -> Int32 {
+    package static func submit(kind: String, params: JSONValue, _ context: CommandContext) throws -> Int32 {
         let follow = context.arguments.flag("wait") || context.arguments.flag("watch")
         // Subscribe before submitting, so no event of the new job can be missed.
         let watcher = follow ? try Watch.subscribe(context, jobs: [], kinds: [kind], since: nil) : nil
@@ -531,7 +445,7 @@ enum Commands {
     /// `path` made absolute against the working directory, byte for byte (either may be a name that is not UTF-8),
     /// without `.` components, repeated slashes or (where they resolve) `..` components: `photos import .` records `$HOME/trip/a.jpg`, not
     /// `$HOME/trip/./a.jpg`, so the same file is one path however it was typed.
-    static func absolutePath(_ path: BytePath) -> BytePath {
+    package static func absolutePath(_ path: BytePath) -> BytePath {
         guard !path.isAbsolute else { return resolvingParentReferences(path.lexicallyNormalized) }
         guard let cwd = getcwd(nil, 0) else { return resolvingParentReferences(BytePath.join("/", path).lexicallyNormalized) }
         defer { free(cwd) }

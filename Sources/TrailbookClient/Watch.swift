@@ -1,4 +1,4 @@
-import TrailbookEngine
+import TrailbookProtocol
 
 #if canImport(Glibc)
     @preconcurrency import Glibc

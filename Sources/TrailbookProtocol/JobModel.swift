@@ -20,6 +20,11 @@ public enum JobState: String, Codable, Sendable, CaseIterable {
     }
 }
 
+extension JobState {
+    /// The states a job ends in, in the order reports list them.
+    public static let ended: [JobState] = [.succeeded, .failed, .cancelled]
+}
+
 /// Why a running job is told to stop (docs/design.md, "Every stop has a reason").
 public enum CancellationReason: String, Codable, Sendable, CaseIterable {
     /// A person asked. Clean up for good; terminal state `cancelled`.
@@ -210,7 +215,8 @@ public struct JobOptions: Codable, Sendable, Equatable {
     /// The default `giveUpAfterSeconds`: 24 h.
     public static let defaultGiveUpAfterSeconds: Double = 24 * 3600
 
-    enum CodingKeys: String, CodingKey, CaseIterable {
+    /// The JSON keys of the options (`priority`, `timeout_s`, …), also those a submit's `options` may give.
+    public enum CodingKeys: String, CodingKey, CaseIterable {
         case priority
         case timeoutSeconds = "timeout_s"
         case stallTimeoutSeconds = "stall_timeout_s"
@@ -264,16 +270,31 @@ public struct JobRecord: Sendable, Equatable {
     /// The queue of a job submitted without one, and the one a daemon serves without `--queues`.
     public static let defaultQueue = "default"
 
-    /// The job's lifecycle state machine, at this record's state.
-    public var lifecycle: JobLifecycle {
-        JobLifecycle(state: state, attempt: attempt, maxAttempts: options.maxAttempts, resumesAttempt: resumesAttempt)
-    }
-
-    /// Takes the state, attempt and resume flag of `lifecycle` after a transition.
-    public mutating func adopt(_ lifecycle: JobLifecycle) {
-        state = lifecycle.state
-        attempt = lifecycle.attempt
-        resumesAttempt = lifecycle.resumesAttempt
+    /// A record with every member given (see each member's documentation).
+    public init(
+        id: String, kind: String, state: JobState, options: JobOptions, attempt: Int, progress: JobProgress,
+        cancellation: Cancellation? = nil, error: JobError? = nil, createdAt: String, updatedAt: String,
+        params: JSONValue, result: JSONValue, retryAt: Double? = nil, sequence: Int64, resumesAttempt: Bool = false,
+        key: String? = nil, queue: String = JobRecord.defaultQueue, pinnedHost: String? = nil
+    ) {
+        self.id = id
+        self.kind = kind
+        self.state = state
+        self.options = options
+        self.attempt = attempt
+        self.progress = progress
+        self.cancellation = cancellation
+        self.error = error
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.params = params
+        self.result = result
+        self.retryAt = retryAt
+        self.sequence = sequence
+        self.resumesAttempt = resumesAttempt
+        self.key = key
+        self.queue = queue
+        self.pinnedHost = pinnedHost
     }
 
     /// Whether the job is where it is because it was stopped: `queued`, `paused`, `needs_retry` or `cancelled`

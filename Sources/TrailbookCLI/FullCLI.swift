@@ -1,0 +1,28 @@
+@_exported import TrailbookClient
+
+/// `trailbook-jobsd`'s command line: every command of `trailbook-jobs` (TrailbookClient's `CLI`), and those whose
+/// work needs the engine or the photo library, which the thin client hands over to this binary.
+public enum FullCLI {
+    /// Runs the command in `arguments` (without the program name) and returns the exit code; `rawArguments` as
+    /// in `CLI.run`.
+    public static func run(_ arguments: [String], rawArguments: [[UInt8]]? = nil) -> Int32 {
+        CLI.run(arguments, rawArguments: rawArguments, library: LibraryCommands.all)
+    }
+}
+
+extension LibraryCommands {
+    /// The handlers of `daemon`, `photos list|show`, `submit tag|autotag` and `worker`, and the library's
+    /// selection of `submit upload`.
+    static var all: LibraryCommands {
+        LibraryCommands(
+            handlers: [
+                ["daemon"]: DaemonCommand.daemon,
+                ["photos", "list"]: PhotoCommands.list,
+                ["photos", "show"]: PhotoCommands.show,
+                ["submit", "tag"]: PhotoCommands.submitTag,
+                ["submit", "autotag"]: PhotoCommands.submitAutotag,
+                ["worker"]: PhotoCommands.worker,
+            ],
+            uploadSelection: PhotoCommands.uploadSelection)
+    }
+}

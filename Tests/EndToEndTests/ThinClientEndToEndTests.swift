@@ -1,0 +1,96 @@
+import Foundation
+import TestSupport
+import Testing
+import TrailbookEngine
+
+/// The two binaries: `trailbook-jobs` runs the client commands itself and links none of the daemon's C libraries;
+/// it hands the other commands (`daemon`, the photo library's reads) to the `trailbook-jobsd` beside it with `exec`.
+@Suite struct ThinClientEndToEndTests {
+    /// `trailbook-jobsd`, beside the binary the tests run.
+    static var fullBinary: String { URL(fileURLWithPath: Binary.path).deletingLastPathComponent().appendingPathComponent("trailbook-jobsd").path }
+
+    /// The shared libraries `binary` loads, by file name, as the dynamic loader resolves them (`ldd`).
+    static func libraries(of binary: String) throws -> [String] {
+        let result = try DaemonHarness.run("/usr/bin/ldd", [binary])
+        try #require(result.status == 0, "ldd \(binary): \(result.stderr)")
+        return result.stdout.split(separator: "\n").compactMap { line in
+            line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map { String($0.split(separator: "/").last ?? $0) }
+        }
+    }
+
+    /// The libraries the daemon needs and the command line must not pay for at every start.
+    static let daemonLibraries = [
+        "libuv", "libsqlite3", "libcurl", "libheif", "libpq", "libexif", "libjpeg", "libexempi", "libcrypto",
+        "libFoundation.so", "libFoundationInternationalization", "lib_FoundationICU",
+    ]
+
+    @Test func theClientLinksNoneOfTheDaemonsLibrariesAndTheFullBinaryHasThem() throws {
+        let thin = try Self.libraries(of: Binary.path)
+        #expect(thin.contains { $0.hasPrefix("libFoundationEssentials") }, "\(thin)")
+        for library in Self.daemonLibraries {
+            #expect(!thin.contains { $0.hasPrefix(library) }, "trailbook-jobs loads \(library): \(thin)")
+        }
+        let full = try Self.libraries(of: Self.fullBinary)
+        for library in ["libuv", "libsqlite3", "libcurl", "libheif", "libpq"] {
+            #expect(full.contains { $0.hasPrefix(library) }, "trailbook-jobsd lacks \(library): \(full)")
+        }
+    }
+
+    /// `trailbook-jobs daemon` becomes `trailbook-jobsd` in the same process: the pid the test started is the
+    /// daemon's (so `kill`, systemd and socket activation's `LISTEN_PID` reach it).
+    @Test func theDaemonCommandBecomesTheFullBinaryInTheSameProcess() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let ping = try daemon.request(["op": "ping"])
+        #expect(ping["pid"]?.intValue == Int64(daemon.pid))
+        let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/exe")
+        #expect(exe.hasSuffix("/trailbook-jobsd"), "\(exe)")
+        // A client command of the thin binary and a handed-off one both work against it.
+        #expect(try daemon.cli(["list"]).status == 0)
+        let photos = try daemon.cli(["photos", "list"])
+        #expect(photos.status == 0 && photos.stdout.contains("no photos"), "\(photos)")
+        let stopped = try daemon.stop()
+        #expect(stopped.status == 0)
+    }
+
+    /// Without `trailbook-jobsd` beside it, the client commands still run, and a command that needs it says what
+    /// is missing and where it was looked for, instead of crashing or doing something else.
+    @Test func withoutTheFullBinaryACommandThatNeedsItSaysWhatIsMissing() throws {
+        let alone = TemporaryDirectory("tbj-alone")
+        let copy = alone.file("trailbook-jobs")
+        try FileManager.default.copyItem(atPath: Binary.path, toPath: copy)
+        let environment = ["TRAILBOOK_JOBS_HOME": alone.file("state"), "PATH": "/usr/bin:/bin"]
+        let daemon = try DaemonHarness.run(copy, ["daemon"], environment: environment)
+        #expect(daemon.status == 1, "\(daemon)")
+        #expect(daemon.stderr.contains("trailbook-jobsd"), "\(daemon.stderr)")
+        #expect(daemon.stderr.contains(alone.file("trailbook-jobsd")), "\(daemon.stderr)")
+        #expect(daemon.stderr.contains("install both binaries"), "\(daemon.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: alone.file("state/daemon.sock")))
+        // Client commands: no daemon there, so exit 3 with the usual advice; help needs nothing at all.
+        #expect(try DaemonHarness.run(copy, ["list"], environment: environment).status == 3)
+        let help = try DaemonHarness.run(copy, ["daemon", "--help"], environment: environment)
+        #expect(help.status == 0 && help.stdout.contains("--concurrency"), "\(help)")
+        let usage = try DaemonHarness.run(copy, ["daemon", "--concurrency", "0"], environment: environment)
+        #expect(usage.status == 1 && usage.stderr.contains("trailbook-jobsd"), "options are checked by the binary that runs the command: \(usage)")
+    }
+
+    /// A handed-off command gets the arguments' bytes as the process received them: `submit autotag --places`
+    /// with a Latin-1 file name sends that name's exact bytes, as the thin client's own commands do.
+    @Test func aHandedOffCommandKeepsTheArgumentsBytes() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let name = BytePath(bytes: Array("pl".utf8) + [0xE9] + Array("ces.csv".utf8))
+        try daemon.home.create(name, contents: Array("name,lat,lon\nHome,52.0,4.3\n".utf8))
+        let places = BytePath.join(BytePath(daemon.home.path), name)
+        let output = daemon.home.file("autotag.out")
+        let pid = try ChildProcess.spawn(
+            Binary.path, rawArguments: [Array("submit".utf8), Array("autotag".utf8), Array("--all".utf8), Array("--places".utf8), places.bytes],
+            environment: daemon.environment, output: output)
+        #expect(ChildProcess.exitStatus(of: pid) == 0, "\(String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self))")
+        let id = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let job = try daemon.show(id)
+        #expect(job["params"]?["places"] == places.json, "\(job)")
+        #expect(job["params"]?["places"]?["base64"] != nil, "a name that is not UTF-8 travels as base64: \(job)")
+    }
+}
