@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A daemon's loop with its shared store across a network (issue 15: the store driven from the loop).
 
-    python3 bench/shared_loop.py [--rtt-ms 10] [--busy 32] [--rounds 2] [--binaries BIN1,BIN2]
+    python3 bench/shared_loop.py [--rtt-ms 10] [--busy 32] [--noop 1000] [--rounds 2] [--binaries BIN1,BIN2]
 
 PostgreSQL is reached through a proxy that holds every byte for half of `--rtt-ms` each way, as a database on
 another host would (a throwaway server, as bench/jobs.py shared starts). Daemon B (`--concurrency busy+1`) runs
@@ -11,6 +11,10 @@ shared store renews the run's lease); daemon A serves a queue nobody submits to.
   ping:   a `ping` to B every 10 ms for 3 s, send to reply (ms): how long B's loop was kept from answering.
   cancel: 10 cancels through A of a job running on B, send to reply (the job as `cancelled`).
   round trip: a `show` through A (one store read: the "one round trip" of the bound).
+  no-op jobs: `--noop` jobs (`sleep`, units 0) submitted singly to a fresh daemon C (`--concurrency 64`, its
+          own queue, 4 connections x 32 in flight, as bench/jobs.py), submit -> all `succeeded` (jobs/s), with a
+          `ping` to C every 10 ms meanwhile (ms: how long C's loop was kept from answering while it wrote submits
+          and ends).
 
 `--binaries` runs each build in turn, round by round, so builds are compared in the same run (default: the release
 build, or $TRAILBOOK_JOBS_BIN). Reports median, p90, p99 and max.
@@ -19,7 +23,7 @@ import os, socket, statistics, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
-from jobs import Daemon, ThrowawayPostgres, arg  # noqa: E402
+from jobs import Counter, Daemon, ThrowawayPostgres, arg, pipelined, submit_requests  # noqa: E402
 from shared_cancel import cancel_ms, submit_running, timed_ms  # noqa: E402
 
 BUSY = {"units": 1_000_000, "unit_ms": 20}
@@ -101,7 +105,7 @@ def percentiles(values):
             "max": round(values[-1], 2), "n": len(values)}
 
 
-def one_round(binary, server, rtt_ms, busy):
+def one_round(binary, server, rtt_ms, busy, noop):
     store = server.new_database()
     proxy = DelayProxy(os.path.join(server.dir, f".s.PGSQL.{server.port}"), rtt_ms / 2000)
     remote = store.replace(f"host={server.dir} port={server.port}", f"host=127.0.0.1 port={proxy.port}")
@@ -127,7 +131,9 @@ def one_round(binary, server, rtt_ms, busy):
             job = submit_running(b, b)
             shows.append(timed_ms(a, {"op": "show", "job": job})[0])
             cancels.append(cancel_ms(a, job))
-        return pings, cancels, shows
+        b.stop()
+        b = None
+        return pings, cancels, shows, noop_jobs(binary, remote, noop)
     finally:
         for d in (a, b):
             if d:
@@ -135,27 +141,58 @@ def one_round(binary, server, rtt_ms, busy):
         proxy.close()
 
 
+def noop_jobs(binary, store, n):
+    """`n` no-op jobs through a fresh daemon C on `store`: jobs/s, submit -> all succeeded, and C's pings meanwhile."""
+    # Its own queue: B's busy jobs, back in the default queue after B stopped, are not C's work.
+    c = Daemon(binary, "--store", store, "--host", "bench-c", "--concurrency", "64", "--queues", "noop")
+    try:
+        done = Counter(c, "succeeded")
+        pings, stop = [], threading.Event()
+
+        def ping():
+            while not stop.is_set():
+                pings.append(timed_ms(c, {"op": "ping"})[0])
+                time.sleep(0.01)
+
+        pinger = threading.Thread(target=ping)
+        started = time.monotonic()
+        pinger.start()
+        pipelined(c, submit_requests(n, False, {"units": 0}, {"queue": "noop"}))
+        done.wait(n)
+        seconds = time.monotonic() - started
+        stop.set()
+        pinger.join()
+        done.close()
+        return {"per_second": n / seconds, "pings": pings}
+    finally:
+        c.stop()
+
+
 def main():
     rtt_ms = float(arg("--rtt-ms", "10"))
     busy = int(arg("--busy", "32"))
     rounds = int(arg("--rounds", "2"))
+    noop = int(arg("--noop", "1000"))
     given = arg("--binaries", None)
     binaries = given.split(",") if given else [os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()]
     print(f"store round trip {rtt_ms} ms (proxy), {busy} busy jobs on B, {rounds} rounds; load before: {os.getloadavg()}")
     server = ThrowawayPostgres()
-    results = {binary: ([], [], []) for binary in binaries}
+    results = {binary: ([], [], [], [], []) for binary in binaries}
     try:
         for _ in range(rounds):
             for binary in binaries:
-                for into, values in zip(results[binary], one_round(binary, server, rtt_ms, busy)):
+                pings, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop)
+                for into, values in zip(results[binary], (pings, cancels, shows, [noops["per_second"]], noops["pings"])):
                     into.extend(values)
     finally:
         server.stop()
-    for binary, (pings, cancels, shows) in results.items():
+    for binary, (pings, cancels, shows, rates, noop_pings) in results.items():
         print(f"  {binary}")
         print(f"    ping B (ms): {percentiles(pings)}")
         print(f"    cancel through A of a job on B (ms): {percentiles(cancels)}")
         print(f"    round trip, show through A (ms): {percentiles(shows)}")
+        print(f"    {noop} no-op jobs through C, single submits (jobs/s per round): {[round(r) for r in rates]}")
+        print(f"    ping C meanwhile (ms): {percentiles(noop_pings)}")
     print(f"  load after: {os.getloadavg()}")
 
 

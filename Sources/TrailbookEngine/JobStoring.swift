@@ -110,6 +110,14 @@ public protocol LeasingJobStoring: JobStoring {
     /// The jobs whose lifecycle write in a `commitGroup` since the last call was fenced off (not written: the
     /// lease was lost, or another daemon runs the job), once each.
     func takeLostWrites() -> Set<String>
+    /// `commitGroup` without waiting, for the scheduler's group commit: `completion` is called on the loop thread
+    /// with the new jobs (their `sequence` filled in) and the lifecycle writes fenced off, or with the error
+    /// `commitGroup` would have thrown (nothing written). The store's request timeout applies as to a call that
+    /// waits: past it, `completion` gets `JobStoreError.unavailable`, and a group not sent by then never is. The
+    /// group lands before any later request of this daemon.
+    func sendGroup(
+        inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
+        updating: [(job: JobRecord, addingCleanUp: Bool)], completion: @escaping (Result<GroupWritten, any Error>) -> Void)
     /// Called on the loop thread when another daemon queued or freed work (a notification), so the scheduler
     /// claims at once instead of waiting for its timer.
     var onWorkAvailable: (() -> Void)? { get set }
@@ -176,3 +184,12 @@ public enum JobStoreError: Error, CustomStringConvertible, Sendable, Equatable {
 
 /// The SQLite store, as is (its signatures are the protocol's).
 extension JobStore: JobStoring {}
+
+/// What a shared store's `sendGroup` wrote.
+public struct GroupWritten: Sendable {
+    /// The new jobs, in the order given, with their `sequence` filled in.
+    public var inserted: [JobRecord]
+    /// The ids of the lifecycle writes fenced off (not written: the lease was lost, or another daemon runs the job).
+    public var lost: Set<String>
+}
+

@@ -212,6 +212,45 @@ public final class PostgresJobStore: LeasingJobStoring {
         }, coalescing: key)
     }
 
+    /// `send`, given up after `requestTimeoutSeconds` as `wait` gives up: `completion` then gets
+    /// `JobStoreError.unavailable`, and a request not started by then is never made. A request already under way
+    /// may still land; its answer is then dropped.
+    private func sendWaitingAtMost<T: Sendable>(
+        _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T,
+        completion: @escaping (Result<T, any Error>) -> Void
+    ) {
+        let outcome = Mutex<WaitOutcome<T>>(.waiting)
+        let seconds = requestTimeoutSeconds
+        let connection = connectionString
+        let timer = LoopTimer(loop: .main)
+        var delivered = false
+        let deliver: (Result<T, any Error>) -> Void = { result in
+            guard !delivered else { return }
+            delivered = true
+            timer.close()
+            completion(result)
+        }
+        timer.start(seconds: seconds) {
+            outcome.withLock { state in if case .waiting = state { state = .abandoned } }
+            deliver(.failure(JobStoreError.unavailable(message: "PostgreSQL (\(connection)) did not answer within \(Self.seconds(seconds))")))
+        }
+        send({ database -> T? in
+            guard outcome.withLock({ state in
+                guard case .waiting = state else { return false }
+                state = .started
+                return true
+            }) else { return nil }
+            return try await body(database)
+        }) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let value?): deliver(.success(value))
+            case .success(nil): break  // given up on before it started: the timer has answered
+            case .failure(let error): deliver(Result { try self.unwrapped(Result<T, any Error>.failure(error)) })
+            }
+        }
+    }
+
     private func unwrapped<T>(_ result: Result<T, any Error>) throws -> T {
         switch result {
         case .success(let value): return value
@@ -267,7 +306,7 @@ public final class PostgresJobStore: LeasingJobStoring {
                 pinned_host)
             VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10, $11::float8,
                 $11::float8, $12::float8, $13, $14, $15, $16)
-            RETURNING sequence
+            RETURNING sequence, created_at
             """,
             [
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
@@ -325,16 +364,20 @@ public final class PostgresJobStore: LeasingJobStoring {
             ])
     }
 
-    /// Notes which of `jobs`' writes (results `results`) were fenced off, and releases the leases of runs that
-    /// are over. - Returns: the ids fenced off.
-    private func settle(_ jobs: [JobRecord], _ results: ArraySlice<PostgresResult>) -> Set<String> {
+    /// The lease token a write of job `id` is fenced by now (`writeStatement`), `nil` for an unleased write.
+    private func fenceToken(of id: String) -> Int64? { (leases[id] ?? lostLeases[id])?.token }
+
+    /// Notes which of the writes of `jobs` (each with the lease token it was fenced by; results `results`) were
+    /// fenced off, and releases the leases of runs that are over. A lease that changed since the write was made
+    /// (the job was claimed again while a group was in flight) is not this write's to release.
+    /// - Returns: the ids fenced off.
+    private func settle(_ jobs: [(job: JobRecord, token: Int64?)], _ results: ArraySlice<PostgresResult>) -> Set<String> {
         var lost: Set<String> = []
-        for (job, result) in zip(jobs, results) {
+        for ((job, token), result) in zip(jobs, results) {
             if result.rows.isEmpty { lost.insert(job.id) }
-            if result.rows.isEmpty || job.state != .running {
-                leases[job.id] = nil
-                lostLeases[job.id] = nil
-            }
+            guard result.rows.isEmpty || job.state != .running else { continue }
+            if leases[job.id]?.token == token { leases[job.id] = nil }
+            if lostLeases[job.id]?.token == token { lostLeases[job.id] = nil }
         }
         return lost
     }
@@ -369,8 +412,9 @@ public final class PostgresJobStore: LeasingJobStoring {
     public func indexDuplicateKeys(_ keys: (JobRecord) -> [String]) throws {}
 
     public func update(_ job: JobRecord, addingCleanUp: Bool) throws {
+        let token = fenceToken(of: job.id)
         let results = try run([writeStatement(job, addingCleanUp: addingCleanUp)])
-        if !settle([job], results[...]).isEmpty { throw JobStoreError.leaseLost(id: job.id) }
+        if !settle([(job, token)], results[...]).isEmpty { throw JobStoreError.leaseLost(id: job.id) }
     }
 
     /// As the protocol says; a fenced-off write of `updating` (its lease is lost, or another daemon runs the job)
@@ -379,23 +423,73 @@ public final class PostgresJobStore: LeasingJobStoring {
         inserting: inout [JobRecord], digests: [String?], duplicateKeys: [[String]],
         updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool
     ) throws {
+        let group = GroupStatements(self, inserting: inserting, digests: digests, duplicateKeys: duplicateKeys, updating: updating)
+        guard !group.statements.isEmpty else { return }
+        let written = group.outcome(of: try run(group.statements), inserting, store: self)
+        inserting = written.inserted
+        lostWrites.formUnion(written.lost)
+    }
+
+    /// As the protocol says: `commitGroup` without waiting, fenced the same way, given up after
+    /// `requestTimeoutSeconds`.
+    public func sendGroup(
+        inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
+        updating: [(job: JobRecord, addingCleanUp: Bool)], completion: @escaping (Result<GroupWritten, any Error>) -> Void
+    ) {
+        let group = GroupStatements(self, inserting: inserting, digests: digests, duplicateKeys: duplicateKeys, updating: updating)
+        guard !group.statements.isEmpty else { return completion(.success(GroupWritten(inserted: inserting, lost: []))) }
+        let statements = group.statements
+        sendWaitingAtMost({ database in try await database.queue!.connection.pipeline(statements) }) { [weak self] result in
+            guard let self else { return }
+            completion(result.map { group.outcome(of: $0, inserting, store: self) })
+        }
+    }
+
+    /// The statements of one group commit (one transaction), and where their results are.
+    private struct GroupStatements {
         var statements: [PostgresStatement] = []
+        /// The index of each new job's `INSERT … RETURNING sequence`.
         var insertIndices: [Int] = []
-        for (index, job) in inserting.enumerated() {
-            insertIndices.append(statements.count)
-            statements.append(Self.insertStatement(job, digest: index < digests.count ? digests[index] : nil))
-            if index < duplicateKeys.count { statements += Self.duplicateKeyStatements(duplicateKeys[index], of: job.id) }
+        /// The index of the first lifecycle write; they follow in `updating`'s order.
+        var firstUpdate = 0
+        /// The jobs of the lifecycle writes, and the lease token each write was fenced by (`nil`: unleased).
+        var updated: [(job: JobRecord, token: Int64?)] = []
+
+        init(
+            _ store: PostgresJobStore, inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
+            updating: [(job: JobRecord, addingCleanUp: Bool)]
+        ) {
+            for (index, job) in inserting.enumerated() {
+                insertIndices.append(statements.count)
+                statements.append(PostgresJobStore.insertStatement(job, digest: index < digests.count ? digests[index] : nil))
+                if index < duplicateKeys.count {
+                    statements += PostgresJobStore.duplicateKeyStatements(duplicateKeys[index], of: job.id)
+                }
+            }
+            firstUpdate = statements.count
+            statements += updating.map { store.writeStatement($0.job, addingCleanUp: $0.addingCleanUp) }
+            updated = updating.map { ($0.job, store.fenceToken(of: $0.job.id)) }
+            // Wakes the other daemons (delivered at commit, once per transaction for the same payload).
+            if !inserting.isEmpty || updating.contains(where: { $0.job.state == .queued }) {
+                statements.append(PostgresStatement("SELECT pg_notify($1, 'queued')", [.text(PostgresJobQueue.jobsChannel)]))
+            }
         }
-        let firstUpdate = statements.count
-        statements += updating.map { writeStatement($0.job, addingCleanUp: $0.addingCleanUp) }
-        // Wakes the other daemons (delivered at commit, once per transaction for the same payload).
-        if !inserting.isEmpty || updating.contains(where: { $0.job.state == .queued }) {
-            statements.append(PostgresStatement("SELECT pg_notify($1, 'queued')", [.text(PostgresJobQueue.jobsChannel)]))
+
+        /// The new jobs as stored (their sequence numbers and timestamps), and the writes fenced off (their leases
+        /// settled).
+        func outcome(of results: [PostgresResult], _ inserting: [JobRecord], store: PostgresJobStore) -> GroupWritten {
+            var inserted = inserting
+            for (index, at) in insertIndices.enumerated() {
+                guard let row = results[at].rows.first else { continue }
+                inserted[index].sequence = row.int(0) ?? 0
+                if let created = row.double(1) {
+                    inserted[index].createdAt = Timestamp.iso8601(unixSeconds: created)
+                    inserted[index].updatedAt = inserted[index].createdAt
+                }
+            }
+            let lost = store.settle(updated, results[firstUpdate..<firstUpdate + updated.count])
+            return GroupWritten(inserted: inserted, lost: lost)
         }
-        guard !statements.isEmpty else { return }
-        let results = try run(statements)
-        for (index, at) in insertIndices.enumerated() { inserting[index].sequence = results[at].rows.first?.int(0) ?? 0 }
-        lostWrites.formUnion(settle(updating.map(\.job), results[firstUpdate..<firstUpdate + updating.count]))
     }
 
     public func updateParams(id: String, _ params: JSONValue) throws {

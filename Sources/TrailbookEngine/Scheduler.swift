@@ -288,13 +288,18 @@ public final class Scheduler {
     }
     private var pendingEnds: [PendingEnd] = []
     /// The records of `pendingEnds` by id, for the duplicate check. Reads (`show`, `list`) do not overlay them:
-    /// until the end is written and announced they show the job as the feed last did (at most one loop turn).
+    /// until the end is written and announced they show the job as the feed last did (at most one loop turn, or
+    /// on a shared store the group's round trip).
     private var pendingRecords: [String: JobRecord] = [:]
     private var groupCommitHandle: CheckHandle?
     /// Started while starts wait for the group commit (which `schedule()` queues from the commit's own check
     /// callback): the commit then runs after the next poll without waiting for I/O.
     private var groupCommitWake: IdleHandle?
     private var groupCommitClosed = false
+    /// A shared store's group is sent and not answered yet (`commitGroup`); what comes meanwhile waits for the next.
+    private var groupInFlight = false
+    /// `groupAnswered()` callers, resumed when the group in flight is answered.
+    private var groupAnswerWaiters: [CheckedContinuation<Void, Never>] = []
     /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
     /// the turn's group commit, or not at all when the run's end is in the same group (the end's row says all the
     /// start's would, a no-op job's start and end cost one write). Until then the store says `queued`; reads
@@ -544,8 +549,9 @@ public final class Scheduler {
             _exit(hook)
         }
         for (job, entry) in zip(jobs, fresh) { results[entry.index] = Submitted(job: job, existing: false) }
-        // As stored (its timestamps), except for a batch, whose records are already exact but for those.
-        if jobs.count == 1, let stored = try? store.job(id: jobs[0].id), let index = fresh.first?.index {
+        // As stored (its timestamps), except for a batch, whose records are already exact but for those. A shared
+        // store's group gave them back with the sequence numbers (no second round trip on the loop).
+        if jobs.count == 1, leasing == nil, let stored = try? store.job(id: jobs[0].id), let index = fresh.first?.index {
             results[index] = Submitted(job: stored, existing: false)
         }
         return results.map { $0! }
@@ -830,8 +836,10 @@ public final class Scheduler {
         }
         deadline.close()
         for job in running.values { job.watchdog.close() }
-        // What ended meanwhile is written now; later ends (after the grace) are written at once.
-        commitGroup()
+        // What ended meanwhile is written now, after a group still in flight; later ends (after the grace) are
+        // written at once.
+        while groupInFlight { await groupAnswered() }
+        commitGroup(waiting: true)
         groupCommitClosed = true
         groupCommitHandle?.close()
         groupCommitHandle = nil
@@ -892,10 +900,12 @@ public final class Scheduler {
 
     /// Shared store: claims as many queued jobs of the kinds this daemon has as it has free slots (the store
     /// starts them, atomically with the row lock) and runs them. A refused claim is retried by the store retry
-    /// and the lease timer.
+    /// and the lease timer; one put off while a group commit is in flight, by the group's answer.
     private func claim(from leasing: any LeasingJobStoring) {
         let free = options.concurrency - running.count
-        guard free > 0 else { return }
+        // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
+        // released) before it can be claimed again. The group's answer schedules again.
+        guard free > 0, !groupInFlight else { return }
         var claimed: [JobRecord] = []
         guard write("a claim of \(free) jobs", { claimed = try leasing.claim(limit: free, kinds: kindNames) }) == nil else { return }
         for job in claimed {
@@ -1201,9 +1211,15 @@ public final class Scheduler {
     /// When the store refuses the group, each write is tried alone, so each meets the refusal it would have met
     /// without grouping and is handled as before (a submit waits out a lock or is refused; a transition is kept in
     /// `unsavedRecords`).
-    private func commitGroup() {
+    ///
+    /// On a shared store the group is sent without waiting (`LeasingJobStoring.sendGroup`): the loop goes on for
+    /// the round trip, and what arrives meanwhile goes in the next group, sent when this one is answered. At
+    /// shutdown (`waiting`) it waits, as on SQLite.
+    private func commitGroup(waiting: Bool = false) {
         groupCommitHandle?.stop()
         groupCommitWake?.stop()
+        // One group in flight at a time: its answer arms the next (`groupAnswered`).
+        guard !groupInFlight else { return }
         let submits = pendingSubmits
         let ends = pendingEnds
         pendingSubmits.removeAll()
@@ -1215,59 +1231,100 @@ public final class Scheduler {
         pendingStarts.removeAll()
         guard !submits.isEmpty || !ends.isEmpty || !starts.isEmpty else { return }
         var inserted = submits.flatMap(\.jobs)
+        let digests = submits.flatMap(\.digests)
+        let duplicateKeys = submits.flatMap(\.duplicateKeys)
+        let updating = starts.map { ($0, false) } + ends.map { ($0.job, $0.cleansUp) }
+        if let leasing, !waiting {
+            groupInFlight = true
+            leasing.sendGroup(inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating) {
+                [weak self] outcome in
+                guard let self else { return }
+                self.groupInFlight = false
+                switch outcome {
+                case .success(let written):
+                    self.groupWritten(submits, starts, ends, inserted: written.inserted, lost: written.lost)
+                case .failure:
+                    self.groupRefused(submits, starts, ends)
+                }
+                let waiters = self.groupAnswerWaiters
+                self.groupAnswerWaiters.removeAll()
+                for waiter in waiters { waiter.resume() }
+                if !self.pendingSubmits.isEmpty || !self.pendingEnds.isEmpty { self.armGroupCommit() }
+            }
+            return
+        }
         let durable = !submits.isEmpty || ends.contains { $0.job.state.isTerminal }
         let written = (try? store.commitGroup(
-            inserting: &inserted, digests: submits.flatMap(\.digests), duplicateKeys: submits.flatMap(\.duplicateKeys),
-            updating: starts.map { ($0, false) } + ends.map { ($0.job, $0.cleansUp) }, durable: durable)) != nil
-        for end in ends { pendingRecords[end.job.id] = nil }
+            inserting: &inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating, durable: durable)) != nil
         if written {
-            // A start or end written supersedes an older refused write of the same job still waiting for the retry.
-            for start in starts { unsavedRecords[start.id] = nil }
-            for end in ends { unsavedRecords[end.job.id] = nil }
-            groupCommitted?(inserted.count, starts.count + ends.count)
-            var next = 0
-            for submit in submits {
-                let stored = Array(inserted[next..<next + submit.jobs.count])
-                next += submit.jobs.count
-                for job in stored { submitted(job) }
-                submit.reply.resolve(.success(stored))
-            }
-            let lost = leasing?.takeLostWrites() ?? []
-            for end in ends {
-                guard !lost.contains(end.job.id) else {
-                    // Fenced off: another daemon took the job over; this run's end is not the job's.
-                    activeCounts[end.from, default: 0] -= 1
-                    DaemonLog.write(
-                        "job \(end.job.id.prefix(8)) \(end.job.kind): its lease was lost before its end (\(end.job.state.rawValue)) was written; not written")
-                    end.written(false)
-                    continue
-                }
-                announce(end.job, from: end.from)
-                end.written(true)
-            }
+            groupWritten(submits, starts, ends, inserted: inserted, lost: leasing?.takeLostWrites() ?? [])
         } else {
-            // Each alone: a start the store refuses is kept for the retry (its run goes on; it was announced at
-            // launch), before the ends, whose refusal then replaces it.
-            for start in starts {
-                if let error = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }),
-                    error.code != Self.fencedOff.code
-                {
-                    unsavedRecords[start.id] = start
-                }
+            groupRefused(submits, starts, ends)
+        }
+    }
+
+    /// Waits until no group is in flight (`commitGroup`'s sent group is answered).
+    private func groupAnswered() async {
+        guard groupInFlight else { return }
+        await withCheckedContinuation { groupAnswerWaiters.append($0) }
+    }
+
+    /// After the store took a group: answers its submits (`inserted`, with their sequence numbers, in order),
+    /// announces its transitions except those fenced off (`lost`), and starts what can run.
+    private func groupWritten(
+        _ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd], inserted: [JobRecord], lost: Set<String>
+    ) {
+        for end in ends { pendingRecords[end.job.id] = nil }
+        // A start or end written supersedes an older refused write of the same job still waiting for the retry.
+        for start in starts { unsavedRecords[start.id] = nil }
+        for end in ends { unsavedRecords[end.job.id] = nil }
+        groupCommitted?(inserted.count, starts.count + ends.count)
+        var next = 0
+        for submit in submits {
+            let stored = Array(inserted[next..<next + submit.jobs.count])
+            next += submit.jobs.count
+            for job in stored { submitted(job) }
+            submit.reply.resolve(.success(stored))
+        }
+        for end in ends {
+            guard !lost.contains(end.job.id) else {
+                // Fenced off: another daemon took the job over; this run's end is not the job's.
+                activeCounts[end.from, default: 0] -= 1
+                DaemonLog.write(
+                    "job \(end.job.id.prefix(8)) \(end.job.kind): its lease was lost before its end (\(end.job.state.rawValue)) was written; not written")
+                end.written(false)
+                continue
             }
-            for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp)) }
-            for submit in submits {
-                Task { @LoopActor in
-                    var jobs = submit.jobs
-                    do throws(JobError) {
-                        try await self.insertWaitingForLock(&jobs, digests: submit.digests, duplicateKeys: submit.duplicateKeys)
-                    } catch {
-                        return submit.reply.resolve(.failure(error))
-                    }
-                    for job in jobs { self.submitted(job) }
-                    self.schedule()
-                    submit.reply.resolve(.success(jobs))
+            announce(end.job, from: end.from)
+            end.written(true)
+        }
+        armRetryTimer()
+        schedule()
+    }
+
+    /// After the store refused a group: each write alone. A start the store refuses is kept for the retry (its
+    /// run goes on; it was announced at launch), before the ends, whose refusal then replaces it.
+    private func groupRefused(_ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd]) {
+        for end in ends { pendingRecords[end.job.id] = nil }
+        for start in starts {
+            if let error = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }),
+                error.code != Self.fencedOff.code
+            {
+                unsavedRecords[start.id] = start
+            }
+        }
+        for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp)) }
+        for submit in submits {
+            Task { @LoopActor in
+                var jobs = submit.jobs
+                do throws(JobError) {
+                    try await self.insertWaitingForLock(&jobs, digests: submit.digests, duplicateKeys: submit.duplicateKeys)
+                } catch {
+                    return submit.reply.resolve(.failure(error))
                 }
+                for job in jobs { self.submitted(job) }
+                self.schedule()
+                submit.reply.resolve(.success(jobs))
             }
         }
         armRetryTimer()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TrailbookCLI
 import TrailbookEngine
@@ -249,6 +250,70 @@ struct SharedStoreEndToEndTests {
         #expect(c.log().contains("retention: pruned"), "\(c.log())")
         _ = try b.job(["op": "cancel", "job": .string(long)])
         for daemon in [a, b, c] { _ = try daemon.stop() }
+    }
+
+    /// A group commit (the turn's submits and ends) is sent without the loop waiting for it: while another session
+    /// holds the jobs table locked against writes, so that a submit's INSERT waits for the lock, the daemon still
+    /// answers `ping` and `show` of its running job at once. When the lock goes, the submit is answered, and its
+    /// job runs and ends once.
+    @Test func aGroupCommitWaitingForALockDoesNotHoldUpTheLoop() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
+        let long = try a.submitSleep(units: 100_000, unitMilliseconds: 20)
+        _ = try a.waitFor(long, "running") { $0["state"]?.stringValue == "running" }
+
+        let holding = server.socketConnectionString + " application_name=tb-table-lock"
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: server.psqlPath)
+        // One query string is one transaction: the lock is held until the session ends.
+        holder.arguments = [holding, "-c", "LOCK TABLE trailbook_jobs IN EXCLUSIVE MODE; SELECT pg_sleep(120)"]
+        holder.standardOutput = FileHandle.nullDevice
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate() } }
+        let held = Date().addingTimeInterval(30)
+        while Date() < held,
+            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-table-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "1"
+        {
+            usleep(20_000)
+        }
+
+        // The submit's group waits for the lock; its reply with it.
+        let answered = DispatchSemaphore(value: 0)
+        let reply = Mutex<JSONValue?>(nil)
+        let socket = a.socketPath
+        DispatchQueue.global().async {
+            let value = try? DaemonClient(socketPath: socket).request(
+                ["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
+            reply.withLock { $0 = value }
+            answered.signal()
+        }
+        // The daemon's connection is stuck on the lock (the INSERT, or a lease renewal sent before it, which the
+        // INSERT then waits behind on the same connection).
+        let stuck = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trailbook_jobs%'"
+        let waiting = Date().addingTimeInterval(30)
+        while Date() < waiting, try psql(server, stuck) == "0" { usleep(20_000) }
+        #expect(try psql(server, stuck) != "0")
+
+        // Meanwhile the loop answers: pings and the running job's `show` come straight back.
+        for _ in 0..<10 {
+            let started = Date()
+            #expect(try a.request(["op": "ping"])["ok"]?.boolValue == true)
+            #expect(try a.show(long)["state"]?.stringValue == "running")
+            #expect(Date().timeIntervalSince(started) < 1, "the loop waited \(Date().timeIntervalSince(started)) s for the store")
+            usleep(20_000)
+        }
+        #expect(answered.wait(timeout: .now()) == .timedOut, "the submit was answered while its INSERT waited for the lock")
+
+        _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-table-lock'")
+        holder.waitUntilExit()
+        #expect(answered.wait(timeout: .now() + 20) == .success)
+        let submitted = try #require(reply.withLock { $0 })
+        let id = try #require(submitted["job"]?["id"]?.stringValue, "\(submitted)")
+        _ = try a.waitForState(id, "succeeded")
+        #expect(successLines(id, in: [a]) == 1)
+        _ = try a.job(["op": "cancel", "job": .string(long)])
+        _ = try a.stop()
     }
 
     /// Runs `sql` in a `psql` session of its own on `server`; its output, trimmed.
