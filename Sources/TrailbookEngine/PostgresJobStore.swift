@@ -201,7 +201,8 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// its outcome on the daemon's loop thread (errors as `wait` throws them). With `key`, a newer request of the
     /// same key made before this one started replaces it, and `completion` is not called.
     private func send<T: Sendable>(
-        coalescing key: String? = nil, _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T,
+        coalescing key: String? = nil, job: String? = nil, ahead: Set<String>? = nil,
+        _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T,
         completion: @escaping (Result<T, any Error>) -> Void
     ) {
         let completion = LoopConfined(completion)
@@ -209,14 +210,14 @@ public final class PostgresJobStore: LeasingJobStoring {
             let result: Result<T, any Error>
             do { result = .success(try await body(database)) } catch { result = .failure(error) }
             EventLoop.main.execute { completion.value(result) }
-        }, coalescing: key)
+        }, coalescing: key, job: job, ahead: ahead)
     }
 
     /// `send`, given up after `requestTimeoutSeconds` as `wait` gives up: `completion` then gets
     /// `JobStoreError.unavailable`, and a request not started by then is never made. A request already under way
     /// may still land; its answer is then dropped.
     private func sendWaitingAtMost<T: Sendable>(
-        _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T,
+        ahead: Set<String>? = nil, _ body: @escaping @Sendable (isolated PostgresStoreActor) async throws -> T,
         completion: @escaping (Result<T, any Error>) -> Void
     ) {
         let outcome = Mutex<WaitOutcome<T>>(.waiting)
@@ -234,7 +235,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             outcome.withLock { state in if case .waiting = state { state = .abandoned } }
             deliver(.failure(JobStoreError.unavailable(message: "PostgreSQL (\(connection)) did not answer within \(Self.seconds(seconds))")))
         }
-        send({ database -> T? in
+        send(ahead: ahead, { database -> T? in
             guard outcome.withLock({ state in
                 guard case .waiting = state else { return false }
                 state = .started
@@ -439,7 +440,11 @@ public final class PostgresJobStore: LeasingJobStoring {
         let group = GroupStatements(self, inserting: inserting, digests: digests, duplicateKeys: duplicateKeys, updating: updating)
         guard !group.statements.isEmpty else { return completion(.success(GroupWritten(inserted: inserting, lost: []))) }
         let statements = group.statements
-        sendWaitingAtMost({ database in try await database.queue!.connection.pipeline(statements) }) { [weak self] result in
+        // Ahead of the other jobs' checkpoints and progress (a busy daemon always has some waiting): its submits
+        // are answered and its ends land one round trip after they are made.
+        let ahead = Set(updating.map(\.job.id) + inserting.map(\.id))
+        sendWaitingAtMost(ahead: ahead, { database in try await database.queue!.connection.pipeline(statements) }) {
+            [weak self] result in
             guard let self else { return }
             completion(result.map { group.outcome(of: $0, inserting, store: self) })
         }
@@ -512,7 +517,7 @@ public final class PostgresJobStore: LeasingJobStoring {
         }
         let renewal = PostgresJobQueue.Renewal(lease: lease, progress: progress.jsonText)
         let seconds = leaseSeconds
-        send(coalescing: "progress " + id, { database in try await database.queue!.renew([renewal], leaseSeconds: seconds) }) {
+        send(coalescing: "progress " + id, job: id, { database in try await database.queue!.renew([renewal], leaseSeconds: seconds) }) {
             [weak self] result in
             self?.renewed([lease], result)
         }
@@ -558,7 +563,7 @@ public final class PostgresJobStore: LeasingJobStoring {
         let checkpointText = JobStore.text(checkpoint)
         let progressText = progress.jsonText
         // A newer checkpoint of the job, made before this one is sent, makes it moot.
-        send(coalescing: "checkpoint " + id, { database in
+        send(coalescing: "checkpoint " + id, job: id, { database in
             try await database.queue!.saveCheckpoint(lease, checkpoint: checkpointText, progress: progressText)
         }) { [weak self] result in
             guard let self else { return }
@@ -664,12 +669,20 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     public func claim(limit: Int, kinds: [String]) throws -> [JobRecord] {
         guard limit > 0, !kinds.isEmpty else { return [] }
+        return took(try wait(claimRequest(limit: limit, kinds: kinds)))
+    }
+
+    /// The request of a claim: the claimed jobs (passing over those under a lease this daemon holds or lost) and
+    /// their rows, in two statements of one round trip each.
+    private func claimRequest(
+        limit: Int, kinds: [String]
+    ) -> @Sendable (isolated PostgresStoreActor) async throws -> ([PostgresJobQueue.ClaimedJob], [PostgresRow]) {
         let owner = self.owner
         let seconds = leaseSeconds
         let columns = Self.columns
         let queues = self.queues
         let running = Array(leases.keys) + Array(lostLeases.keys)
-        let (claimed, rows) = try wait { database -> ([PostgresJobQueue.ClaimedJob], [PostgresRow]) in
+        return { database in
             let claimed = try await database.queue!.claim(
                 owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: seconds, excluding: running)
             guard !claimed.isEmpty else { return ([], []) }
@@ -678,6 +691,11 @@ public final class PostgresJobStore: LeasingJobStoring {
             ).rows
             return (claimed, rows)
         }
+    }
+
+    /// The claimed jobs as records, in run order, their leases now held by this daemon.
+    private func took(_ answer: ([PostgresJobQueue.ClaimedJob], [PostgresRow])) -> [JobRecord] {
+        let (claimed, rows) = answer
         var byID: [String: JobRecord] = [:]
         for row in rows { if let job = Self.record(row) { byID[job.id] = job } }
         return claimed.compactMap { claimed in
@@ -869,6 +887,8 @@ actor PostgresStoreActor {
 
     private struct Waiting: Sendable {
         var key: String?
+        /// The job a coalesced request writes (its checkpoint, its progress), if it writes one.
+        var job: String?
         var request: Request
     }
 
@@ -879,11 +899,17 @@ actor PostgresStoreActor {
     init(loop: EventLoop) { self.loop = loop }
 
     /// Queues `request` behind every request made before it, from any thread. With `key`, a waiting request of the
-    /// same key is dropped (it never runs) and this one goes last, so every other request keeps its order to it.
-    nonisolated func submit(_ request: @escaping Request, coalescing key: String? = nil) {
+    /// same key is dropped (it never runs) and this one goes last, so every other request keeps its order to it;
+    /// `job` names the job it writes. With `ahead` (the jobs `request` writes), it goes before the waiting
+    /// coalesced writes of other jobs, behind everything else: a job's end is not held up by the checkpoints of
+    /// the others, and still lands after its own.
+    nonisolated func submit(_ request: @escaping Request, coalescing key: String? = nil, job: String? = nil, ahead: Set<String>? = nil) {
         waiting.withLock { waiting in
             if let key, let index = waiting.firstIndex(where: { $0.key == key }) { waiting.remove(at: index) }
-            waiting.append(Waiting(key: key, request: request))
+            let entry = Waiting(key: key, job: job, request: request)
+            guard let ahead else { return waiting.append(entry) }
+            let behind = waiting.lastIndex { $0.key == nil || $0.job.map(ahead.contains) != false }
+            waiting.insert(entry, at: behind.map { $0 + 1 } ?? 0)
         }
         // Straight onto the store's loop (no hop through the global executor, whose threads may all be busy).
         loop.execute { self.assumeIsolated { $0.startWaiting() } }

@@ -38,10 +38,14 @@ struct SharedStoreEndToEndTests {
         throw HarnessError("\(pending) of \(ids.count) jobs not in \(states.sorted()) after \(timeout) s")
     }
 
-    /// How many times each daemon's log says a job ended `succeeded` (the line is written after the end is).
+    /// How many times each daemon's log says a job ended `succeeded`. The line is written once the end's group
+    /// commit is answered, a moment after the row says so: up to 5 s are given for the first line.
     private func successLines(_ id: String, in daemons: [DaemonHarness]) -> Int {
         let needle = "job \(id.prefix(8)) sleep running -> succeeded"
-        return daemons.map { $0.log().components(separatedBy: needle).count - 1 }.reduce(0, +)
+        func count() -> Int { daemons.map { $0.log().components(separatedBy: needle).count - 1 }.reduce(0, +) }
+        let deadline = Date().addingTimeInterval(5)
+        while count() == 0 && Date() < deadline { usleep(10_000) }
+        return count()
     }
 
     /// The jobs `daemon`'s log shows it started and never ended (running there when it died or stopped).

@@ -7,7 +7,7 @@ import Testing
 
 /// The request queue of the shared store's connection (`PostgresStoreActor`): writes made without waiting start in
 /// the order they were made, a bounded number at once, and a job's newer checkpoint replaces its older one.
-@Suite struct PostgresStoreActorTests {
+@Suite(.serialized) struct PostgresStoreActorTests {
     /// What the requests saw, shared with the test's thread.
     final class Record: Sendable {
         struct State {
@@ -79,5 +79,35 @@ import Testing
         let state = record.state.withLock { $0 }
         #expect(state.started == Array(0..<count) + [1_001, 1_002])
         #expect(state.mostInFlight == PostgresStoreActor.maxInFlight)
+    }
+
+    /// A group commit (`ahead`: the jobs it writes) passes the waiting checkpoints and progress of other jobs, but
+    /// not those of its own jobs (a job's end lands after its last checkpoint) nor any request without a key (a
+    /// lease tick, a read, another group).
+    @Test func aRequestAheadPassesOtherJobsCoalescedWritesButNotItsOwnNorUnkeyedOnes() throws {
+        let thread = LoopThread()
+        defer { _ = thread.finish() }
+        let actor = PostgresStoreActor(loop: thread.loop)
+        let record = Record()
+        // Every slot taken, so what follows waits in order.
+        for index in 0..<PostgresStoreActor.maxInFlight { actor.submit(record.request(index)) }
+        try record.waitUntil { $0.started.count == PostgresStoreActor.maxInFlight }
+        actor.submit(record.request(100), coalescing: "checkpoint a", job: "a")
+        actor.submit(record.request(101))  // unkeyed: a lease tick
+        actor.submit(record.request(102), coalescing: "checkpoint d", job: "d")
+        actor.submit(record.request(103), coalescing: "checkpoint b", job: "b")
+        actor.submit(record.request(104), coalescing: "progress c", job: "c")
+        actor.submit(record.request(105), coalescing: "progress e", job: "e")
+        // The end of job d: ahead of b's, c's and e's writes, behind the tick and d's own checkpoint.
+        actor.submit(record.request(200), ahead: ["d"])
+        // A claim (no job of its own): ahead of b's, c's and e's writes too, behind the group.
+        actor.submit(record.request(201), ahead: [])
+        let total = PostgresStoreActor.maxInFlight + 8
+        while record.state.withLock({ $0.finished }) < total {
+            record.releaseAll()
+            usleep(1_000)
+        }
+        let started = Array(record.state.withLock { $0.started }.dropFirst(PostgresStoreActor.maxInFlight))
+        #expect(started == [100, 101, 102, 200, 201, 103, 104, 105], "\(started)")
     }
 }
