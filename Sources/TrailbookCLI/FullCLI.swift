@@ -1,12 +1,18 @@
 @_exported import TrailbookClient
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `trailbook-jobsd`'s command line: every command of `trailbook-jobs` (TrailbookClient's `CLI`), and those whose
 /// work needs the engine or the photo library, which the thin client hands over to this binary.
 public enum FullCLI {
     /// Runs the command in `arguments` (without the program name) and returns the exit code; `rawArguments` as
     /// in `CLI.run`.
     public static func run(_ arguments: [String], rawArguments: [[UInt8]]? = nil) -> Int32 {
-        CLI.run(arguments, rawArguments: rawArguments, library: LibraryCommands.all)
+        // Handed over by trailbook-jobs: the marker has done its work, and jobs and workers must not inherit it.
+        unsetenv(HandOff.marker)
+        return CLI.run(arguments, rawArguments: rawArguments, library: LibraryCommands.all)
     }
 }
 

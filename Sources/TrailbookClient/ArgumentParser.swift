@@ -348,7 +348,9 @@ public enum ArgumentParser {
         } else {
             message = "'\(prefix.joined(separator: " "))' needs a subcommand"
         }
-        throw UsageError(message + "\n\n" + commandList(candidates.isEmpty ? commands : candidates))
+        // The internal ones (`worker`) are left out, as in the help.
+        let listed = (candidates.isEmpty ? commands : candidates).filter { !$0.summary.contains("(internal)") }
+        throw UsageError(message + "\n\n" + commandList(listed))
     }
 
     /// The commands with their summaries in aligned columns, under a `Commands:` heading, for errors and help.

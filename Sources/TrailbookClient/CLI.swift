@@ -80,7 +80,7 @@ public enum CLI {
             }
             return try handler(context)
         } catch is HandOff {
-            return HandOff.exec(arguments, rawArguments: rawArguments)
+            return HandOff.exec(arguments, rawArguments: rawArguments, command: resolved?.path.joined(separator: " ") ?? "")
         } catch let error as UsageError {
             printError(error.message)
             if let spec = resolved, !spec.path.isEmpty {

@@ -74,6 +74,19 @@ import TrailbookEngine
         #expect(usage.status == 1 && usage.stderr.contains("trailbook-jobsd"), "options are checked by the binary that runs the command: \(usage)")
     }
 
+    /// A `trailbook-jobsd` beside it that is in fact the thin client (a copy under the wrong name) gets the command
+    /// back: it says so and exits 1 at once, instead of handing the command to itself forever.
+    @Test func aThinClientInstalledAsTheFullBinaryIsReportedNotLoopedThrough() throws {
+        let wrong = TemporaryDirectory("tbj-wrong")
+        for name in ["trailbook-jobs", "trailbook-jobsd"] {
+            try FileManager.default.copyItem(atPath: Binary.path, toPath: wrong.file(name))
+        }
+        let environment = ["TRAILBOOK_JOBS_HOME": wrong.file("state"), "PATH": "/usr/bin:/bin"]
+        let result = try DaemonHarness.run(wrong.file("trailbook-jobs"), ["photos", "list"], environment: environment)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("'photos list' was handed to \(wrong.file("trailbook-jobsd")), which is not the full binary"), "\(result.stderr)")
+    }
+
     /// A handed-off command gets the arguments' bytes as the process received them: `submit autotag --places`
     /// with a Latin-1 file name sends that name's exact bytes, as the thin client's own commands do.
     @Test func aHandedOffCommandKeepsTheArgumentsBytes() throws {
