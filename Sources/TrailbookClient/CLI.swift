@@ -47,6 +47,17 @@ public enum CLI {
     /// Runs the command in `arguments` with `library`'s handlers for the commands this module cannot run; without
     /// them (`nil`), such a command is handed to `trailbook-jobsd`.
     package static func run(_ arguments: [String], rawArguments: [[UInt8]]?, library: LibraryCommands?) -> Int32 {
+        let status = runCommand(arguments, rawArguments: rawArguments, library: library)
+        // What was printed must have reached its destination (a full disk, a closed descriptor): else the command
+        // did not do what it says, whatever it returned.
+        if fflush(stdout) != 0 || ferror(stdout) != 0 {
+            printError("cannot write to standard output: \(String(cString: strerror(errno)))")
+            return status == ExitCode.success ? ExitCode.jobFailed : status
+        }
+        return status
+    }
+
+    private static func runCommand(_ arguments: [String], rawArguments: [[UInt8]]?, library: LibraryCommands?) -> Int32 {
         setvbuf(stdout, nil, _IOLBF, 0)
         let environment = Self.environment()
         var resolved: CommandSpec?

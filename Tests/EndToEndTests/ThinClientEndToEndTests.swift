@@ -74,6 +74,24 @@ import TrailbookEngine
         #expect(usage.status == 1 && usage.stderr.contains("trailbook-jobsd"), "options are checked by the binary that runs the command: \(usage)")
     }
 
+    /// Output that cannot be written (a full disk here) makes the command fail and say so, in either binary,
+    /// instead of exiting 0 with the output lost.
+    @Test func outputThatCannotBeWrittenFailsTheCommand() throws {
+        for binary in [Binary.path, Self.fullBinary] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["--help"]
+            process.standardOutput = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 1, "\(binary): \(text)")
+            #expect(text.contains("cannot write to standard output: No space left on device"), "\(binary): \(text)")
+        }
+    }
+
     /// A `trailbook-jobsd` beside it that is in fact the thin client (a copy under the wrong name) gets the command
     /// back: it says so and exits 1 at once, instead of handing the command to itself forever.
     @Test func aThinClientInstalledAsTheFullBinaryIsReportedNotLoopedThrough() throws {
