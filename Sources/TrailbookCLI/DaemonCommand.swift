@@ -24,7 +24,7 @@ enum DaemonCommand {
             let queues = text.split(separator: ",", omittingEmptySubsequences: false).map {
                 String($0).trimmingCharacters(in: .whitespaces)
             }
-            if let problem = queues.lazy.compactMap(SubmitRequest.queueNameProblem).first {
+            if let problem = queues.lazy.compactMap(ControlProtocol.queueNameProblem).first {
                 throw UsageError("--queues takes queue names separated by commas: \(problem)")
             }
             shared.queues = queues.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }

@@ -20,8 +20,6 @@ import TrailbookLoop
 /// SO_PEERCRED).
 @LoopActor
 public final class ControlServer {
-    /// Longest accepted request line, in bytes (`ControlProtocol.maxLineBytes`).
-    public nonisolated static let maxLineBytes = ControlProtocol.maxLineBytes
 
     let scheduler: Scheduler
     /// Prunes ended jobs for the `prune` op.
@@ -155,7 +153,7 @@ public final class ControlServer {
                 connection.buffer = []
                 continue
             }
-            if connection.buffer.count + piece.count > Self.maxLineBytes {
+            if connection.buffer.count + piece.count > ControlProtocol.maxLineBytes {
                 connection.buffer = []
                 enqueue(.oversized, on: connection)
                 continue
@@ -169,7 +167,7 @@ public final class ControlServer {
         }
         let rest = UnsafeBufferPointer(rebasing: bytes[start...])
         guard !rest.isEmpty, !connection.discardingOversizedLine else { return }
-        if connection.buffer.count + rest.count > Self.maxLineBytes {
+        if connection.buffer.count + rest.count > ControlProtocol.maxLineBytes {
             // Skip the rest of the line (answered in its turn), so a client streaming garbage cannot grow our memory.
             connection.buffer = []
             connection.discardingOversizedLine = true
@@ -180,13 +178,13 @@ public final class ControlServer {
     }
 
     private static let oversized = JobError(
-        code: "request_too_large", message: "request line is longer than \(maxLineBytes) bytes")
+        code: "request_too_large", message: "request line is longer than \(ControlProtocol.maxLineBytes) bytes")
 
     /// One request line waiting for its turn; replies go out in the order the lines came.
     enum QueuedRequest {
         /// A complete line, to parse and handle.
         case line([UInt8])
-        /// A line past `maxLineBytes`, dropped as it came: its turn gets the `request_too_large` error.
+        /// A line past `ControlProtocol.maxLineBytes`, dropped as it came: its turn gets the `request_too_large` error.
         case oversized
 
         /// The memory it holds, in bytes.
@@ -209,10 +207,10 @@ public final class ControlServer {
         if case .line(let line) = request, Self.isBlank(line) { return }
         connection.queue.append(request)
         connection.queuedBytes += request.byteCount
-        // Back-pressure: a client that pipelines more than `maxQueuedRequests` or `maxLineBytes` of requests waits
+        // Back-pressure: a client that pipelines more than `maxQueuedRequests` or `ControlProtocol.maxLineBytes` of requests waits
         // (its reads pause) until they are answered, so one connection holds at most about 2 MiB of requests
         // (this queue and one partial line).
-        if connection.queue.count >= Self.maxQueuedRequests || connection.queuedBytes >= Self.maxLineBytes,
+        if connection.queue.count >= Self.maxQueuedRequests || connection.queuedBytes >= ControlProtocol.maxLineBytes,
             !connection.readingPaused
         {
             connection.readingPaused = true
@@ -238,7 +236,7 @@ public final class ControlServer {
                 case .oversized: self.reply(connection, Self.errorLine(Self.oversized))
                 }
                 if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2,
-                    connection.queuedBytes < Self.maxLineBytes / 2, !connection.inputEnded
+                    connection.queuedBytes < ControlProtocol.maxLineBytes / 2, !connection.inputEnded
                 {
                     connection.readingPaused = false
                     self.startReading(connection)

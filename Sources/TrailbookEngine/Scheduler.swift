@@ -27,8 +27,6 @@ public struct SchedulerOptions: Sendable {
     public var backoff = RetryBackoff()
     /// How often a running job's progress is written to the store, in seconds (the feed gets it live).
     public var progressPersistInterval: Double = 1
-    /// The longest deadline or stall timeout a job may have, in seconds: one year.
-    public static let longestTimeoutSeconds = ControlProtocol.longestTimeoutSeconds
     /// How long shutdown waits for running jobs to checkpoint, in seconds (the daemon must exit within 2 s).
     public var shutdownGraceSeconds: Double = 1.5
     /// How long after a job's end its clean-up (`JobKind.cleanUp`) is retried before the engine gives up and logs
@@ -112,12 +110,6 @@ public struct SubmitRequest: Sendable, Equatable {
         self.queue = queue
         self.anyHost = anyHost
     }
-
-    /// What is wrong with a queue name, or `nil` (`ControlProtocol.queueNameProblem`).
-    public static func queueNameProblem(_ name: String) -> String? { ControlProtocol.queueNameProblem(name) }
-
-    /// A fresh idempotency key: a random (version 4) UUID in lower case.
-    public static func newKey() -> String { ControlProtocol.newKey() }
 
     /// SHA-256 (hex) of the request's kind, params and options as canonical JSON (sorted keys): what a retry with
     /// the same key must repeat. `allow_duplicate` is left out (it does not describe the job).
@@ -593,7 +585,7 @@ public final class Scheduler {
             stallTimeoutSeconds: submitted.stallTimeoutSeconds ?? options.stallTimeoutSeconds,
             maxAttempts: submitted.maxAttempts ?? options.maxAttempts,
             giveUpAfterSeconds: submitted.giveUpAfterSeconds ?? options.giveUpAfterSeconds)
-        let longest = SchedulerOptions.longestTimeoutSeconds
+        let longest = ControlProtocol.longestTimeoutSeconds
         guard jobOptions.timeoutSeconds > 0, jobOptions.timeoutSeconds <= longest, jobOptions.stallTimeoutSeconds > 0,
             jobOptions.stallTimeoutSeconds <= longest, jobOptions.maxAttempts >= 1, jobOptions.maxAttempts <= 1_000,
             jobOptions.giveUpAfterSeconds > 0, jobOptions.giveUpAfterSeconds <= longest,
@@ -605,7 +597,7 @@ public final class Scheduler {
                     + "and 1000, priority within ±1000000")
         }
         if let queue = request.queue {
-            if let problem = SubmitRequest.queueNameProblem(queue) {
+            if let problem = ControlProtocol.queueNameProblem(queue) {
                 throw JobError(code: "invalid_options", message: "options.queue: \(problem)")
             }
             guard leasing != nil || queue == JobRecord.defaultQueue else {
@@ -1921,7 +1913,6 @@ final class SubmitTicket {
         waiters.removeAll()
     }
 }
-
 
 /// Why the store refused a write, whichever store it is: SQLite's error, or the shared store being unreachable
 /// (`JobStoreError.unavailable`, which is transient like a lock: progress is skipped, checkpoints and transitions
