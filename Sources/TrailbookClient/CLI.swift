@@ -147,6 +147,7 @@ public enum CLI {
 package struct DaemonReply: Error {
     package var error: JobError
 
+    /// The reply's error, as the daemon sent it (`code` decides the exit code).
     package init(error: JobError) { self.error = error }
 
     var exitCode: Int32 {
@@ -167,6 +168,7 @@ package struct CommandContext {
     /// The handlers of the commands that need the daemon's libraries: `nil` in the thin `trailbook-jobs`.
     package var library: LibraryCommands?
 
+    /// A context of `arguments` parsed for the command, the process's `environment`, and `library` (see above).
     package init(arguments: ParsedArguments, environment: [String: String], library: LibraryCommands? = nil) {
         self.arguments = arguments
         self.environment = environment

@@ -13,6 +13,7 @@ package struct LibraryCommands {
     /// Resolves `submit upload`'s `--ids`, `--ids-file` or `--tag` to its `photos` param, `nil` when none is given.
     package var uploadSelection: (CommandContext) throws -> JSONValue?
 
+    /// The table of `handlers` and the `uploadSelection` resolver.
     package init(
         handlers: [[String]: (CommandContext) throws -> Int32], uploadSelection: @escaping (CommandContext) throws -> JSONValue?
     ) {

@@ -207,9 +207,9 @@ public final class ControlServer {
         if case .line(let line) = request, Self.isBlank(line) { return }
         connection.queue.append(request)
         connection.queuedBytes += request.byteCount
-        // Back-pressure: a client that pipelines more than `maxQueuedRequests` or `ControlProtocol.maxLineBytes` of requests waits
-        // (its reads pause) until they are answered, so one connection holds at most about 2 MiB of requests
-        // (this queue and one partial line).
+        // Back-pressure: a client that pipelines more than `maxQueuedRequests` or `ControlProtocol.maxLineBytes` of
+        // requests waits (its reads pause) until they are answered, so one connection holds at most about 2 MiB of
+        // requests (this queue and one partial line).
         if connection.queue.count >= Self.maxQueuedRequests || connection.queuedBytes >= ControlProtocol.maxLineBytes,
             !connection.readingPaused
         {

@@ -168,11 +168,7 @@ public final class PostgresJobStore: LeasingJobStoring {
         let done = DispatchSemaphore(value: 0)
         database.submit { database in
             // A request given up on before it started is not made: the caller was told it failed.
-            guard outcome.withLock({ state in
-                guard case .waiting = state else { return false }
-                state = .started
-                return true
-            }) else { return }
+            guard outcome.withLock({ $0.start() }) else { return }
             let result: Result<T, any Error>
             do { result = .success(try await body(database)) } catch { result = .failure(error) }
             outcome.withLock { $0 = .answered(result) }
@@ -182,19 +178,34 @@ public final class PostgresJobStore: LeasingJobStoring {
         let answered = done.wait(timeout: .now() + seconds) == .success
         let result = outcome.withLock { state -> Result<T, any Error>? in
             if case .answered(let result) = state { return result }
-            if case .waiting = state { state = .abandoned }
+            state.giveUp()
             return nil
         }
-        guard answered, let result else {
-            throw JobStoreError.unavailable(message: "PostgreSQL (\(connectionString)) did not answer within \(Self.seconds(seconds))")
-        }
+        guard answered, let result else { throw unanswered(within: seconds) }
         return try unwrapped(result)
     }
 
-    /// Where a request made by `wait` is.
+    /// Where a request made by `wait` or `sendWaitingAtMost` is.
     private enum WaitOutcome<T: Sendable>: Sendable {
         case waiting, started, abandoned
         case answered(Result<T, any Error>)
+
+        /// Marks a waiting request started; `false` if it was given up on first (then it must not be made).
+        mutating func start() -> Bool {
+            guard case .waiting = self else { return false }
+            self = .started
+            return true
+        }
+
+        /// The caller stops waiting: a request not started yet never will be.
+        mutating func giveUp() {
+            if case .waiting = self { self = .abandoned }
+        }
+    }
+
+    /// The error of a request the database did not answer within `seconds`.
+    private func unanswered(within seconds: Double) -> JobStoreError {
+        .unavailable(message: "PostgreSQL (\(connectionString)) did not answer within \(Self.seconds(seconds))")
     }
 
     /// Runs `body` on the database's loop, after every request made before it, without waiting; `completion` gets
@@ -222,7 +233,7 @@ public final class PostgresJobStore: LeasingJobStoring {
     ) {
         let outcome = Mutex<WaitOutcome<T>>(.waiting)
         let seconds = requestTimeoutSeconds
-        let connection = connectionString
+        let timeout = unanswered(within: seconds)
         let timer = LoopTimer(loop: .main)
         var delivered = false
         let deliver: (Result<T, any Error>) -> Void = { result in
@@ -232,23 +243,17 @@ public final class PostgresJobStore: LeasingJobStoring {
             completion(result)
         }
         timer.start(seconds: seconds) {
-            outcome.withLock { state in if case .waiting = state { state = .abandoned } }
-            deliver(.failure(JobStoreError.unavailable(message: "PostgreSQL (\(connection)) did not answer within \(Self.seconds(seconds))")))
+            outcome.withLock { $0.giveUp() }
+            deliver(.failure(timeout))
         }
         send(ahead: ahead, { database -> T? in
-            guard outcome.withLock({ state in
-                guard case .waiting = state else { return false }
-                state = .started
-                return true
-            }) else { return nil }
+            guard outcome.withLock({ $0.start() }) else { return nil }
             return try await body(database)
         }) { [weak self] result in
             guard let self else { return }
-            switch result {
-            case .success(let value?): deliver(.success(value))
-            case .success(nil): break  // given up on before it started: the timer has answered
-            case .failure(let error): deliver(Result { try self.unwrapped(Result<T, any Error>.failure(error)) })
-            }
+            // `nil`: given up on before it started; the timer has answered.
+            if case .success(nil) = result { return }
+            deliver(Result { try self.unwrapped(result)! })
         }
     }
 
@@ -331,10 +336,10 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened. Its
     /// result has one row when written, none when fenced off.
     private func writeStatement(_ job: JobRecord, addingCleanUp: Bool) -> PostgresStatement {
-        let lease = leases[job.id] ?? lostLeases[job.id]
+        let token = fenceToken(of: job.id)
         let releases = job.state != .running
         let fence =
-            lease != nil
+            token != nil
             ? "lease_token = $11::bigint AND state = 'running'"
             : "lease_token IS NULL AND state <> 'running' AND $11::bigint IS NULL"
         let release =
@@ -360,7 +365,7 @@ public final class PostgresJobStore: LeasingJobStoring {
                 Self.optionalText(job.cancellation.map { JSONCoding.value(of: $0) }),
                 Self.optionalText(job.error.map { JSONCoding.value(of: $0) }), Self.optionalText(job.result),
                 job.retryAt.map { .double($0) } ?? .null, .text(job.progress.jsonText), .double(Timestamp.now()),
-                .bool(job.resumesAttempt), lease.map { .integer($0.token) } ?? .null, .bool(job.state.isTerminal),
+                .bool(job.resumesAttempt), token.map { .integer($0) } ?? .null, .bool(job.state.isTerminal),
                 .bool(addingCleanUp),
             ])
     }
@@ -453,7 +458,7 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// The statements of one group commit (one transaction), and where their results are.
     private struct GroupStatements {
         var statements: [PostgresStatement] = []
-        /// The index of each new job's `INSERT … RETURNING sequence`.
+        /// The index of each new job's `INSERT … RETURNING sequence, created_at`.
         var insertIndices: [Int] = []
         /// The index of the first lifecycle write; they follow in `updating`'s order.
         var firstUpdate = 0

@@ -1236,12 +1236,7 @@ public final class Scheduler {
                 [weak self] outcome in
                 guard let self else { return }
                 self.groupInFlight = false
-                switch outcome {
-                case .success(let written):
-                    self.groupWritten(submits, starts, ends, inserted: written.inserted, lost: written.lost)
-                case .failure:
-                    self.groupRefused(submits, starts, ends)
-                }
+                self.settleGroup(submits, starts, ends, outcome)
                 let waiters = self.groupAnswerWaiters
                 self.groupAnswerWaiters.removeAll()
                 for waiter in waiters { waiter.resume() }
@@ -1250,13 +1245,27 @@ public final class Scheduler {
             return
         }
         let durable = !submits.isEmpty || ends.contains { $0.job.state.isTerminal }
-        let written = (try? store.commitGroup(
-            inserting: &inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating, durable: durable)) != nil
-        if written {
-            groupWritten(submits, starts, ends, inserted: inserted, lost: leasing?.takeLostWrites() ?? [])
-        } else {
-            groupRefused(submits, starts, ends)
+        let outcome = Result<GroupWritten, any Error> {
+            try store.commitGroup(
+                inserting: &inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating, durable: durable)
+            return GroupWritten(inserted: inserted, lost: leasing?.takeLostWrites() ?? [])
         }
+        settleGroup(submits, starts, ends, outcome)
+    }
+
+    /// What follows a group's commit, sent waiting or not: its ends leave `pendingRecords`; then the group's
+    /// writes are settled as written (`groupWritten`) or, refused, tried one by one (`groupRefused`); then what
+    /// waits for the store is retried and what can run starts.
+    private func settleGroup(
+        _ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd], _ outcome: Result<GroupWritten, any Error>
+    ) {
+        for end in ends { pendingRecords[end.job.id] = nil }
+        switch outcome {
+        case .success(let written): groupWritten(submits, starts, ends, inserted: written.inserted, lost: written.lost)
+        case .failure: groupRefused(submits, starts, ends)
+        }
+        armRetryTimer()
+        schedule()
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).
@@ -1265,12 +1274,11 @@ public final class Scheduler {
         await withCheckedContinuation { groupAnswerWaiters.append($0) }
     }
 
-    /// After the store took a group: answers its submits (`inserted`, with their sequence numbers, in order),
-    /// announces its transitions except those fenced off (`lost`), and starts what can run.
+    /// After the store took a group: answers its submits (`inserted`, with their sequence numbers, in order) and
+    /// announces its transitions except those fenced off (`lost`).
     private func groupWritten(
         _ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd], inserted: [JobRecord], lost: Set<String>
     ) {
-        for end in ends { pendingRecords[end.job.id] = nil }
         // A start or end written supersedes an older refused write of the same job still waiting for the retry.
         for start in starts { unsavedRecords[start.id] = nil }
         for end in ends { unsavedRecords[end.job.id] = nil }
@@ -1294,14 +1302,11 @@ public final class Scheduler {
             announce(end.job, from: end.from)
             end.written(true)
         }
-        armRetryTimer()
-        schedule()
     }
 
     /// After the store refused a group: each write alone. A start the store refuses is kept for the retry (its
     /// run goes on; it was announced at launch), before the ends, whose refusal then replaces it.
     private func groupRefused(_ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd]) {
-        for end in ends { pendingRecords[end.job.id] = nil }
         for start in starts {
             if let error = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }),
                 error.code != Self.fencedOff.code
@@ -1323,8 +1328,6 @@ public final class Scheduler {
                 submit.reply.resolve(.success(jobs))
             }
         }
-        armRetryTimer()
-        schedule()
     }
 
     // MARK: - Clean-up of ended jobs
