@@ -195,9 +195,10 @@ struct StoreFaultTests {
         #expect(message.contains("cannot write \(part): No space left on device"), "\(message)")
         #expect(message.contains("this was the last attempt; the partial file is removed"), "\(message)")
         #expect(!message.contains("resume"), "a failed job does not resume: \(message)")
-        // The clean-up runs right after the end is recorded.
-        let deadline = Date().addingTimeInterval(5)
-        while FileManager.default.fileExists(atPath: part), Date() < deadline { usleep(10_000) }
+        // The clean-up runs right after the end is recorded, and says so once `unlink` has returned. Not the
+        // name's disappearance: the name goes while the daemon's `unlink` is still in the kernel, before the
+        // kernel frees the file's blocks, so a test that reads the free space then can see none (CI stop 22).
+        _ = try events.waitForLog(id, containing: "removed the partial file \(part)", timeout: 5)
         #expect(try FileManager.default.contentsOfDirectory(atPath: disk.path).isEmpty, "no .part left")
         let space = try disk.space()
         #expect(space.free == space.total, "all \(space.total) bytes free again, \(space.free) are")
@@ -414,6 +415,19 @@ extension FeedRecorder {
             usleep(10_000)
         }
         throw HarnessError("no state event of \(job) to \(state) within \(timeout) s: \(events(of: job).suffix(5))")
+    }
+
+    /// Waits until a log event of `job` whose message contains `text` arrives and returns it.
+    func waitForLog(_ job: String, containing text: String, timeout: Double) throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let found = events(of: job).first {
+                $0["type"]?.stringValue == "log" && ($0["message"]?.stringValue ?? "").contains(text)
+            }
+            if let found { return found }
+            usleep(10_000)
+        }
+        throw HarnessError("no log event of \(job) containing \"\(text)\" within \(timeout) s: \(events(of: job).suffix(5))")
     }
 
     /// The progress events of `job` so far.
