@@ -197,7 +197,7 @@ struct StoreFaultTests {
         #expect(!message.contains("resume"), "a failed job does not resume: \(message)")
         // The clean-up runs right after the end is recorded, and says so once `unlink` has returned. Not the
         // name's disappearance: the name goes while the daemon's `unlink` is still in the kernel, before the
-        // kernel frees the file's blocks, so a test that reads the free space then can see none (CI stop 22).
+        // kernel frees the file's blocks, so the free space read then can still be none.
         _ = try events.waitForLog(id, containing: "removed the partial file \(part)", timeout: 5)
         #expect(try FileManager.default.contentsOfDirectory(atPath: disk.path).isEmpty, "no .part left")
         let space = try disk.space()
@@ -407,27 +407,28 @@ final class FakeClock {
 extension FeedRecorder {
     /// Waits until a state event of `job` to `state` arrives and returns it.
     func waitFor(_ job: String, _ state: String, timeout: Double) throws -> JSONValue {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let event = events(of: job).first(where: { $0["type"]?.stringValue == "state" && $0["to"]?.stringValue == state }) {
-                return event
-            }
-            usleep(10_000)
+        try waitForEvent(of: job, "state event to \(state)", timeout: timeout) {
+            $0["type"]?.stringValue == "state" && $0["to"]?.stringValue == state
         }
-        throw HarnessError("no state event of \(job) to \(state) within \(timeout) s: \(events(of: job).suffix(5))")
     }
 
     /// Waits until a log event of `job` whose message contains `text` arrives and returns it.
     func waitForLog(_ job: String, containing text: String, timeout: Double) throws -> JSONValue {
+        try waitForEvent(of: job, "log event containing \"\(text)\"", timeout: timeout) {
+            $0["type"]?.stringValue == "log" && ($0["message"]?.stringValue ?? "").contains(text)
+        }
+    }
+
+    /// Polls every 10 ms, for up to `timeout` seconds, for the first event of `job` that `matches`.
+    private func waitForEvent(
+        of job: String, _ what: String, timeout: Double, _ matches: (JSONValue) -> Bool
+    ) throws -> JSONValue {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            let found = events(of: job).first {
-                $0["type"]?.stringValue == "log" && ($0["message"]?.stringValue ?? "").contains(text)
-            }
-            if let found { return found }
+            if let event = events(of: job).first(where: matches) { return event }
             usleep(10_000)
         }
-        throw HarnessError("no log event of \(job) containing \"\(text)\" within \(timeout) s: \(events(of: job).suffix(5))")
+        throw HarnessError("no \(what) of \(job) within \(timeout) s: \(events(of: job).suffix(5))")
     }
 
     /// The progress events of `job` so far.
