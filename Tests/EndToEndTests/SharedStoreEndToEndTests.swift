@@ -174,7 +174,7 @@ struct SharedStoreEndToEndTests {
         let cancelled = try a.job(["op": "cancel", "job": .string(ids[0])])
         #expect(cancelled["state"]?.stringValue == "cancelled")
         #expect(cancelled["cancellation"]?["reason"]?.stringValue == "user_stop")
-        #expect(b.log().contains("job \(ids[0].prefix(8)) sleep running -> cancelled"))
+        #expect(b.logShows("job \(ids[0].prefix(8)) sleep running -> cancelled"), "\(b.log())")
         #expect(!a.log().contains("job \(ids[0].prefix(8)) sleep running -> "))
 
         // Pause through A: B checkpoints and stops it; resumed through A, it runs on from its checkpoint. First
@@ -184,7 +184,7 @@ struct SharedStoreEndToEndTests {
         #expect(paused["state"]?.stringValue == "paused")
         let done = paused["progress"]?["completed"]?.doubleValue ?? 0
         #expect(done > 0)
-        #expect(b.log().contains("job \(ids[1].prefix(8)) sleep running -> paused"))
+        #expect(b.logShows("job \(ids[1].prefix(8)) sleep running -> paused"), "\(b.log())")
         let resumed = try a.job(["op": "resume", "job": .string(ids[1])])
         #expect(resumed["state"]?.stringValue != "paused")
         try a.waitFor(ids[1], timeout: 30, "running again past its checkpoint") {
@@ -342,7 +342,7 @@ struct SharedStoreEndToEndTests {
         // 40 × 50 ms: about 2 s of progress.
         let id = try b.submitSleep(units: 40, unitMilliseconds: 50)
         _ = try a.waitFor(id, "running") { $0["state"]?.stringValue == "running" }
-        #expect(b.log().contains("job \(id.prefix(8)) sleep queued -> running"))
+        #expect(b.logShows("job \(id.prefix(8)) sleep queued -> running"), "\(b.log())")
         // The summary counts through A are the store's: B's job is running.
         #expect(try a.request(["op": "list", "limit": 1])["counts"]?["running"]?.intValue == 1)
         // `watch ID` through A follows the job on B and exits at its end.

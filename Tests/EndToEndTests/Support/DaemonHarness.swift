@@ -127,6 +127,18 @@ final class DaemonHarness {
     /// The daemon's stderr so far.
     func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
+    /// Whether the daemon's log holds `text` within `seconds`. A log line about a transition is written after the
+    /// store says so, so a test that has just read the new state from the store (or from another daemon) waits
+    /// for the line instead of reading the log at once.
+    func logShows(_ text: String, within seconds: Double = 5) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !log().contains(text) {
+            if Date() >= deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
     /// Sends one protocol request on a fresh connection and returns the reply.
     func request(_ request: JSONValue) throws -> JSONValue {
         do {
