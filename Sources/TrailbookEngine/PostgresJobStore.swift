@@ -55,8 +55,10 @@ public final class PostgresJobStore: LeasingJobStoring {
     public var host: String { owner.host }
     /// The queues whose jobs this daemon claims (`daemon --queues`; `default` unless given).
     public let queues: [String]
-    /// The longest a call waits for PostgreSQL's answer before it fails with `JobStoreError.unavailable`, in seconds.
-    public var requestTimeoutSeconds = 10.0
+    /// The longest a call waits for PostgreSQL's answer before it fails with `JobStoreError.unavailable`, in seconds;
+    /// also how long requests in flight may go without a byte from the server before the connection is dropped
+    /// as lost and made again (`PostgresConnection.responseTimeoutSeconds`).
+    public let requestTimeoutSeconds = 10.0
     /// Where it connects (its description has no password).
     public let connectionString: PostgresConnectionString
     private let database: PostgresStoreActor
@@ -119,8 +121,12 @@ public final class PostgresJobStore: LeasingJobStoring {
         database = PostgresStoreActor(loop: loop)
         let wake = self.wake
         let me = owner.daemonID
+        let responseTimeout = requestTimeoutSeconds
         try wait(timeout: connectTimeoutSeconds) { database in
             let connection = PostgresConnection(loop: database.loop, connectionString: connectionString)
+            // A silent network cut (no FIN) fails the requests in flight and reconnects once a call would have
+            // given up anyway, instead of leaving every later request queued behind the lost ones.
+            connection.responseTimeoutSeconds = responseTimeout
             connection.onNotification = { notification in
                 if notification.channel == PostgresJobQueue.feedChannel {
                     // "<daemon> <number>\n<events>": this daemon's own are not relayed back to it.

@@ -49,6 +49,10 @@ public struct PostgresReconnectPolicy: Sendable, Equatable {
 /// and calls `onReconnect`; notifications sent while it was down are lost, so listeners re-read the state there.
 /// While it is down, requests fail at once with `.notConnected` instead of waiting.
 ///
+/// A network cut sends no FIN: the socket stays open and silent, and TCP alone would notice after minutes, or
+/// never while no byte is unacknowledged. With `responseTimeoutSeconds` set, requests in flight that get no byte
+/// from the server for that long count as a lost connection, and it reconnects as above.
+///
 /// Loop-confined: create it, call it and close it on its loop's thread (for `EventLoop.main`, from `@LoopActor`
 /// code). Errors and `description` never show the connection string's password.
 public final class PostgresConnection {
@@ -76,6 +80,12 @@ public final class PostgresConnection {
     public var onNotification: ((PostgresNotification) -> Void)?
     /// Called on the loop thread each time a lost connection is up again (its channels listened to again).
     public var onReconnect: (() -> Void)?
+    /// How long, in seconds, requests in flight may go without a byte from the server before the connection
+    /// counts as lost (`.connectionLost`, then a reconnection); `nil` (the default) waits as long as TCP does.
+    /// Counted from the last byte received, or from the send of a request when none was in flight: a query that
+    /// legitimately runs longer (waiting for a lock) is cut off too, so set it above the longest wait callers
+    /// accept.
+    public var responseTimeoutSeconds: Double?
 
     /// The current state.
     public private(set) var state: State = .idle
@@ -87,6 +97,8 @@ public final class PostgresConnection {
     private var conn: OpaquePointer?
     private var poll: PollHandle?
     private let timer: LoopTimer
+    /// Fires when requests in flight went `responseTimeoutSeconds` without an answer.
+    private let silence: LoopTimer
     private var wasReady = false
     private var failedAttempts = 0
     private var channels: [String] = []
@@ -123,6 +135,7 @@ public final class PostgresConnection {
         self.connectionString = connectionString
         self.reconnectPolicy = reconnectPolicy
         timer = LoopTimer(loop: loop)
+        silence = LoopTimer(loop: loop)
     }
 
     deinit {
@@ -227,6 +240,7 @@ public final class PostgresConnection {
         guard state != .closed else { return }
         state = .closed
         timer.close()
+        silence.close()
         dropConnection()
         failInFlight(PostgresError(kind: .closed, message: "the PostgreSQL connection was closed"))
         notifyConnectWaiters(.failure(PostgresError(kind: .closed, message: "the PostgreSQL connection was closed")))
@@ -358,6 +372,8 @@ public final class PostgresConnection {
             if events.contains(.readable) || events.contains(.disconnect) {
                 if PQconsumeInput(conn) == 0 { return connectionLost(errorMessage()) }
                 readResults()
+                // The server is there: the requests still in flight get a new `responseTimeoutSeconds`.
+                armSilenceDeadline()
                 deliverNotifications()
                 if state == .ready, PQstatus(conn) == CONNECTION_BAD { connectionLost(errorMessage()) }
             }
@@ -388,8 +404,22 @@ public final class PostgresConnection {
         scheduleReconnect()
     }
 
+    /// Starts (or restarts) the deadline for an answer while requests are in flight; stops it when none is.
+    private func armSilenceDeadline() {
+        guard let seconds = responseTimeoutSeconds, state == .ready, inFlightHead < inFlight.count else {
+            return silence.stop()
+        }
+        silence.start(seconds: seconds) { [weak self] in
+            guard let self else { return }
+            self.connectionLost(
+                "no answer for \(seconds) s to \(self.inFlight.count - self.inFlightHead) request(s) in flight "
+                    + "(the network was cut or the server stalled)")
+        }
+    }
+
     /// Closes the poll handle before libpq closes the socket (libuv must not watch a closed descriptor).
     private func dropConnection() {
+        silence.stop()
         poll?.close()
         poll = nil
         if let conn { PQfinish(conn) }
@@ -429,6 +459,8 @@ public final class PostgresConnection {
             return connectionLost(message)
         }
         inFlight.append(Request(statementCount: statements.count, complete: complete))
+        // Counted from this send only if nothing was waiting: a busy client must not keep a dead server alive.
+        if inFlight.count - inFlightHead == 1 { armSilenceDeadline() }
         flush()
     }
 

@@ -320,6 +320,63 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// A network cut (no FIN, no RST: the proxy between the daemon and PostgreSQL stops forwarding and keeps the
+    /// socket open) is noticed once the requests in flight went unanswered for the store's request timeout: the
+    /// daemon drops the connection and tries again, its jobs keep running, and meanwhile a submit is refused at
+    /// once with `store_unavailable`. Once the network heals it reconnects; the jobs that ended during the cut are
+    /// written then, each once.
+    @Test func aSilentNetworkCutIsNoticedAndTheDaemonReconnectsOnceItHeals() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let proxy = try CutProxy(unixSocket: server.socketPath)
+        defer { proxy.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.tcpURI(port: proxy.port), "--host", "host-a"])
+        let jobs = try (0..<2).map { _ in try a.submitSleep(units: 30, unitMilliseconds: 500) }
+        for id in jobs { _ = try a.waitForState(id, "running") }
+        #expect(try proxy.connections() == (1, 0))
+
+        try proxy.cut()
+        let cut = Date()
+        // Until the daemon gives the silent connection up and dials again (into the cut), it keeps answering.
+        var slowest = 0.0
+        while try proxy.connections().silent < 2 {
+            guard Date().timeIntervalSince(cut) < 30 else {
+                Issue.record("the daemon did not notice the cut within 30 s")
+                break
+            }
+            let started = Date()
+            #expect(try a.request(["op": "ping"])["ok"]?.boolValue == true)
+            slowest = max(slowest, Date().timeIntervalSince(started))
+            usleep(100_000)
+        }
+        let noticed = Date().timeIntervalSince(cut)
+        #expect(noticed < 20, "noticed after \(noticed) s")
+        // One call may wait out its request timeout (10 s); none waits behind another's.
+        #expect(slowest < 10.5, "a ping waited \(slowest) s")
+        let refusedAt = Date()
+        let refused = try a.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
+        #expect(refused["error"]?["code"]?.stringValue == "store_unavailable", "\(refused)")
+        #expect(Date().timeIntervalSince(refusedAt) < 2)
+        #expect(!"\(refused)".contains(server.password))
+        for id in jobs { #expect(try a.show(id)["state"]?.stringValue != nil) }
+
+        try proxy.heal()
+        let healed = Date().addingTimeInterval(40)
+        var late: String?
+        while late == nil, Date() < healed {
+            let reply = try a.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
+            late = reply["job"]?["id"]?.stringValue
+            if late == nil { usleep(200_000) }
+        }
+        let after = try #require(late, "no submit accepted within 40 s of the heal")
+        for id in jobs + [after] { _ = try a.waitForState(id, "succeeded") }
+        #expect(try proxy.connections().forwarding == 1)
+        _ = try a.stop()
+        #expect(try psql(server, "SELECT string_agg(state, ',') FROM trailbook_jobs") == "succeeded,succeeded,succeeded")
+        for id in jobs + [after] { #expect(successLines(id, in: [a]) == 1) }
+        #expect(!a.log().contains(server.password))
+    }
+
     /// Runs `sql` in a `psql` session of its own on `server`; its output, trimmed.
     private func psql(_ server: PostgresServer, _ sql: String) throws -> String {
         let result = try DaemonHarness.run(server.psqlPath, [server.socketConnectionString, "-At", "-c", sql])

@@ -274,6 +274,58 @@ struct PostgresConnectionTests {
         }
     }
 
+    /// A network cut sends no FIN: the socket stays open and silent. With `responseTimeoutSeconds`, the requests in
+    /// flight fail as lost once nothing came back for that long, later ones fail at once while the network is
+    /// down (the reconnection attempts are accepted and never answered), and the connection is back once it heals.
+    @Test func aSilentNetworkCutFailsTheRequestsInFlightAndReconnectsWhenItHeals() async throws {
+        try await withPostgresServer { server in
+            let proxy = try CutProxy(unixSocket: server.socketPath)
+            defer { proxy.stop() }
+            let connection = PostgresConnection(
+                loop: .main, connectionString: try PostgresConnectionString(server.tcpURI(port: proxy.port)),
+                reconnectPolicy: PostgresReconnectPolicy(
+                    initialDelaySeconds: 0.05, maxDelaySeconds: 0.2, attemptTimeoutSeconds: 0.5))
+            connection.responseTimeoutSeconds = 0.5
+            defer { connection.close() }
+            try await connection.connect()
+            // Answers faster than the deadline keep the connection: a second of queries 50 ms apart.
+            for _ in 0..<20 {
+                #expect(try await connection.query("SELECT pg_sleep(0.05), 1").rows.first?.int(1) == 1)
+            }
+            #expect(connection.state == .ready)
+
+            try proxy.cut()
+            let clock = ContinuousClock()
+            let start = clock.now
+            let inFlight = (0..<3).map { n in Task { @LoopActor in try await connection.query("SELECT \(n)") } }
+            for request in inFlight {
+                await #expect {
+                    _ = try await request.value
+                } throws: { error in
+                    let error = error as? PostgresError
+                    return error?.kind == .connectionLost && error?.message.contains("no answer for 0.5 s") == true
+                        && error?.message.contains(server.password) == false
+                }
+            }
+            let noticed = clock.now - start
+            #expect(noticed >= .milliseconds(450) && noticed < .seconds(3), "noticed after \(noticed)")
+            #expect(connection.state != .ready)
+            let refused = clock.now
+            await #expect {
+                _ = try await connection.query("SELECT 1")
+            } throws: { ($0 as? PostgresError)?.kind == .notConnected }
+            #expect(clock.now - refused < .milliseconds(100))
+            // Some attempts were made into the cut and timed out, unanswered.
+            #expect(await eventually(within: 5) { (try? proxy.connections().silent) ?? 0 >= 2 })
+
+            try proxy.heal()
+            try await connection.waitUntilReady(timeoutSeconds: 10)
+            #expect(connection.reconnections == 1)
+            #expect(try await connection.query("SELECT 41 + 1").rows.first?.int(0) == 42)
+            #expect(try proxy.connections().forwarding == 1)
+        }
+    }
+
     @Test func aQueryInFlightWhenTheServerDiesFailsAsLost() async throws {
         try await withPostgresServer { server in
             let connection = try await connected(to: server)

@@ -34,7 +34,12 @@ public final class PostgresServer: @unchecked Sendable {
     /// A keyword connection string through the Unix socket (no password needed).
     public var socketConnectionString: String { "host=\(directory) port=\(port) user=\(user) dbname=postgres" }
     /// A URI through TCP with the password in it.
-    public var tcpURI: String { "postgres://\(user):\(password)@127.0.0.1:\(port)/postgres" }
+    public var tcpURI: String { tcpURI(port: port) }
+    /// The server's Unix socket (for a proxy in front of it).
+    public var socketPath: String { "\(directory)/.s.PGSQL.\(port)" }
+
+    /// A URI with the password through TCP port `port` on 127.0.0.1 (a proxy's, forwarding to this server).
+    public func tcpURI(port: Int) -> String { "postgres://\(user):\(password)@127.0.0.1:\(port)/postgres" }
 
     /// Creates the cluster and starts the server; waits until it accepts connections.
     /// - Throws: `SetupError` with the command's output or the server log if a step fails.

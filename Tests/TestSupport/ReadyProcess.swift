@@ -46,6 +46,22 @@ public final class ReadyProcess: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Writes `line` to the child's stdin and returns the line it answers on stdout (for scripts driven by
+    /// commands, such as Tests/Support/tcp-cut/proxy.py). Blocks until the answer; call from one thread at a time.
+    /// - Throws: `StartError` if the child closed its stdout instead of answering.
+    public func command(_ line: String) throws -> String {
+        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+        var answer = [UInt8]()
+        while true {
+            // Byte by byte: nothing after the answer's newline may be taken from the pipe.
+            guard let byte = try output.fileHandleForReading.read(upToCount: 1), let first = byte.first else {
+                throw StartError(description: "the child exited instead of answering \(line)")
+            }
+            if first == UInt8(ascii: "\n") { return String(decoding: answer, as: UTF8.self) }
+            answer.append(first)
+        }
+    }
+
     /// Stops the child (closes its stdin, then SIGKILL) and waits for it.
     public func stop() {
         try? input.fileHandleForWriting.close()
