@@ -291,8 +291,8 @@ public final class Daemon {
                     pool.shutdown { continuation.resume() }
                 }
             }
-            // The jobs' last events (paused to stop, queued) go to the other daemons' watchers, best effort.
-            relay?.close()
+            // The jobs' last events (paused to stop, queued) go to the other daemons' watchers (at most 0.5 s).
+            await relay?.close()
             relay = nil
             scheduler.feed.close()
             for watcher in signals { watcher.close() }

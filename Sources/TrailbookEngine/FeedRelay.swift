@@ -46,6 +46,10 @@ public final class FeedRelay {
     private var check: CheckHandle?
     private var timeout: LoopTimer?
     private var dropped = 0
+    /// Set by `close`: the daemon is stopping; what is pending goes in one last send, no retries.
+    private var closing = false
+    /// `close`'s wait, resumed when the last send is answered or its time is up.
+    private var closeWaiter: CheckedContinuation<Void, Never>?
 
     /// Relays `feed`'s events through `store` and `store`'s events of other daemons to `feed`: sets
     /// `feed.onLocalEvent` and `store.onFeed`.
@@ -59,11 +63,23 @@ public final class FeedRelay {
         self.store.onFeed = { [weak self] payload in LoopIsolation.assume { self?.received(payload) } }
     }
 
-    /// Stops relaying (daemon shutdown): sends what is pending once more, without waiting for it.
-    public func close() {
+    /// Stops relaying (daemon shutdown) and sends what is pending: after the send in flight, if any, the events
+    /// that came meanwhile (the jobs' last ones: stopped, back in the queue) go in one last send. Waits for its
+    /// answer at most `seconds` in all, so an unreachable store cannot hold the shutdown; a refused send is not
+    /// tried again.
+    public func close(waitingAtMost seconds: Double = 0.5) async {
         feed.onLocalEvent = nil
         store.onFeed = nil
+        closing = true
         if !sending { send() }
+        if sending {
+            let deadline = LoopTimer(loop: .main)
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                closeWaiter = continuation
+                deadline.start(seconds: seconds) { [weak self] in self?.resumeClose() }
+            }
+            deadline.close()
+        }
         timer?.close()
         timer = nil
         check?.close()
@@ -150,6 +166,11 @@ public final class FeedRelay {
         guard sending, sent == generation else { return }
         sending = false
         timeout?.stop()
+        if closing {
+            if ok { send() }
+            if !sending { resumeClose() }
+            return
+        }
         if !ok {
             // Kept for the next try, before what came meanwhile; progress is stale by then and goes.
             pending = events.filter { $0["type"]?.stringValue != "progress" } + pending
@@ -158,6 +179,11 @@ public final class FeedRelay {
             return
         }
         if !pending.isEmpty { arm(after: 0) }
+    }
+
+    private func resumeClose() {
+        closeWaiter?.resume()
+        closeWaiter = nil
     }
 
     /// `events` as NOTIFY payload bodies: their JSON lines, newline-separated, in order, each body at most

@@ -320,6 +320,31 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// A daemon stopped with SIGTERM puts its running jobs back in the queue (`resource_reclaim`); those last
+    /// events reach the other daemons' watchers before it exits, also while its relay is busy with its jobs'
+    /// progress (an event that comes while a send is in flight waits for it).
+    @Test func aStoppingDaemonsLastEventsReachTheOtherDaemonsWatchers() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        // A serves a queue nobody submits to: every job runs on B.
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"])
+        for round in 0..<3 {
+            let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+            let onA = try FeedRecorder(a)
+            let ids = try (0..<4).map { _ in try b.submitSleep(units: 1_000_000, unitMilliseconds: 2) }
+            for id in ids { _ = try onA.waitFor(id, "running", timeout: 10) }
+            usleep(300_000)
+            #expect(try b.stop().status == 0)
+            for id in ids {
+                let queued = try? onA.waitFor(id, "queued", timeout: 5)
+                #expect(queued?["cancellation"]?["reason"]?.stringValue == "resource_reclaim", "round \(round): \(onA.events(of: id).suffix(3))")
+            }
+            for id in ids { _ = try a.job(["op": "cancel", "job": .string(id)]) }
+        }
+        _ = try a.stop()
+    }
+
     /// A network cut (no FIN, no RST: the proxy between the daemon and PostgreSQL stops forwarding and keeps the
     /// socket open) is noticed once the requests in flight went unanswered for the store's request timeout: the
     /// daemon drops the connection and tries again, its jobs keep running, and meanwhile a submit is refused at
