@@ -89,19 +89,15 @@ enum Watch {
         // `watch ID…` ends once every job named has ended; one that already has is reported at once (with
         // `--json`, as a state event that sums up its end, with seq null, so the output stays events only).
         var open = Set(jobs)
-        for id in jobs {
-            let job = try context.call(["op": "show", "job": .string(id)])["job"] ?? .null
-            if let state = job["state"]?.stringValue.flatMap(JobState.init(rawValue:)), state.isTerminal {
-                print(
-                    context.json
-                        ? String(decoding: JSONCoding.encode(endedEvent(job)), as: UTF8.self)
-                        : JobText.summary(job))
-                open.remove(id)
-            }
-        }
+        for id in try ended(jobs, context, reporting: true).keys { open.remove(id) }
         while !open.isEmpty {
             if let code = keys?.waitForFeed(subscription.client) { return code }
             guard let event = try subscription.next() else { break }
+            if event["type"]?.stringValue == "gap" {
+                printer.print(event)
+                for id in try ended(open.sorted(), context, reporting: true).keys { open.remove(id) }
+                continue
+            }
             guard let id = event["job"]?.stringValue, open.contains(id) else { continue }
             printer.print(event)
             if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,
@@ -111,6 +107,22 @@ enum Watch {
             }
         }
         return ExitCode.success
+    }
+
+    /// Reads each of `ids` (`show`) and returns those in a terminal state, by id. With `reporting`, prints each as
+    /// `watch ID` reports a job that ended before it began: a summary line, or with `--json` its `endedEvent`.
+    /// Used at the start of a watch and after a `gap` line, when a job's end may be among the events missed.
+    /// - Throws: `DaemonReply` if a `show` is refused (`no_such_job`), `ClientError` if the daemon is gone.
+    static func ended(_ ids: [String], _ context: CommandContext, reporting: Bool) throws -> [String: JSONValue] {
+        var ended: [String: JSONValue] = [:]
+        for id in ids {
+            let job = try context.call(["op": "show", "job": .string(id)])["job"] ?? .null
+            guard let state = job["state"]?.stringValue.flatMap(JobState.init(rawValue:)), state.isTerminal else { continue }
+            ended[id] = job
+            guard reporting else { continue }
+            print(context.json ? String(decoding: JSONCoding.encode(endedEvent(job)), as: UTF8.self) : JobText.summary(job))
+        }
+        return ended
     }
 
     /// The `state` event standing for the end of `job`, which happened before this watch began: `to` is its
@@ -156,6 +168,13 @@ enum Watch {
         while true {
             if let code = keys?.waitForFeed(subscription.client) { return .quit(code) }
             guard let event = try subscription.next() else { break }
+            if event["type"]?.stringValue == "gap" {
+                // Events were missed (the daemon lost the shared store for a while, or restarted past its replay
+                // buffer): the end may be among them.
+                if printing { printer.print(event) }
+                if let job = try ended([id], subscription.context, reporting: printing)[id] { return .ended(job) }
+                continue
+            }
             guard event["job"]?.stringValue == id else { continue }
             if printing { printer.print(event) }
             if event["type"]?.stringValue == "state", let to = event["to"]?.stringValue,

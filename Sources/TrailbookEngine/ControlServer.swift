@@ -460,11 +460,7 @@ public final class ControlServer {
             let complete = scheduler.feed.subscribe(connection.pipe, since: since, jobs: jobs, kinds: kinds)
             if !complete {
                 connection.pipe.write(
-                    JSONCoding.encode(
-                        [
-                            "type": "gap",
-                            "message": .string("events after seq \(since ?? 0) are no longer buffered; refresh with list"),
-                        ] as JSONValue) + [0x0A])
+                    ProgressFeed.gapLine("events after seq \(since ?? 0) are no longer buffered; refresh with list"))
             }
             return .null
         default:

@@ -61,6 +61,13 @@ public final class FeedRelay {
         feed.host = store.host
         feed.onLocalEvent = { [weak self] members in self?.add(members) }
         self.store.onFeed = { [weak self] payload in LoopIsolation.assume { self?.received(payload) } }
+        self.store.onFeedInterrupted = { [weak feed] in
+            LoopIsolation.assume {
+                feed?.announceGap(
+                    "the connection to the shared job store was lost for a while: other daemons' events of that time "
+                        + "were missed; refresh with list")
+            }
+        }
     }
 
     /// Stops relaying (daemon shutdown) and sends what is pending: after the send in flight, if any, the events
@@ -70,6 +77,7 @@ public final class FeedRelay {
     public func close(waitingAtMost seconds: Double = 0.5) async {
         feed.onLocalEvent = nil
         store.onFeed = nil
+        store.onFeedInterrupted = nil
         closing = true
         if !sending { send() }
         if sending {

@@ -144,6 +144,9 @@ public protocol LeasingJobStoring: JobStoring {
     func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void)
     /// Called on the loop thread with each feed payload another daemon sent (`publishFeed`), in the order sent.
     var onFeed: ((String) -> Void)? { get set }
+    /// Called on the loop thread when the store's connection is back after it was lost: the payloads other
+    /// daemons sent meanwhile never arrived (notifications are not kept for a listener that is gone).
+    var onFeedInterrupted: (() -> Void)? { get set }
 }
 
 /// What one `LeasingJobStoring.maintainLeases` found and did; all empty when the store could not be asked.

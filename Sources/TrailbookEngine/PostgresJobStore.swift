@@ -98,6 +98,13 @@ public final class PostgresJobStore: LeasingJobStoring {
         set { wake.feed = newValue }
     }
 
+    /// Called on the loop thread when the connection is back after it was lost: feed payloads sent meanwhile by
+    /// other daemons are gone (`NOTIFY` reaches only the sessions listening when it is committed).
+    public var onFeedInterrupted: (() -> Void)? {
+        get { wake.feedInterrupted }
+        set { wake.feedInterrupted = newValue }
+    }
+
     /// Feed payloads sent so far: numbers each one's header, so that two equal payloads of one transaction are
     /// both delivered (PostgreSQL folds equal notifications of a transaction into one).
     private var feedPayloads = 0
@@ -146,7 +153,12 @@ public final class PostgresJobStore: LeasingJobStoring {
                 EventLoop.main.execute { wake.control?(parts[2], control) }
             }
             // Notifications sent while the connection was down are lost: look for work once it is back.
-            connection.onReconnect = { EventLoop.main.execute { wake.fire() } }
+            connection.onReconnect = {
+                EventLoop.main.execute {
+                    wake.fire()
+                    wake.feedInterrupted?()
+                }
+            }
             let queue = PostgresJobQueue(connection: connection)
             database.queue = queue
             try await connection.connect()
@@ -959,6 +971,8 @@ final class WorkSignal: @unchecked Sendable {
     var feed: ((String) -> Void)?
     /// `onLeaseLost`: a job (id) whose lease a renewal found lost.
     var leaseLost: ((String) -> Void)?
+    /// `onFeedInterrupted`: the connection is back; other daemons' feed payloads of the meantime are lost.
+    var feedInterrupted: (() -> Void)?
 
     func fire() { callback?() }
 }

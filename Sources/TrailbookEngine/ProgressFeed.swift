@@ -187,6 +187,24 @@ public final class ProgressFeed {
         return (oldestSeq ?? nextSeq) <= since + 1
     }
 
+    /// Tells every subscriber that events may be missing, after the events already published: the `gap` line a
+    /// `since` that cannot be replayed gets (`gapLine`), on which watchers read the jobs again. For events this
+    /// daemon never received (another daemon's, sent while the shared store's connection was down). Not numbered
+    /// or kept for replay: it is about this moment, not about a job.
+    public func announceGap(_ message: String) {
+        let line = Self.gapLine(message)
+        for subscriber in subscribers.values {
+            if subscriber.outbox.isEmpty { dirty.append(subscriber) }
+            subscriber.outbox += line
+        }
+        if !subscribers.isEmpty { scheduleWrite() }
+    }
+
+    /// The feed's `gap` line, `{"type": "gap", "message": …}` and a newline (docs/design.md, "Feed events").
+    nonisolated public static func gapLine(_ message: String) -> [UInt8] {
+        JSONCoding.encode(["type": "gap", "message": .string(message)] as JSONValue) + [0x0A]
+    }
+
     /// Removes a subscriber (its connection closed).
     public func unsubscribe(_ connection: PipeConnection) {
         subscribers[ObjectIdentifier(connection)] = nil

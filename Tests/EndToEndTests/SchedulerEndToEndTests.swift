@@ -246,6 +246,9 @@ final class FeedRecorder: @unchecked Sendable {
         thread.start()
     }
 
+    /// Every line so far, in order.
+    func all() -> [JSONValue] { lock.withLock { recorded } }
+
     func events(of job: String) -> [JSONValue] {
         lock.withLock { recorded.filter { $0["job"]?.stringValue == job } }
     }

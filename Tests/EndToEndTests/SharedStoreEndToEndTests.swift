@@ -345,6 +345,74 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// Another daemon's feed events sent while this daemon's connection to the store was down never reach it
+    /// (`NOTIFY` is not kept for a session that is gone): once it is back, its watchers get a `gap` line, and
+    /// `watch ID` through it of a job that ended meanwhile reads the job again and exits with its end, instead of
+    /// waiting for an event that will never come.
+    @Test func aDaemonBackFromACutTellsItsWatchersWhatTheyMissed() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let proxy = try CutProxy(unixSocket: server.socketPath)
+        defer { proxy.stop() }
+        // A reaches the database through the proxy and runs nothing (a queue nobody uses); its lease tick (every
+        // second with 3 s leases) is what notices the cut.
+        let a = try DaemonHarness(arguments: [
+            "--store", server.tcpURI(port: proxy.port), "--host", "host-a", "--queues", "elsewhere", "--lease", "3s",
+        ])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        let onA = try FeedRecorder(a)
+        let work = TemporaryDirectory("tbj-watch")
+        /// Runs the CLI through A in the background, its stdout in `work/<name>`.
+        func background(_ name: String, _ arguments: [String]) throws -> Process {
+            FileManager.default.createFile(atPath: work.file(name), contents: nil)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Binary.path)
+            process.arguments = arguments
+            process.environment = a.environment
+            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: work.file(name)))
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        func printed(_ name: String) -> String { (try? String(contentsOfFile: work.file(name), encoding: .utf8)) ?? "" }
+
+        let id = try b.submitSleep(units: 30, unitMilliseconds: 100)
+        _ = try onA.waitFor(id, "running", timeout: 10)
+        // `watch ID` through A, and a `submit --wait` through A of an upload that B runs (3 MiB at 1 MiB/s).
+        let watch = try background("watch", ["watch", id])
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let source = try sourceFile("photo.bin", bytes: 3 << 20, in: work)
+        let wait = try background(
+            "wait", ["submit", "upload", source, "--to", "file://" + work.file("out"), "--any-host", "--max-rate", "1MiB", "--wait"])
+        defer { for process in [watch, wait] where process.isRunning { process.terminate() } }
+        let submitted = Date().addingTimeInterval(10)
+        while !printed("wait").contains("\n") && Date() < submitted { usleep(10_000) }
+        let upload = printed("wait").trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try onA.waitFor(upload, "running", timeout: 10)
+
+        try proxy.cut()
+        _ = try b.waitForState(id, "succeeded")
+        _ = try b.waitForState(upload, "succeeded")
+        try proxy.heal()
+        let gap = try onA.waitForUnnumbered("gap", timeout: 40)
+        #expect(gap["message"]?.stringValue?.contains("refresh with list") == true)
+        // The scenario: A never heard of the ends.
+        #expect(!onA.states(of: id).contains("succeeded"), "\(onA.states(of: id))")
+        #expect(!onA.states(of: upload).contains("succeeded"), "\(onA.states(of: upload))")
+        let exited = Date().addingTimeInterval(10)
+        while (watch.isRunning || wait.isRunning) && Date() < exited { usleep(20_000) }
+        for (name, process) in [("watch ID", watch), ("submit --wait", wait)] {
+            #expect(!process.isRunning, "\(name) still waits for the end it missed")
+            if !process.isRunning { #expect(process.terminationStatus == 0, "\(name)") }
+        }
+        #expect(printed("watch").contains("succeeded"), "\(printed("watch"))")
+        #expect(printed("wait").contains("succeeded"), "\(printed("wait"))")
+        // A's feed goes on: a later job, run by B, is seen live again.
+        let later = try b.submitSleep(units: 1, unitMilliseconds: 1)
+        _ = try onA.waitFor(later, "succeeded", timeout: 20)
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
+
     /// A network cut (no FIN, no RST: the proxy between the daemon and PostgreSQL stops forwarding and keeps the
     /// socket open) is noticed once the requests in flight went unanswered for the store's request timeout: the
     /// daemon drops the connection and tries again, its jobs keep running, and meanwhile a submit is refused at

@@ -431,6 +431,16 @@ extension FeedRecorder {
         throw HarnessError("no \(what) of \(job) within \(timeout) s: \(events(of: job).suffix(5))")
     }
 
+    /// Waits until a line of `type` that names no job (a `gap`) arrives and returns it.
+    func waitForUnnumbered(_ type: String, timeout: Double) throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let line = all().first(where: { $0["job"] == nil && $0["type"]?.stringValue == type }) { return line }
+            usleep(10_000)
+        }
+        throw HarnessError("no \(type) line within \(timeout) s: \(all().suffix(5))")
+    }
+
     /// The progress events of `job` so far.
     func progressCount(of job: String) -> Int {
         events(of: job).count { $0["type"]?.stringValue == "progress" }
