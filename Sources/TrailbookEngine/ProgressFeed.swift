@@ -193,10 +193,7 @@ public final class ProgressFeed {
     /// or kept for replay: it is about this moment, not about a job.
     public func announceGap(_ message: String) {
         let line = Self.gapLine(message)
-        for subscriber in subscribers.values {
-            if subscriber.outbox.isEmpty { dirty.append(subscriber) }
-            subscriber.outbox += line
-        }
+        for subscriber in subscribers.values { enqueue(line, for: subscriber) }
         if !subscribers.isEmpty { scheduleWrite() }
     }
 
@@ -290,13 +287,18 @@ public final class ProgressFeed {
             subscriber.skippedProgress += 1
             return
         }
-        if subscriber.outbox.isEmpty { dirty.append(subscriber) }
-        subscriber.outbox += event.line
+        enqueue(event.line, for: subscriber)
         if event.isProgress {
             scheduleBatchedWrite()
         } else {
             scheduleWrite()
         }
+    }
+
+    /// Adds `line` to the subscriber's outbox, written by the next `writeDirty`.
+    private func enqueue(_ line: [UInt8], for subscriber: Subscriber) {
+        if subscriber.outbox.isEmpty { dirty.append(subscriber) }
+        subscriber.outbox += line
     }
 
     /// Writes every subscriber's pending events in one write each once this loop iteration's I/O is done: state

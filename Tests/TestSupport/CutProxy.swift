@@ -10,15 +10,14 @@ public final class CutProxy: @unchecked Sendable {
     /// The port clients connect to.
     public var port: Int { process.port }
 
-    /// Starts the proxy in front of a Unix socket (`unixSocket`) or a TCP port on 127.0.0.1 (`upstreamPort`).
+    /// Starts the proxy in front of the Unix socket at `unixSocket` (a `PostgresServer`'s `socketPath`).
     /// - Throws: `ReadyProcess.StartError` if it does not start (no `python3`).
-    public init(unixSocket: String? = nil, upstreamPort: Int? = nil) throws {
-        precondition((unixSocket == nil) != (upstreamPort == nil), "one upstream")
+    public init(unixSocket: String) throws {
         var root = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { root.deleteLastPathComponent() }  // CutProxy.swift, TestSupport, Tests
-        let upstream = unixSocket.map { ["--upstream-unix", $0] } ?? ["--upstream-port", String(upstreamPort!)]
         process = try ReadyProcess(
-            python: "/usr/bin/python3", script: root.path + "/Tests/Support/tcp-cut/proxy.py", arguments: upstream)
+            python: "/usr/bin/python3", script: root.path + "/Tests/Support/tcp-cut/proxy.py",
+            arguments: ["--upstream-unix", unixSocket])
     }
 
     /// Cuts every open connection and every new one until `heal()`.
