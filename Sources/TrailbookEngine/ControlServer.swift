@@ -457,11 +457,8 @@ public final class ControlServer {
                 "oldest": scheduler.feed.oldestSeq.map { .number(Double($0)) } ?? .null,
             ]
             reply(connection, JSONCoding.encode(header) + [0x0A])
-            let complete = scheduler.feed.subscribe(connection.pipe, since: since, jobs: jobs, kinds: kinds)
-            if !complete {
-                connection.pipe.write(
-                    ProgressFeed.gapLine("events after seq \(since ?? 0) are no longer buffered; refresh with list"))
-            }
+            let replay = scheduler.feed.subscribe(connection.pipe, since: since, jobs: jobs, kinds: kinds)
+            if case .incomplete(let message) = replay { connection.pipe.write(ProgressFeed.gapLine(message)) }
             return .null
         default:
             throw JobError(

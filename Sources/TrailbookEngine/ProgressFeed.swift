@@ -62,6 +62,9 @@ public final class ProgressFeed {
     private var lastProgressAt: [String: Double] = [:]
     /// The latest coalesced progress of each job, kept as a value: its JSON is built only if it is published.
     private var pendingProgress: [String: (kind: String, progress: JobProgress)] = [:]
+    /// The last gap announced (`announceGap`): the `seq` of the last event published before it, and its message.
+    /// A watcher coming back with a `since` at or before that event was away when it was announced.
+    private var lastGap: (afterSeq: Int64, message: String)?
     private var flushTimer: LoopTimer?
     private var dirty: [Subscriber] = []
     private var writer: CheckHandle?
@@ -168,30 +171,47 @@ public final class ProgressFeed {
         }
     }
 
+    /// How a `since` replay went (`subscribe`).
+    public enum Replay: Equatable, Sendable {
+        /// Every event after `since` that this daemon published was replayed, and none is known to be missing.
+        case complete
+        /// Events after `since` may be missing from the replay; the watcher should read its jobs again. `message`
+        /// says why, for the `gap` line.
+        case incomplete(message: String)
+    }
+
     /// Adds a subscriber and replays the buffered events after `since` that match its filter.
     ///
-    /// - Returns: whether the replay is complete (`false` if events after `since` have already left the buffer).
+    /// - Returns: `.incomplete` if events after `since` have already left the buffer, if `since` is a number this
+    ///   daemon never handed out, or if a gap was announced (`announceGap`) after event `since`: the watcher was
+    ///   away when it was, so the events this daemon never received are missing from its replay too.
     @discardableResult
-    public func subscribe(_ connection: PipeConnection, since: Int64?, jobs: Set<String>, kinds: Set<String>) -> Bool {
+    public func subscribe(_ connection: PipeConnection, since: Int64?, jobs: Set<String>, kinds: Set<String>) -> Replay {
         // The client may have hung up while its request waited its turn.
-        guard !connection.isClosing else { return true }
+        guard !connection.isClosing else { return .complete }
         let subscriber = Subscriber(connection: connection, jobs: jobs, kinds: kinds)
         subscribers[ObjectIdentifier(connection)] = subscriber
-        guard let since else { return true }
+        guard let since else { return .complete }
         // A number this daemon has not handed out (another daemon's, from the shared sequence's block above this
         // one's): nothing can be replayed against it, so the watcher is told to refresh.
-        guard since <= lastSeq else { return false }
+        guard since <= lastSeq else { return .incomplete(message: "seq \(since) was not handed out by this daemon; refresh with list") }
         for event in buffer[bufferStart...] where event.seq > since && subscriber.wants(event) {
             connection.write(event.line)
         }
-        return (oldestSeq ?? nextSeq) <= since + 1
+        if let lastGap, since <= lastGap.afterSeq { return .incomplete(message: lastGap.message) }
+        guard (oldestSeq ?? nextSeq) <= since + 1 else {
+            return .incomplete(message: "events after seq \(since) are no longer buffered; refresh with list")
+        }
+        return .complete
     }
 
     /// Tells every subscriber that events may be missing, after the events already published: the `gap` line a
     /// `since` that cannot be replayed gets (`gapLine`), on which watchers read the jobs again. For events this
     /// daemon never received (another daemon's, sent while the shared store's connection was down). Not numbered
-    /// or kept for replay: it is about this moment, not about a job.
+    /// or kept for replay: it is about this moment, not about a job; but a later `subscribe` with a `since` before it
+    /// gets it (the last one announced) after its replay.
     public func announceGap(_ message: String) {
+        lastGap = (lastSeq, message)
         let line = Self.gapLine(message)
         for subscriber in subscribers.values { enqueue(line, for: subscriber) }
         if !subscribers.isEmpty { scheduleWrite() }

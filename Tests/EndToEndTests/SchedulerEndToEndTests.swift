@@ -233,9 +233,10 @@ final class FeedRecorder: @unchecked Sendable {
     private var recorded: [JSONValue] = []
     private nonisolated(unsafe) let client: DaemonClient
 
-    init(_ daemon: DaemonHarness) throws {
+    /// Watches `daemon`'s feed, replaying the events after `since` first when given.
+    init(_ daemon: DaemonHarness, since: Int64? = nil) throws {
         client = try DaemonClient(socketPath: daemon.socketPath)
-        _ = try client.request(["op": "watch"])
+        _ = try client.request(since.map { ["op": "watch", "since": .number(Double($0))] } ?? ["op": "watch"])
         let thread = Thread { [weak self] in
             guard let client = self?.client else { return }
             while let event = try? client.readLine() {

@@ -407,9 +407,21 @@ struct SharedStoreEndToEndTests {
         }
         #expect(printed("watch").contains("succeeded"), "\(printed("watch"))")
         #expect(printed("wait").contains("succeeded"), "\(printed("wait"))")
+        // A watcher that was away when the gap was announced, back with a `since` from before it, gets the gap
+        // after its replay: A's buffer never held the events it missed either.
+        let beforeGap = onA.all().prefix { $0["type"]?.stringValue != "gap" }.compactMap { $0["seq"]?.intValue }.max()
+        let returning = try FeedRecorder(a, since: try #require(beforeGap))
+        let replayedGap = try returning.waitForUnnumbered("gap", timeout: 5)
+        #expect(replayedGap["message"] == gap["message"])
         // A's feed goes on: a later job, run by B, is seen live again.
         let later = try b.submitSleep(units: 1, unitMilliseconds: 1)
         _ = try onA.waitFor(later, "succeeded", timeout: 20)
+        // A watcher back with a `since` after the gap has missed nothing, and is not told it did.
+        let afterGap = try #require(onA.events(of: later).last?["seq"]?.intValue)
+        let caughtUp = try FeedRecorder(a, since: afterGap)
+        let last = try b.submitSleep(units: 1, unitMilliseconds: 1)
+        _ = try caughtUp.waitFor(last, "succeeded", timeout: 20)
+        #expect(!caughtUp.all().contains { $0["type"]?.stringValue == "gap" }, "\(caughtUp.all())")
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 
