@@ -36,6 +36,10 @@ public struct OptionSpec: Sendable {
     public var required: Bool
     /// One line of help.
     public var help: String
+    /// Whether the value is a file name, read with its exact bytes (`CommandContext.valuePath`), so it need not be
+    /// UTF-8. Every other value is text and is refused when it is not valid UTF-8 (`CLI.run`): Swift would repair
+    /// it to U+FFFD, and the command would act on a tag, queue or directory the user did not name.
+    public var takesPath: Bool
 
     /// Creates an option; by default a flag that may be given once and is not required.
     public init(
@@ -44,6 +48,7 @@ public struct OptionSpec: Sendable {
         _ kind: Kind = .flag,
         repeatable: Bool = false,
         required: Bool = false,
+        takesPath: Bool = false,
         help: String
     ) {
         self.name = name
@@ -51,6 +56,7 @@ public struct OptionSpec: Sendable {
         self.kind = kind
         self.repeatable = repeatable
         self.required = required
+        self.takesPath = takesPath
         self.help = help
     }
 

@@ -84,6 +84,7 @@ public enum CLI {
                 context.rawValues = parsed.valueSources.mapValues { sources in
                     sources.map { source in source.map { Array(rawArguments[offset + $0.index].dropFirst($0.offset)) } }
                 }
+                try refuseTextThatIsNotUTF8(context.rawValues, of: spec)
             }
             guard let handler = Commands.handler(for: spec.path) ?? library?.handlers[spec.path] else {
                 if library == nil { throw HandOff() }
@@ -109,6 +110,22 @@ public enum CLI {
         } catch {
             printError("\(error)")
             return ExitCode.jobFailed
+        }
+    }
+
+    /// Refuses an option value that is not valid UTF-8 unless the option takes a path (`OptionSpec.takesPath`):
+    /// Swift's `CommandLine.arguments` hold it repaired (U+FFFD), so a `--tag` would match other photos and a
+    /// `--to` name another directory.
+    ///
+    /// - Throws: `UsageError` naming the option and showing the value with its bad bytes as `\xHH`.
+    static func refuseTextThatIsNotUTF8(_ rawValues: [String: [[UInt8]?]], of spec: CommandSpec) throws(UsageError) {
+        for option in spec.options where !option.takesPath {
+            for case let raw? in rawValues[option.name] ?? [] where String(validating: raw, as: UTF8.self) == nil {
+                let shown = TerminalText.escape(BytePath(bytes: raw).description)
+                throw UsageError(
+                    "option --\(option.name): '\(shown)' is not valid UTF-8 text; give it in UTF-8"
+                        + (option.name == "to" ? " (for a directory whose name is not, give a symbolic link to it with a UTF-8 name)" : ""))
+            }
         }
     }
 

@@ -6,7 +6,7 @@ extension Commands {
     /// `--ids`, `--ids-file`, `--all`: which photos of the library a tag or autotag job takes.
     static let photoSelection: [OptionSpec] = [
         OptionSpec("ids", .value(placeholder: "ID,…"), help: "stable IDs of the photos, comma separated"),
-        OptionSpec("ids-file", .value(placeholder: "FILE"), help: "a file with one stable ID a line"),
+        OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "a file with one stable ID a line"),
         OptionSpec("all", help: "every photo in the library"),
     ]
 
@@ -52,7 +52,7 @@ extension Commands {
             path: ["submit", "autotag"], summary: "analyse photos (EXIF, pixels, places, duplicates) and write tags",
             options: photoSelection + [
                 OptionSpec("retry", .value(placeholder: "JOB"), help: "the photos an earlier autotag JOB could not read for a reason that may pass (its retryable list)"),
-                OptionSpec("places", .value(placeholder: "FILE"), help: "CSV name,lat,lon of your own places"),
+                OptionSpec("places", .value(placeholder: "FILE"), takesPath: true, help: "CSV name,lat,lon of your own places"),
             ] + photoSidecar + submitCommon,
             details: "Give one of --ids, --ids-file, --all, --retry. --retry uses JOB's --places unless given.\n"
                 + exitCodes),

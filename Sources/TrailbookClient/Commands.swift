@@ -63,7 +63,7 @@ package enum Commands {
             positionals: [PositionalSpec(name: "FILE", min: 0, max: nil, help: "files to upload (or give --ids, --ids-file or --tag)")],
             options: [
                 OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
-                OptionSpec("ids-file", .value(placeholder: "FILE"), help: "photos of the library listed in FILE, one stable ID a line"),
+                OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG (repeated: with every TAG)"),
                 OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),

@@ -124,4 +124,31 @@ import TrailbookEngine
         #expect(job["params"]?["places"] == places.json, "\(job)")
         #expect(job["params"]?["places"]?["base64"] != nil, "a name that is not UTF-8 travels as base64: \(job)")
     }
+    /// A text option (a tag, a queue, the destination) that is not valid UTF-8 is refused with exit 2 and nothing
+    /// reaches the daemon: Swift's arguments hold it repaired to U+FFFD, which would name another tag or directory.
+    @Test func aTextOptionThatIsNotUTF8IsRefusedAndNothingIsSubmitted() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let source = daemon.home.file("photo.bin")
+        FileManager.default.createFile(atPath: source, contents: Data(repeating: 7, count: 1024))
+        let latin1 = Array("caf".utf8) + [0xE9]
+        let cases: [(arguments: [[UInt8]], shown: String)] = [
+            ([Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to".utf8), Array(daemon.home.file("").utf8) + latin1],
+             "option --to: '\(daemon.home.file(""))caf\\xe9' is not valid UTF-8 text"),
+            ([Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to=/tmp".utf8), Array("--queue".utf8), latin1],
+             "option --queue: 'caf\\xe9' is not valid UTF-8 text"),
+            ([Array("photos".utf8), Array("list".utf8), Array("--tag".utf8), latin1], "option --tag: 'caf\\xe9' is not valid UTF-8 text"),
+            ([Array("submit".utf8), Array("tag".utf8), Array("--all".utf8), Array("--tag=".utf8) + latin1],
+             "option --tag: 'caf\\xe9' is not valid UTF-8 text"),
+        ]
+        for (index, test) in cases.enumerated() {
+            let output = daemon.home.file("refused-\(index).out")
+            let pid = try ChildProcess.spawn(Binary.path, rawArguments: test.arguments, environment: daemon.environment, output: output)
+            let status = ChildProcess.exitStatus(of: pid)
+            let printed = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+            #expect(status == 2, "\(printed)")
+            #expect(printed.contains(test.shown), "\(printed)")
+        }
+        #expect(try daemon.request(["op": "list"])["jobs"]?.arrayValue?.isEmpty == true)
+    }
 }
