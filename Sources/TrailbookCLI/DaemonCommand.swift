@@ -9,7 +9,7 @@ import UploadJob
 enum DaemonCommand {
     /// `daemon`: runs the daemon in the foreground with every job kind until SIGTERM or SIGINT.
     static func daemon(_ context: CommandContext) throws -> Int32 {
-        var configuration = DaemonConfiguration(home: context.home, socketPath: context.socketPath)
+        var configuration = DaemonConfiguration(home: try context.home, socketPath: try context.socketPath)
         configuration.version = CLI.version
         let arguments = context.arguments
         if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
@@ -28,6 +28,10 @@ enum DaemonCommand {
                 throw UsageError("--queues takes queue names separated by commas: \(problem)")
             }
             shared.queues = queues.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+        }
+        if arguments.value("store") == nil, context.environmentNotUTF8["TRAILBOOK_JOBS_STORE"] != nil {
+            // Repaired, a password would be another one; shown, it would be on the terminal.
+            throw UsageError("TRAILBOOK_JOBS_STORE is not valid UTF-8 text (not shown: it may hold a password); give it in UTF-8")
         }
         configuration.store = try storeLocation(
             arguments.value("store") ?? context.environment["TRAILBOOK_JOBS_STORE"], shared: shared)

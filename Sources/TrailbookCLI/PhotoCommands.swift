@@ -180,7 +180,7 @@ enum PhotoCommands {
     /// Opens the photo store for reading (never migrating it: the daemon is its only writer), or returns `nil`
     /// when there is none yet.
     static func openStore(_ context: CommandContext) throws -> PhotoStore? {
-        let path = context.home + "/photos.sqlite3"
+        let path = try context.home + "/photos.sqlite3"
         guard access(path, F_OK) == 0 else { return nil }
         do {
             return try PhotoStore.openForReading(path: path)

@@ -40,6 +40,9 @@ public struct OptionSpec: Sendable {
     /// UTF-8. Every other value is text and is refused when it is not valid UTF-8 (`CLI.run`): Swift would repair
     /// it to U+FFFD, and the command would act on a tag, queue or directory the user did not name.
     public var takesPath: Bool
+    /// Whether the value may hold a secret (an `Authorization` header, a connection string's password): no
+    /// message ever shows it.
+    public var holdsSecret: Bool
 
     /// Creates an option; by default a flag that may be given once and is not required.
     public init(
@@ -49,6 +52,7 @@ public struct OptionSpec: Sendable {
         repeatable: Bool = false,
         required: Bool = false,
         takesPath: Bool = false,
+        holdsSecret: Bool = false,
         help: String
     ) {
         self.name = name
@@ -57,6 +61,7 @@ public struct OptionSpec: Sendable {
         self.repeatable = repeatable
         self.required = required
         self.takesPath = takesPath
+        self.holdsSecret = holdsSecret
         self.help = help
     }
 

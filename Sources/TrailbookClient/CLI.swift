@@ -23,9 +23,32 @@ public struct Endpoint {
     /// The state directory: `$TRAILBOOK_JOBS_HOME`, else `$XDG_STATE_HOME/trailbook-jobs`, else
     /// `~/.local/state/trailbook-jobs`.
     public static func home(environment: [String: String]) -> String {
-        if let home = environment["TRAILBOOK_JOBS_HOME"], !home.isEmpty { return home }
-        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/trailbook-jobs" }
-        return (environment["HOME"] ?? "/tmp") + "/.local/state/trailbook-jobs"
+        homeSource(environment).path
+    }
+
+    /// `home(environment:)`, refusing a directory made from a variable whose value is not valid UTF-8: the
+    /// environment holds it repaired (U+FFFD), which names another directory, one the daemon would create and
+    /// use while the user's stays empty.
+    ///
+    /// - Parameter notUTF8: the variables that are not valid UTF-8, with their bytes
+    ///   (`ProcessEnvironment.valuesNotUTF8()`).
+    /// - Throws: `UsageError` naming the variable, its value (bad bytes as `\xHH`) and what to do instead.
+    public static func home(environment: [String: String], notUTF8: [String: [UInt8]]) throws(UsageError) -> String {
+        let source = homeSource(environment)
+        guard let variable = source.variable, let raw = notUTF8[variable] else { return source.path }
+        let shown = TerminalText.escape(BytePath(bytes: raw).description)
+        let fix = variable == "TRAILBOOK_JOBS_HOME"
+            ? "give a UTF-8 path (a symbolic link with a UTF-8 name to that directory works)"
+            : "set TRAILBOOK_JOBS_HOME to a UTF-8 path"
+        throw UsageError("\(variable) is '\(shown)', which is not valid UTF-8, and the state directory is made from it; \(fix)")
+    }
+
+    /// The state directory and the variable it comes from (`nil` for the last resort, `/tmp`).
+    private static func homeSource(_ environment: [String: String]) -> (path: String, variable: String?) {
+        if let home = environment["TRAILBOOK_JOBS_HOME"], !home.isEmpty { return (home, "TRAILBOOK_JOBS_HOME") }
+        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return (state + "/trailbook-jobs", "XDG_STATE_HOME") }
+        if let home = environment["HOME"] { return (home + "/.local/state/trailbook-jobs", "HOME") }
+        return ("/tmp/.local/state/trailbook-jobs", nil)
     }
 }
 
@@ -78,6 +101,7 @@ public enum CLI {
                 return ExitCode.success
             }
             var context = CommandContext(arguments: parsed, environment: environment, library: library)
+            context.environmentNotUTF8 = ProcessEnvironment.valuesNotUTF8()
             if let rawArguments, rawArguments.count == arguments.count {
                 let offset = arguments.count - rest.count
                 context.rawPositionals = parsed.positionalIndices.map { rawArguments[offset + $0] }
@@ -117,13 +141,15 @@ public enum CLI {
     /// Swift's `CommandLine.arguments` hold it repaired (U+FFFD), so a `--tag` would match other photos and a
     /// `--to` name another directory.
     ///
-    /// - Throws: `UsageError` naming the option and showing the value with its bad bytes as `\xHH`.
+    /// - Throws: `UsageError` naming the option and showing the value with its bad bytes as `\xHH`, unless it may
+    ///   hold a secret (`OptionSpec.holdsSecret`).
     static func refuseTextThatIsNotUTF8(_ rawValues: [String: [[UInt8]?]], of spec: CommandSpec) throws(UsageError) {
         for option in spec.options where !option.takesPath {
             for case let raw? in rawValues[option.name] ?? [] where String(validating: raw, as: UTF8.self) == nil {
-                let shown = TerminalText.escape(BytePath(bytes: raw).description)
+                let shown = option.holdsSecret
+                    ? "its value (not shown: it may hold a secret)" : "'\(TerminalText.escape(BytePath(bytes: raw).description))'"
                 throw UsageError(
-                    "option --\(option.name): '\(shown)' is not valid UTF-8 text; give it in UTF-8"
+                    "option --\(option.name): \(shown) is not valid UTF-8 text; give it in UTF-8"
                         + (option.name == "to" ? " (for a directory whose name is not, give a symbolic link to it with a UTF-8 name)" : ""))
             }
         }
@@ -219,14 +245,28 @@ package struct CommandContext {
         return BytePath(text)
     }
 
-    package var home: String { Endpoint.home(environment: environment) }
+    /// The variables of `environment` whose values are not valid UTF-8, with their bytes
+    /// (`ProcessEnvironment.valuesNotUTF8()`); `home` refuses to be made from one.
+    package var environmentNotUTF8: [String: [UInt8]] = [:]
+
+    /// The state directory (`Endpoint.home`).
+    /// - Throws: `UsageError` when the variable it comes from is not valid UTF-8.
+    package var home: String {
+        get throws(UsageError) { try Endpoint.home(environment: environment, notUTF8: environmentNotUTF8) }
+    }
+    /// `--socket`, else the daemon's socket in `home`.
+    /// - Throws: `UsageError` as `home` does, when `--socket` is not given.
     package var socketPath: String {
-        guard let given = arguments.value("socket"), !given.isEmpty else { return home + "/daemon.sock" }
-        return given
+        get throws(UsageError) {
+            guard let given = arguments.value("socket"), !given.isEmpty else { return try home + "/daemon.sock" }
+            return given
+        }
     }
     package var json: Bool { arguments.flag("json") }
 
-    func connect() throws(ClientError) -> DaemonClient { try DaemonClient(socketPath: socketPath) }
+    /// A connection to the daemon at `socketPath`.
+    /// - Throws: `UsageError` as `socketPath` does; `ClientError` when the daemon is not reachable there.
+    func connect() throws -> DaemonClient { try DaemonClient(socketPath: socketPath) }
 
     /// Sends `request` and returns the reply, throwing `DaemonReply` for an error reply.
     package func call(_ request: JSONValue) throws -> JSONValue {

@@ -38,7 +38,7 @@ package enum Commands {
             options: [
                 socket,
                 OptionSpec("concurrency", .value(placeholder: "N"), help: "jobs running at once (default 4)"),
-                OptionSpec("store", .value(placeholder: "URL"), help: "where jobs are kept: 'sqlite' (default, in $TRAILBOOK_JOBS_HOME) or a PostgreSQL database several daemons share (postgres://… or 'host=… dbname=…'; default $TRAILBOOK_JOBS_STORE)"),
+                OptionSpec("store", .value(placeholder: "URL"), holdsSecret: true, help: "where jobs are kept: 'sqlite' (default, in $TRAILBOOK_JOBS_HOME) or a PostgreSQL database several daemons share (postgres://… or 'host=… dbname=…'; default $TRAILBOOK_JOBS_STORE)"),
                 OptionSpec("lease", .value(placeholder: "DUR"), help: "with PostgreSQL: how long a running job's lease lasts unless renewed; a dead daemon's jobs are rescued after it (default 30s)"),
                 OptionSpec("host", .value(placeholder: "NAME"), help: "with PostgreSQL: this daemon's host name, which its leases carry and its submitted uploads and photo jobs are pinned to (default: the machine's host name)"),
                 OptionSpec("queues", .value(placeholder: "NAME,…"), help: "with PostgreSQL: the queues this daemon runs jobs from, comma-separated (default: default)"),
@@ -69,7 +69,7 @@ package enum Commands {
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
-                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
+                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, holdsSecret: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
                 OptionSpec("ca-bundle", .value(placeholder: "FILE"), help: "tus over https: PEM file of CA certificates to trust"),
                 OptionSpec("endpoint", .value(placeholder: "URL"), help: "s3: endpoint of an S3-compatible server (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile, AWS)"),
                 OptionSpec("region", .value(placeholder: "REGION"), help: "s3: signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, us-east-1)"),
@@ -115,7 +115,7 @@ package enum Commands {
         CommandSpec(
             path: ["resume"], summary: "put a paused job back in the queue", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")],
             options: [
-                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, help: "tus upload: new header (e.g. a fresh 'Authorization: Bearer …'), replacing the job's headers of that name; never shown"),
+                OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, holdsSecret: true, help: "tus upload: new header (e.g. a fresh 'Authorization: Bearer …'), replacing the job's headers of that name; never shown"),
                 json, socket,
             ],
             details: "Example: trailbook-jobs resume 9b2f --header \"Authorization: Bearer $NEW_TOKEN\""),

@@ -140,6 +140,10 @@ import TrailbookEngine
             ([Array("photos".utf8), Array("list".utf8), Array("--tag".utf8), latin1], "option --tag: 'caf\\xe9' is not valid UTF-8 text"),
             ([Array("submit".utf8), Array("tag".utf8), Array("--all".utf8), Array("--tag=".utf8) + latin1],
              "option --tag: 'caf\\xe9' is not valid UTF-8 text"),
+            // A header may hold a token: refused without being shown.
+            ([Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to=http://127.0.0.1:9/files/".utf8),
+              Array("--header".utf8), Array("Authorization: Bearer s3cret-".utf8) + latin1],
+             "option --header: its value (not shown: it may hold a secret) is not valid UTF-8 text"),
         ]
         for (index, test) in cases.enumerated() {
             let output = daemon.home.file("refused-\(index).out")
@@ -148,7 +152,58 @@ import TrailbookEngine
             let printed = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
             #expect(status == 2, "\(printed)")
             #expect(printed.contains(test.shown), "\(printed)")
+            #expect(!printed.contains("s3cret"), "\(printed)")
         }
         #expect(try daemon.request(["op": "list"])["jobs"]?.arrayValue?.isEmpty == true)
+    }
+
+    /// A state directory made from a variable that is not valid UTF-8 is refused (exit 2) by the daemon and the
+    /// client alike: the environment holds it repaired to U+FFFD, and the daemon would create and use that other
+    /// directory while the one the user named stays empty. A command given `--socket` does not need it.
+    @Test func aStateDirectoryNamedInBytesThatAreNotUTF8IsRefusedAndNothingIsCreated() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let parent = daemon.home.file("homes")
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        let latin1 = Array("\(parent)/caf".utf8) + [0xE9]
+        try #require(mkdir(latin1.map { CChar(bitPattern: $0) } + [0], 0o700) == 0)
+        var base = daemon.environment.mapValues { Array($0.utf8) }
+        base["TRAILBOOK_JOBS_HOME"] = nil
+        base["XDG_STATE_HOME"] = nil
+        let fromHome = base.merging(["HOME": latin1]) { $1 }
+        let cases: [(arguments: [String], environment: [String: [UInt8]], status: Int32, shown: String)] = [
+            (["daemon"], base.merging(["TRAILBOOK_JOBS_HOME": latin1]) { $1 }, 2,
+             "TRAILBOOK_JOBS_HOME is '\(parent)/caf\\xe9', which is not valid UTF-8"),
+            (["list"], base.merging(["TRAILBOOK_JOBS_HOME": latin1]) { $1 }, 2, "a symbolic link with a UTF-8 name"),
+            (["list"], base.merging(["XDG_STATE_HOME": latin1]) { $1 }, 2, "XDG_STATE_HOME is '\(parent)/caf\\xe9'"),
+            (["photos", "list"], fromHome, 2, "HOME is '\(parent)/caf\\xe9', which is not valid UTF-8"),
+            (["daemon"], fromHome, 2, "set TRAILBOOK_JOBS_HOME to a UTF-8 path"),
+            // The running daemon's socket, given: the state directory is not needed.
+            (["list", "--socket", daemon.socketPath], fromHome, 0, "no jobs"),
+        ]
+        for (index, test) in cases.enumerated() {
+            let output = daemon.home.file("refused-home-\(index).out")
+            let pid = try ChildProcess.spawn(
+                Binary.path, rawArguments: test.arguments.map { Array($0.utf8) }, rawEnvironment: test.environment, output: output)
+            let status = ChildProcess.exitStatus(of: pid, within: 10)
+            let printed = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+            #expect(status == test.status, "\(test.arguments): \(printed)")
+            #expect(printed.contains(test.shown), "\(test.arguments): \(printed)")
+        }
+        // Only the directory the user made: no repaired `caf\u{FFFD}` beside it, and nothing in it.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: parent).count == 1)
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: parent).count == 1)
+
+        // A connection string that is not UTF-8 is refused without being shown (it may hold a password).
+        let output = daemon.home.file("refused-store.out")
+        var environment = daemon.environment.mapValues { Array($0.utf8) }
+        environment["TRAILBOOK_JOBS_HOME"] = Array(daemon.home.file("other").utf8)
+        environment["TRAILBOOK_JOBS_STORE"] = Array("postgres://app:pa55-".utf8) + [0xE9] + Array("@127.0.0.1:9/app".utf8)
+        let pid = try ChildProcess.spawn(Binary.path, rawArguments: [Array("daemon".utf8)], rawEnvironment: environment, output: output)
+        let status = ChildProcess.exitStatus(of: pid, within: 10)
+        let printed = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+        #expect(status == 2, "\(printed)")
+        #expect(printed.contains("TRAILBOOK_JOBS_STORE is not valid UTF-8 text (not shown"), "\(printed)")
+        #expect(!printed.contains("pa55"), "\(printed)")
     }
 }

@@ -16,6 +16,13 @@ public enum ChildProcess {
 
     /// `spawn`, with the arguments as bytes: a file name need not be UTF-8 (`caf\xe9.jpg`).
     public static func spawn(_ path: String, rawArguments: [[UInt8]], environment: [String: String], output: String) throws -> pid_t {
+        try spawn(path, rawArguments: rawArguments, rawEnvironment: environment.mapValues { Array($0.utf8) }, output: output)
+    }
+
+    /// `spawn`, with the arguments and the environment's values as bytes: a directory's name need not be UTF-8.
+    public static func spawn(
+        _ path: String, rawArguments: [[UInt8]], rawEnvironment: [String: [UInt8]], output: String
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -37,12 +44,28 @@ public enum ChildProcess {
         let argv = ([Array(path.utf8)] + rawArguments).map { bytes in
             (bytes + [0]).withUnsafeBytes { strdup($0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
         } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = rawEnvironment.map { entry in
+            (Array("\(entry.key)=".utf8) + entry.value + [0]).withUnsafeBytes { strdup($0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+        } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw SpawnError(description: "cannot start \(path): \(String(cString: strerror(rc)))") }
         return pid
+    }
+
+    /// Waits up to `seconds` for `pid` to end, then kills it (SIGKILL) and waits: its exit status, or `nil` if a
+    /// signal ended it. For a command that must stop at once, so that a test fails instead of hanging when it
+    /// does not (a daemon that starts).
+    public static func exitStatus(of pid: pid_t, within seconds: Double) -> Int32? {
+        var status: Int32 = 0
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid { return status & 0x7f == 0 ? (status >> 8) & 0xff : nil }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        return exitStatus(of: pid)
     }
 
     /// Waits for `pid` to end; its exit status, or `nil` if a signal ended it.
