@@ -129,8 +129,8 @@ enum BatchSubmit {
     /// The entries of an NDJSON file (`-`: standard input): one submit object per line (`kind`, `params`,
     /// `options`, `key`; an `op` of `submit` is allowed), blank lines skipped.
     /// - Throws: `UsageError` naming the line that is not a submit object, or a file that cannot be read.
-    static func entries(fromFile path: String) throws -> [Entry] {
-        let name = path == "-" ? "standard input" : path
+    static func entries(fromFile path: BytePath) throws -> [Entry] {
+        let name = path == "-" ? "standard input" : TerminalText.escape(path.description)
         var bytes = try readAll(path)
         // A UTF-8 byte order mark (Windows editors write one) is not part of the first line's JSON; RFC 8259,
         // section 8.1, lets a parser ignore it.
@@ -159,17 +159,18 @@ enum BatchSubmit {
         return entries
     }
 
-    /// The whole content of `path`, or of standard input for `-`.
-    private static func readAll(_ path: String) throws(UsageError) -> [UInt8] {
-        let fd = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw UsageError("cannot open \(path): \(String(cString: strerror(errno)))") }
+    /// The whole content of `path` (its exact bytes: the name need not be UTF-8), or of standard input for `-`.
+    private static func readAll(_ path: BytePath) throws(UsageError) -> [UInt8] {
+        let name = TerminalText.escape(path.description)
+        let fd = path == "-" ? 0 : path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { throw UsageError("cannot open \(name): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw UsageError("cannot read \(path): \(String(cString: strerror(errno)))") }
+            guard n >= 0 else { throw UsageError("cannot read \(name): \(String(cString: strerror(errno)))") }
             if n == 0 { return bytes }
             bytes += chunk[..<n]
         }

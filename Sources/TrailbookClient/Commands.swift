@@ -94,7 +94,7 @@ package enum Commands {
         CommandSpec(
             path: ["submit"], summary: "submit many jobs at once from a file of submit objects (--from)",
             options: [
-                OptionSpec("from", .value(placeholder: "FILE"), required: true, help: "NDJSON: one submit object per line ({\"kind\", \"params\", \"options\", \"key\"}); - reads standard input"),
+                OptionSpec("from", .value(placeholder: "FILE"), required: true, takesPath: true, help: "NDJSON: one submit object per line ({\"kind\", \"params\", \"options\", \"key\"}); - reads standard input"),
             ] + submitCommon.filter { !["wait", "watch", "expand"].contains($0.name) },
             details: "The jobs go in one batch: all are queued, or none (the first bad line is named). Prints their IDs in order.\n"
                 + "A line without a key gets KEY/INDEX (--key, or this run's own key; INDEX counts the jobs from 0); options\n"
@@ -161,7 +161,7 @@ package enum Commands {
     static func handler(for path: [String]) -> ((CommandContext) throws -> Int32)? {
         switch path {
         case ["submit", "upload"]: return submitUpload
-        case ["submit"]: return { try BatchSubmit.submit(try BatchSubmit.entries(fromFile: $0.arguments.value("from")!), $0) }
+        case ["submit"]: return { try BatchSubmit.submit(try BatchSubmit.entries(fromFile: $0.valuePath("from")!), $0) }
         case ["list"]: return list
         case ["show"]: return show
         case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import TrailbookCLI
 import TrailbookEngine
@@ -262,6 +263,26 @@ struct SubmitBatchEndToEndTests {
         result = try daemon.cli(["submit", "upload"] + sources + ["--to", dest, "--each", "--key", String(repeating: "k", count: 197)])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try Self.jobCount(daemon) == 12)
+
+        // The FILE of --from is opened by its bytes (a Latin-1 name), not refused nor repaired to U+FFFD.
+        let latin1 = BytePath.join(BytePath(daemon.home.path), BytePath(bytes: Array("caf".utf8) + [0xE9] + Array(".ndjson".utf8)))
+        try daemon.home.create(latin1.lastComponent, contents: Array("{\"kind\": \"sleep\", \"params\": {\"units\": 1}}\n".utf8))
+        let output = daemon.home.file("from-latin1.out")
+        let pid = try ChildProcess.spawn(
+            Binary.path, rawArguments: [Array("submit".utf8), Array("--from".utf8), latin1.bytes], environment: daemon.environment, output: output)
+        let status = ChildProcess.exitStatus(of: pid)
+        let printed = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+        #expect(status == 0, "\(printed)")
+        #expect(try Self.jobCount(daemon) == 13)
+        // A missing one is named with its bad byte shown as \xHH.
+        let missing = daemon.home.file("missing-from.out")
+        let missingPid = try ChildProcess.spawn(
+            Binary.path, rawArguments: [Array("submit".utf8), Array("--from".utf8), latin1.bytes + Array(".gone".utf8)],
+            environment: daemon.environment, output: missing)
+        let missingStatus = ChildProcess.exitStatus(of: missingPid)
+        let refused = String(decoding: FileManager.default.contents(atPath: missing) ?? Data(), as: UTF8.self)
+        #expect(missingStatus == 2, "\(refused)")
+        #expect(refused.contains("cannot open \(daemon.home.path)/caf\\xe9.ndjson.gone: No such file"), "\(refused)")
     }
 
     /// A path typed with `..` (`sub/../a.jpg`, `--to sub/../dest`) is the same file and place as without it: the CLI
