@@ -9,6 +9,8 @@ another host would (a throwaway server, as bench/jobs.py shared starts). Daemon 
 shared store renews the run's lease); daemon A serves a queue nobody submits to. Then, per round and binary:
 
   ping:   a `ping` to B every 10 ms for 3 s, send to reply (ms): how long B's loop was kept from answering.
+  ping A, listing: a `ping` to A every 10 ms for 3 s while another client runs `list --limit 20` through A back
+          to back (each a store read): how long A's loop was kept from answering by its clients' reads.
   cancel: 10 cancels through A of a job running on B, send to reply (the job as `cancelled`).
   round trip: a `show` through A (one store read: the "one round trip" of the bound).
   no-op jobs: `--noop` jobs (`sleep`, units 0) submitted singly to a fresh daemon C (`--concurrency 64`, its
@@ -126,6 +128,20 @@ def one_round(binary, server, rtt_ms, busy, noop):
         while time.monotonic() < end:
             pings.append(timed_ms(b, {"op": "ping"})[0])
             time.sleep(0.01)
+        listing_pings, stop = [], threading.Event()
+
+        def lists():
+            while not stop.is_set():
+                a.call({"op": "list", "limit": 20})
+
+        lister = threading.Thread(target=lists)
+        lister.start()
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            listing_pings.append(timed_ms(a, {"op": "ping"})[0])
+            time.sleep(0.01)
+        stop.set()
+        lister.join()
         cancels, shows = [], []
         for _ in range(10):
             job = submit_running(b, b)
@@ -133,7 +149,7 @@ def one_round(binary, server, rtt_ms, busy, noop):
             cancels.append(cancel_ms(a, job))
         b.stop()
         b = None
-        return pings, cancels, shows, noop_jobs(binary, remote, noop)
+        return pings, listing_pings, cancels, shows, noop_jobs(binary, remote, noop)
     finally:
         for d in (a, b):
             if d:
@@ -177,18 +193,20 @@ def main():
     binaries = given.split(",") if given else [os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()]
     print(f"store round trip {rtt_ms} ms (proxy), {busy} busy jobs on B, {rounds} rounds; load before: {os.getloadavg()}")
     server = ThrowawayPostgres()
-    results = {binary: ([], [], [], [], []) for binary in binaries}
+    results = {binary: ([], [], [], [], [], []) for binary in binaries}
     try:
         for _ in range(rounds):
             for binary in binaries:
-                pings, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop)
-                for into, values in zip(results[binary], (pings, cancels, shows, [noops["per_second"]], noops["pings"])):
+                pings, listing, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop)
+                measured = (pings, listing, cancels, shows, [noops["per_second"]], noops["pings"])
+                for into, values in zip(results[binary], measured):
                     into.extend(values)
     finally:
         server.stop()
-    for binary, (pings, cancels, shows, rates, noop_pings) in results.items():
+    for binary, (pings, listing, cancels, shows, rates, noop_pings) in results.items():
         print(f"  {binary}")
         print(f"    ping B (ms): {percentiles(pings)}")
+        print(f"    ping A while a client lists through A (ms): {percentiles(listing)}")
         print(f"    cancel through A of a job on B (ms): {percentiles(cancels)}")
         print(f"    round trip, show through A (ms): {percentiles(shows)}")
         print(f"    {noop} no-op jobs through C, single submits (jobs/s per round): {[round(r) for r in rates]}")

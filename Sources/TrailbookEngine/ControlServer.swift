@@ -405,10 +405,10 @@ public final class ControlServer {
             guard limit >= 1 else {
                 throw JobError(code: "bad_request", message: "\"limit\" must be 1 or more (the newest N jobs), not \(limit)")
             }
-            let jobs = try scheduler.list(states: states, kind: kind, limit: Int(min(limit, 100_000)))
+            let (jobs, unfinished) = try await scheduler.fetchList(states: states, kind: kind, limit: Int(min(limit, 100_000)))
             // The counts of unfinished jobs in every state, from the scheduler's counters: a summary (`watch`)
             // needs them without loading a million queued jobs. On a shared store, every daemon's (the store's).
-            let counts = scheduler.summaryCounts().filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
+            let counts = unfinished.filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
             return ["ok": true, "jobs": .array(jobs.map(\.json)), "counts": .object(Dictionary(uniqueKeysWithValues: counts))]
         case "show", "cancel", "pause", "resume":
             guard let id = try string(request, "job") else {
@@ -416,7 +416,7 @@ public final class ControlServer {
             }
             let job: JobRecord
             switch op {
-            case "show": job = try scheduler.job(id)
+            case "show": job = try await scheduler.fetchJob(id)
             case "cancel": job = try await scheduler.cancel(id)
             case "pause": job = try await scheduler.pause(id)
             default:

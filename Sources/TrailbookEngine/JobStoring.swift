@@ -147,6 +147,34 @@ public protocol LeasingJobStoring: JobStoring {
     /// Called on the loop thread when the store's connection is back after it was lost: the payloads other
     /// daemons sent meanwhile never arrived (notifications are not kept for a listener that is gone).
     var onFeedInterrupted: (() -> Void)? { get set }
+    /// Reads the jobs `query` selects without waiting (a `show` or `list` of a client, so that the loop goes on
+    /// while the database answers), with `countsByState()` of the unfinished states in the same round trip when
+    /// `counting`: `completion` is called on the loop thread with what those calls would have returned or thrown.
+    /// The store's request timeout applies as to a call that waits (then `JobStoreError.unavailable`).
+    func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void)
+}
+
+/// What a `LeasingJobStoring.read` found.
+public struct JobReading: Sendable {
+    /// The jobs the query selected, in its order.
+    public var jobs: [JobRecord]
+    /// How many jobs are in each unfinished state (every daemon's), when counted.
+    public var unfinishedCounts: [JobState: Int]?
+
+    /// A reading of `jobs` and, when counted, `unfinishedCounts`.
+    public init(jobs: [JobRecord], unfinishedCounts: [JobState: Int]?) {
+        self.jobs = jobs
+        self.unfinishedCounts = unfinishedCounts
+    }
+}
+
+/// Which jobs a read selects (`LeasingJobStoring.read`).
+public enum JobQuery: Sendable, Equatable {
+    /// The jobs whose id starts with the prefix (at most `limit`), in id order: `jobs(idPrefix:limit:)`.
+    case idPrefix(String, limit: Int)
+    /// The newest `limit` jobs, optionally only those in `states` and of `kind`, in submission order:
+    /// `jobs(states:kind:limit:)`.
+    case filtered(states: [JobState]?, kind: String?, limit: Int)
 }
 
 /// What one `LeasingJobStoring.maintainLeases` found and did; all empty when the store could not be asked.

@@ -613,22 +613,41 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     public func jobs(idPrefix prefix: String, limit: Int) throws -> [JobRecord] {
-        let escaped = prefix.lowercased().filter { $0.isHexDigit || $0 == "-" }
-        return try records(
-            "SELECT \(Self.columns) FROM trailbook_jobs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3::bigint",
-            [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))])
+        try run([Self.statement(.idPrefix(prefix, limit: limit))])[0].rows.compactMap(Self.record)
     }
 
     public func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord] {
-        try records(
-            """
-            SELECT * FROM (
-                SELECT \(Self.columns) FROM trailbook_jobs
-                WHERE ($1::text[] IS NULL OR state = ANY($1::text[])) AND ($2::text IS NULL OR kind = $2)
-                ORDER BY sequence DESC LIMIT $3::bigint
-            ) newest ORDER BY sequence
-            """,
-            [states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null, .integer(Int64(limit))])
+        try run([Self.statement(.filtered(states: states, kind: kind, limit: limit))])[0].rows.compactMap(Self.record)
+    }
+
+    public func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void) {
+        let statements = [Self.statement(query)] + (counting ? [Self.countsStatement] : [])
+        sendWaitingAtMost({ database in try await database.queue!.connection.pipeline(statements).map(\.rows) }) { result in
+            completion(result.map { rows in
+                JobReading(jobs: rows[0].compactMap(Self.record), unfinishedCounts: counting ? Self.counts(rows[1]) : nil)
+            })
+        }
+    }
+
+    /// The `SELECT` of `query`, of `columns`.
+    private static func statement(_ query: JobQuery) -> PostgresStatement {
+        switch query {
+        case .idPrefix(let prefix, let limit):
+            let escaped = prefix.lowercased().filter { $0.isHexDigit || $0 == "-" }
+            return PostgresStatement(
+                "SELECT \(columns) FROM trailbook_jobs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3::bigint",
+                [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))])
+        case .filtered(let states, let kind, let limit):
+            return PostgresStatement(
+                """
+                SELECT * FROM (
+                    SELECT \(columns) FROM trailbook_jobs
+                    WHERE ($1::text[] IS NULL OR state = ANY($1::text[])) AND ($2::text IS NULL OR kind = $2)
+                    ORDER BY sequence DESC LIMIT $3::bigint
+                ) newest ORDER BY sequence
+                """,
+                [states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null, .integer(Int64(limit))])
+        }
     }
 
     public func queuedJobs(limit: Int, skipping: Set<String>) throws -> [JobRecord] {
@@ -639,11 +658,17 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     public func countsByState() throws -> [JobState: Int] {
+        Self.counts(try run([Self.countsStatement])[0].rows)
+    }
+
+    /// Ended jobs are most of the table and no summary shows them: only unfinished states are counted.
+    private static let countsStatement = PostgresStatement(
+        "SELECT state, count(*) FROM trailbook_jobs WHERE state IN ('queued', 'running', 'paused', 'needs_retry') GROUP BY state")
+
+    /// The counts of `countsStatement`'s rows, by state.
+    private static func counts(_ rows: [PostgresRow]) -> [JobState: Int] {
         var counts: [JobState: Int] = [:]
-        // Ended jobs are most of the table and no summary shows them: only unfinished states are counted.
-        for row in try rows(
-            "SELECT state, count(*) FROM trailbook_jobs WHERE state IN ('queued', 'running', 'paused', 'needs_retry') GROUP BY state")
-        {
+        for row in rows {
             if let state = row.text(0).flatMap(JobState.init(rawValue:)) { counts[state] = Int(row.int(1) ?? 0) }
         }
         return counts

@@ -664,15 +664,44 @@ public final class Scheduler {
     /// Jobs whose new state the store has not taken yet are listed in that state.
     /// - Throws: `JobError` `store_busy` (another process locks even readers out), `store_error`.
     public func list(states: [JobState]?, kind: String?, limit: Int) throws(JobError) -> [JobRecord] {
-        var jobs: [JobRecord]
+        let stored: [JobRecord]
         do {
-            // Room for the rows the overlay below moves out of the asked states (starts not written yet).
-            let room = unsavedRecords.count + pendingStarts.count
-            jobs = try store.jobs(states: states, kind: kind, limit: limit > Int.max - room ? Int.max : limit + room)
+            stored = try store.jobs(states: states, kind: kind, limit: listRoom(limit))
         } catch {
-            let refusal = StoreRefusal(error)
-            throw JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
+            throw Self.readError(error)
         }
+        return overlaid(stored, states: states, kind: kind, limit: limit)
+    }
+
+    /// `list`, answered without holding the loop while a shared store reads (one round trip, up to its request
+    /// timeout in an outage): the other clients, the feed and the running jobs go on meanwhile. With the SQLite
+    /// store it is `list`.
+    /// - Throws: what `list` throws; `store_unavailable` when the shared store does not answer.
+    /// - Returns: the jobs, and `summaryCounts()` as of the same reading.
+    public func fetchList(
+        states: [JobState]?, kind: String?, limit: Int
+    ) async throws(JobError) -> (jobs: [JobRecord], counts: [JobState: Int]) {
+        guard let leasing else { return (try list(states: states, kind: kind, limit: limit), summaryCounts()) }
+        let reading = try await Self.read(
+            .filtered(states: states, kind: kind, limit: listRoom(limit)), counting: true, from: leasing)
+        // What changed here while the store answered is overlaid as it is now.
+        return (
+            overlaid(reading.jobs, states: states, kind: kind, limit: limit),
+            reading.unfinishedCounts?.filter { !$0.key.isTerminal } ?? activeCounts
+        )
+    }
+
+    /// How many rows a list of `limit` reads: room for those the overlay moves out of the asked states (starts
+    /// not written yet).
+    private func listRoom(_ limit: Int) -> Int {
+        let room = unsavedRecords.count + pendingStarts.count
+        return limit > Int.max - room ? Int.max : limit + room
+    }
+
+    /// The stored jobs with this daemon's newer states over them (unwritten records and starts), filtered by
+    /// `states` and `kind`, the newest `limit` in submission order, running ones with live progress.
+    private func overlaid(_ stored: [JobRecord], states: [JobState]?, kind: String?, limit: Int) -> [JobRecord] {
+        var jobs = stored
         let unwritten = unsavedRecords.merging(pendingStarts) { unsaved, _ in unsaved }
         if !unwritten.isEmpty {
             jobs = jobs.map { unwritten[$0.id] ?? $0 }
@@ -681,6 +710,39 @@ public final class Scheduler {
             jobs = Array(jobs.filter { states?.contains($0.state) ?? true }.sorted { $0.sequence < $1.sequence }.suffix(limit))
         }
         return jobs.map { running[$0.id].map(live) ?? $0 }
+    }
+
+    /// `job(_:)`, answered without holding the loop while a shared store reads, as `fetchList` is; a job this
+    /// daemon runs or holds unwritten is answered at once, as by `job(_:)`.
+    /// - Throws: what `job(_:)` throws; `store_unavailable` when the shared store does not answer.
+    public func fetchJob(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
+        let key = try Self.idKey(idOrPrefix)
+        guard let leasing, running[key] == nil, unsavedRecords[key] == nil else { return try job(idOrPrefix) }
+        // The prefix's rows are the jobs themselves: one round trip.
+        let matches = try await Self.read(.idPrefix(key, limit: 2), counting: false, from: leasing).jobs
+        let id = try Self.chosen(matches, for: idOrPrefix)
+        if let active = running[id] { return live(active) }
+        if let unwritten = unsavedRecords[id] ?? pendingStarts[id] { return unwritten }
+        return matches.first { $0.id == id }!
+    }
+
+    /// `leasing.read(query, counting:)`, awaited.
+    private static func read(
+        _ query: JobQuery, counting: Bool, from leasing: any LeasingJobStoring
+    ) async throws(JobError) -> JobReading {
+        let result = await withCheckedContinuation { continuation in
+            leasing.read(query, counting: counting) { continuation.resume(returning: $0) }
+        }
+        switch result {
+        case .success(let reading): return reading
+        case .failure(let error): throw readError(error)
+        }
+    }
+
+    /// The error of a read the store refused.
+    private static func readError(_ error: any Error) -> JobError {
+        let refusal = StoreRefusal(error)
+        return JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
     }
 
     /// Cancels a job (reason `user_stop`): a running job is stopped and cleans up; a waiting one is cancelled and
@@ -727,7 +789,9 @@ public final class Scheduler {
         guard asked else { return nil }
         let deadline = Timestamp.monotonic() + options.shutdownGraceSeconds + 30
         while Timestamp.monotonic() < deadline {
-            if let now = current(job.id), now.state != .running { return now }
+            // Read without holding the loop: the other daemon may take the grace period and more.
+            let stored = try? await Self.read(.idPrefix(job.id, limit: 1), counting: false, from: leasing).jobs.first { $0.id == job.id }
+            if let now = unsavedRecords[job.id] ?? pendingStarts[job.id] ?? stored, now.state != .running { return now }
             await Self.wait(seconds: 0.02)
         }
         throw JobError(
@@ -1459,20 +1523,32 @@ public final class Scheduler {
     // MARK: - Helpers
 
     private func resolve(_ idOrPrefix: String) throws(JobError) -> String {
-        let key = idOrPrefix.lowercased()
-        guard !key.isEmpty, key.count <= 36, key.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
-            throw JobError(code: "no_such_job", message: "'\(idOrPrefix)' is not a job id (a UUID or its prefix)")
-        }
+        let key = try Self.idKey(idOrPrefix)
         // A job this daemon runs or holds unwritten is known without the store (which may be unreachable).
         if running[key] != nil || unsavedRecords[key] != nil { return key }
         let matches: [JobRecord]
         do {
             matches = try store.jobs(idPrefix: key, limit: 2)
         } catch {
-            let refusal = StoreRefusal(error)
-            throw JobError(code: refusal.readErrorCode, message: "cannot read the job store: \(refusal.cause) (\(refusal)); try again")
+            throw Self.readError(error)
         }
-        if let exact = matches.first(where: { $0.id == key }) { return exact.id }
+        return try Self.chosen(matches, for: idOrPrefix)
+    }
+
+    /// `idOrPrefix` in lower case.
+    /// - Throws: `JobError` `no_such_job` when it cannot be a job id or its prefix.
+    private static func idKey(_ idOrPrefix: String) throws(JobError) -> String {
+        let key = idOrPrefix.lowercased()
+        guard !key.isEmpty, key.count <= 36, key.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
+            throw JobError(code: "no_such_job", message: "'\(idOrPrefix)' is not a job id (a UUID or its prefix)")
+        }
+        return key
+    }
+
+    /// The id of the job `idOrPrefix` names among `matches` (at most two of the jobs whose id starts with it).
+    /// - Throws: `JobError` `no_such_job` for none, `ambiguous_id` for several without an exact match.
+    private static func chosen(_ matches: [JobRecord], for idOrPrefix: String) throws(JobError) -> String {
+        if let exact = matches.first(where: { $0.id == idOrPrefix.lowercased() }) { return exact.id }
         switch matches.count {
         case 0: throw JobError(code: "no_such_job", message: "no job with id \(idOrPrefix); see `trailbook-jobs list`")
         case 1: return matches[0].id

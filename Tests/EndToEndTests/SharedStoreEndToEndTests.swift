@@ -266,6 +266,8 @@ struct SharedStoreEndToEndTests {
         let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
         let long = try a.submitSleep(units: 100_000, unitMilliseconds: 20)
         _ = try a.waitFor(long, "running") { $0["state"]?.stringValue == "running" }
+        let done = try a.submitSleep(units: 1, unitMilliseconds: 1)
+        _ = try a.waitForState(done, "succeeded")
 
         let holding = server.socketConnectionString + " application_name=tb-table-lock"
         let holder = Process()
@@ -299,6 +301,27 @@ struct SharedStoreEndToEndTests {
         while Date() < waiting, try psql(server, stuck) == "0" { usleep(20_000) }
         #expect(try psql(server, stuck) != "0")
 
+        // A `show` of a job not running here and a `list` read the store, behind the stuck INSERT; they wait for
+        // it without holding the loop (they used to: every ping below then waited for them, up to 10 s).
+        // Sent from here, so that they are in the daemon's socket before the pings below.
+        let reads = DispatchGroup()
+        let readReplies = Mutex<[String: JSONValue]>([:])
+        for (name, request) in [("show", ["op": "show", "job": .string(done)]), ("list", ["op": "list"])] as [(String, JSONValue)] {
+            let fd = try a.rawConnection()
+            #expect(DaemonHarness.send(fd, JSONCoding.encode(request) + [0x0A]))
+            reads.enter()
+            DispatchQueue.global().async {
+                defer { close(fd) }
+                var time = timeval(tv_sec: 30, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+                var line: [UInt8] = []
+                var byte: UInt8 = 0
+                while read(fd, &byte, 1) == 1, byte != 0x0A { line.append(byte) }
+                readReplies.withLock { $0[name] = try? JSONCoding.decode(JSONValue.self, from: line) }
+                reads.leave()
+            }
+        }
+
         // Meanwhile the loop answers: pings and the running job's `show` come straight back.
         for _ in 0..<10 {
             let started = Date()
@@ -308,10 +331,18 @@ struct SharedStoreEndToEndTests {
             usleep(20_000)
         }
         #expect(answered.wait(timeout: .now()) == .timedOut, "the submit was answered while its INSERT waited for the lock")
+        #expect(reads.wait(timeout: .now()) == .timedOut, "the reads were answered while the INSERT before them waited")
 
         _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-table-lock'")
         holder.waitUntilExit()
         #expect(answered.wait(timeout: .now() + 20) == .success)
+        #expect(reads.wait(timeout: .now() + 20) == .success)
+        let (shown, listed) = readReplies.withLock { ($0["show"], $0["list"]) }
+        #expect(shown?["job"]?["state"]?.stringValue == "succeeded", "\(String(describing: shown))")
+        // Read after the INSERT it waited behind: the submitted job is there too.
+        let listedIDs = listed?["jobs"]?.arrayValue?.map { $0["id"]?.stringValue } ?? []
+        #expect(listedIDs.count == 3 && Array(listedIDs.prefix(2)) == [long, done], "\(String(describing: listed))")
+        #expect(listed?["counts"]?["running"]?.intValue == 1, "\(String(describing: listed))")
         let submitted = try #require(reply.withLock { $0 })
         let id = try #require(submitted["job"]?["id"]?.stringValue, "\(submitted)")
         _ = try a.waitForState(id, "succeeded")
