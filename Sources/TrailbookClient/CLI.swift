@@ -148,9 +148,7 @@ public enum CLI {
             for case let raw? in rawValues[option.name] ?? [] where String(validating: raw, as: UTF8.self) == nil {
                 let shown = option.holdsSecret
                     ? "its value (not shown: it may hold a secret)" : "'\(TerminalText.escape(BytePath(bytes: raw).description))'"
-                throw UsageError(
-                    "option --\(option.name): \(shown) is not valid UTF-8 text; give it in UTF-8"
-                        + (option.name == "to" ? " (for a directory whose name is not, give a symbolic link to it with a UTF-8 name)" : ""))
+                throw UsageError("option --\(option.name): \(shown) is not valid UTF-8 text; give it in UTF-8")
             }
         }
     }

@@ -66,11 +66,11 @@ package enum Commands {
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG (repeated: with every TAG)"),
                 OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
-                OptionSpec("to", .value(placeholder: "DEST"), required: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
+                OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
                 OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, holdsSecret: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
-                OptionSpec("ca-bundle", .value(placeholder: "FILE"), help: "tus over https: PEM file of CA certificates to trust"),
+                OptionSpec("ca-bundle", .value(placeholder: "FILE"), takesPath: true, help: "tus over https: PEM file of CA certificates to trust"),
                 OptionSpec("endpoint", .value(placeholder: "URL"), help: "s3: endpoint of an S3-compatible server (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile, AWS)"),
                 OptionSpec("region", .value(placeholder: "REGION"), help: "s3: signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile, us-east-1)"),
                 OptionSpec("profile", .value(placeholder: "NAME"), help: "s3: profile in ~/.aws/credentials and ~/.aws/config of the daemon's user (default: AWS_PROFILE, default)"),
@@ -223,12 +223,11 @@ package enum Commands {
 
     static func submitUpload(_ context: CommandContext) throws -> Int32 {
         let arguments = context.arguments
-        let cwd = currentDirectory()
         // Paths as bytes: a name that is not UTF-8 travels as {"base64": …} (see BytePath).
         let files = context.positionalPaths.map { absolutePath($0) }
         var params: [String: JSONValue] = [
             "files": .array(files.map(\.json)),
-            "to": .string(try destinationURL(arguments.value("to")!, cwd: cwd)),
+            "to": .string(try destinationURL(context.valuePath("to")!)),
         ]
         if let photos = try context.uploadSelection() {
             guard context.positionalPaths.isEmpty else {
@@ -256,9 +255,15 @@ package enum Commands {
             }
             params["headers"] = .array(headers.map { .string($0) })
         }
-        if let bundle = arguments.value("ca-bundle") {
+        if let bundle = context.valuePath("ca-bundle") {
             guard isTus else { throw UsageError("--ca-bundle applies only to http(s):// (tus) destinations") }
-            params["ca_bundle"] = .string(absolute(bundle, cwd: cwd))
+            // Made absolute by the bytes of the working directory, which need not be UTF-8; the job keeps text.
+            let path = absolutePath(bundle)
+            guard let text = path.text else {
+                throw UsageError(
+                    "--ca-bundle: '\(TerminalText.escape(path.description))' is not valid UTF-8; give the bundle a path in UTF-8 (a symbolic link works)")
+            }
+            params["ca_bundle"] = .string(text)
         }
         if let s3 = try s3Options(arguments) {
             guard params["to"]?.stringValue?.lowercased().hasPrefix("s3://") == true else {
@@ -409,19 +414,6 @@ package enum Commands {
 
     // MARK: - Paths
 
-    static func currentDirectory() -> String {
-        guard let cwd = getcwd(nil, 0) else { return "/" }
-        defer { free(cwd) }
-        return String(cString: cwd)
-    }
-
-    /// `path` made absolute against `cwd`, without `.` components or repeated slashes (`./out/` → `/cwd/out`), and
-    /// without `..` where the file system can resolve it (`resolvingParentReferences`).
-    static func absolute(_ path: String, cwd: String) -> String {
-        let joined = path.hasPrefix("/") ? path : (cwd == "/" ? "" : cwd) + "/" + path
-        return resolvingParentReferences(BytePath(joined).lexicallyNormalized).description
-    }
-
     /// An absolute, lexically normalised `path` whose part up to its last `..` component is replaced by where
     /// `realpath(3)` finds it (`$HOME/trip/../dest` → `$HOME/dest`), the rest kept as typed (a final
     /// symbolic link stays a link). Why: the daemon tells two jobs doing the same upload apart by their paths
@@ -453,11 +445,20 @@ package enum Commands {
         return resolvingParentReferences(BytePath.join(directory, path).lexicallyNormalized)
     }
 
-    /// `file://` and `http(s)://` URLs pass through; a plain path becomes a `file://` URL of its absolute form.
-    static func destinationURL(_ text: String, cwd: String) throws(UsageError) -> String {
-        guard !text.isEmpty else { throw UsageError("option --to needs a destination (file:///dir or a tus URL)") }
+    /// `file://`, `http(s)://` and `s3://` URLs pass through as text; a plain path becomes the `file://` URL of
+    /// its absolute form (`absolutePath`, by its bytes), with every byte a URL would read as something else
+    /// percent-encoded (`UploadDestination.fileURL`): `--to 'a%20b'` is the directory `a%20b`, not `a b`.
+    /// - Throws: `UsageError` for an empty destination, or a URL that is not valid UTF-8.
+    static func destinationURL(_ given: BytePath) throws(UsageError) -> String {
+        guard !given.bytes.isEmpty else { throw UsageError("option --to needs a destination (file:///dir or a tus URL)") }
         // `s3:` is never a directory name here: a malformed s3 URL goes to the daemon, which says what is wrong.
-        if text.contains("://") || text.lowercased().hasPrefix("s3:") { return text }
-        return "file://" + absolute(text, cwd: cwd)
+        let looksLikeURL = given.bytes.starts(with: Array("s3:".utf8)) || given.bytes.starts(with: Array("S3:".utf8))
+            || given.bytes.indices.contains { given.bytes[$0...].starts(with: Array("://".utf8)) }
+        guard looksLikeURL else { return UploadDestination.fileURL(of: absolutePath(given)) }
+        guard let text = given.text else {
+            throw UsageError(
+                "option --to: '\(TerminalText.escape(given.description))' is not valid UTF-8 text; in a URL, percent-encode such bytes (%E9)")
+        }
+        return text
     }
 }

@@ -42,7 +42,7 @@ public struct BytePath: Hashable, Sendable, Codable, CustomStringConvertible, Ex
         var out = ""
         var index = 0
         while index < bytes.count {
-            let length = Self.sequenceLength(bytes, at: index)
+            let length = Self.validSequenceLength(bytes, at: index)
             if length > 0 {
                 out += String(decoding: bytes[index..<(index + length)], as: UTF8.self)
                 index += length
@@ -54,9 +54,9 @@ public struct BytePath: Hashable, Sendable, Codable, CustomStringConvertible, Ex
         return out
     }
 
-    /// The length of the valid UTF-8 sequence starting at `index`, or 0 if there is none (RFC 3629: no overlong
-    /// forms, no surrogates, nothing above U+10FFFF).
-    private static func sequenceLength(_ bytes: [UInt8], at index: Int) -> Int {
+    /// The length in bytes (1 to 4) of the valid UTF-8 sequence starting at `bytes[index]`, or 0 if there is none
+    /// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+    public static func validSequenceLength(_ bytes: [UInt8], at index: Int) -> Int {
         let first = bytes[index]
         let (length, low, high): (Int, UInt8, UInt8) =
             switch first {

@@ -133,8 +133,9 @@ import TrailbookEngine
         FileManager.default.createFile(atPath: source, contents: Data(repeating: 7, count: 1024))
         let latin1 = Array("caf".utf8) + [0xE9]
         let cases: [(arguments: [[UInt8]], shown: String)] = [
-            ([Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to".utf8), Array(daemon.home.file("").utf8) + latin1],
-             "option --to: '\(daemon.home.file(""))caf\\xe9' is not valid UTF-8 text"),
+            // A URL is text (a directory's path is bytes: see below).
+            ([Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to".utf8), Array("http://127.0.0.1:9/".utf8) + latin1],
+             "option --to: 'http://127.0.0.1:9/caf\\xe9' is not valid UTF-8 text; in a URL, percent-encode such bytes"),
             ([Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to=/tmp".utf8), Array("--queue".utf8), latin1],
              "option --queue: 'caf\\xe9' is not valid UTF-8 text"),
             ([Array("photos".utf8), Array("list".utf8), Array("--tag".utf8), latin1], "option --tag: 'caf\\xe9' is not valid UTF-8 text"),
@@ -155,6 +156,36 @@ import TrailbookEngine
             #expect(!printed.contains("s3cret"), "\(printed)")
         }
         #expect(try daemon.request(["op": "list"])["jobs"]?.arrayValue?.isEmpty == true)
+    }
+
+    /// `--to DIR` is that directory, byte for byte: the CLI percent-encodes what a `file://` URL would read as
+    /// something else. It used to send the path as it was: `--to a%20b` uploaded into `a b`, `--to 'q?x'` was
+    /// refused as a URL with a query, and a Latin-1 name was refused as text that is not UTF-8.
+    @Test func anUploadGoesIntoTheDirectoryNamedWhateverItsBytes() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let source = daemon.home.file("photo.bin")
+        FileManager.default.createFile(atPath: source, contents: Data(repeating: 7, count: 4096))
+        let names: [[UInt8]] = [Array("a%20b".utf8), Array("q?x#y".utf8), Array("caf".utf8) + [0xE9], Array("50% off".utf8)]
+        for name in names {
+            // Decoys: what the old reading of each name would have named.
+            try? FileManager.default.createDirectory(atPath: daemon.home.file("a b"), withIntermediateDirectories: true)
+            let directory = BytePath.join(BytePath(daemon.home.path), BytePath(bytes: name))
+            try #require(directory.withCString { mkdir($0, 0o700) } == 0)
+            let output = daemon.home.file("to-\(names.firstIndex(of: name)!).out")
+            let pid = try ChildProcess.spawn(
+                Binary.path, rawArguments: [Array("submit".utf8), Array("upload".utf8), Array(source.utf8), Array("--to".utf8), directory.bytes, Array("--wait".utf8)],
+                environment: daemon.environment, output: output)
+            let status = ChildProcess.exitStatus(of: pid, within: 30)
+            let printed = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+            #expect(status == 0, "\(BytePath(bytes: name)): \(printed)")
+            var info = stat()
+            let landed = BytePath.join(directory, "photo.bin").withCString { stat($0, &info) } == 0
+            #expect(landed && info.st_size == 4096, "\(BytePath(bytes: name)): not in its directory")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: daemon.home.file("a b")).isEmpty)
+        let jobs = try daemon.request(["op": "list"])["jobs"]?.arrayValue ?? []
+        #expect(jobs.compactMap { $0["params"]?["to"]?.stringValue?.split(separator: "/").last.map(String.init) } == ["a%2520b", "q%3Fx%23y", "caf%E9", "50%25%20off"])
     }
 
     /// A state directory made from a variable that is not valid UTF-8 is refused (exit 2) by the daemon and the

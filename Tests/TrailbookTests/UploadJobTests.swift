@@ -112,7 +112,27 @@ struct UploadDestinationTests {
         ("file:///", "/"),
     ])
     func parsesDirectories(url: String, path: String) throws {
-        #expect(try UploadDestination(parsing: url) == .directory(path: path))
+        #expect(try UploadDestination(parsing: url) == .directory(path: BytePath(path)))
+    }
+
+    /// A directory's `file://` URL (what the CLI sends for `--to DIR`) reads back as exactly that directory,
+    /// whatever its bytes: `%20` in a name is not a space, `?` and `#` are no query or fragment, a Latin-1 byte
+    /// is kept. The CLI used to send the path as it was, and `--to /srv/a%20b` uploaded into `/srv/a b`.
+    @Test(arguments: [
+        BytePath("/srv/a%20b"), BytePath("/srv/100%"), BytePath("/srv/q?x=1"), BytePath("/srv/#tag"), BytePath("/srv/a b"),
+        BytePath("/srv/café/日本"), BytePath(bytes: Array("/srv/caf".utf8) + [0xE9]), BytePath(bytes: Array("/srv/t".utf8) + [0x09, 0x0A, 0x7F]),
+        BytePath(bytes: Array("/srv/".utf8) + [0xC3]), BytePath("/"),
+    ])
+    func aDirectorysFileURLReadsBackAsExactlyThatDirectory(path: BytePath) throws {
+        let url = UploadDestination.fileURL(of: path)
+        #expect(try UploadDestination(parsing: url) == .directory(path: path), "\(url)")
+        #expect(url.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F }, "\(url)")
+    }
+
+    @Test func aFileURLEscapesOnlyWhatAURLWouldReadAsSomethingElse() {
+        #expect(UploadDestination.fileURL(of: "/srv/a%20b?#") == "file:///srv/a%2520b%3F%23")
+        #expect(UploadDestination.fileURL(of: "/srv/café photos") == "file:///srv/café%20photos")
+        #expect(UploadDestination.fileURL(of: BytePath(bytes: Array("/srv/caf".utf8) + [0xE9])) == "file:///srv/caf%E9")
     }
 
     @Test func parsesTusEndpoints() async throws {
@@ -674,7 +694,7 @@ struct KernelCopyTests {
         #expect(length == 0)
         let copied = try file.copy(at: 0, count: Int64(info.st_size), stop: CopyStop(), timeLimit: 60)
         #expect(copied.bytes == Int64(info.st_size) && !copied.sourceEnded)
-        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), directory: scratch.dst, length: Int64(info.st_size))
+        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), directory: BytePath(scratch.dst), length: Int64(info.st_size))
         return (file, try scratch.bytes(scratch.dst + "/copy.bin"))
     }
 
@@ -802,7 +822,7 @@ struct PartFileTamperingTests {
         // The rename would have put the other file in place: refused before it.
         let final = scratch.dst + "/a.bin"
         let atCommit = refusal { () throws(JobError) in
-            try file.commit(to: BytePath(final), directory: scratch.dst, length: 2 << 20)
+            try file.commit(to: BytePath(final), directory: BytePath(scratch.dst), length: 2 << 20)
         }
         #expect(atCommit != nil && !scratch.exists(final))
         #expect(unlink(path) == 0)

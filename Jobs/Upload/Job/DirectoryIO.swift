@@ -90,7 +90,7 @@ enum DirectoryIO {
     /// link that resolves outside `DIR` or a directory (`bad_name`). (The job's `.part` file, named per job, is
     /// opened with `O_NOFOLLOW`, so a link put there fails the write instead of being followed.)
     /// - Returns: the identities of the checked sources, in `indices` order.
-    static func preflight(files: [BytePath], names: [BytePath], directory: String, indices: Range<Int>)
+    static func preflight(files: [BytePath], names: [BytePath], directory: BytePath, indices: Range<Int>)
         throws(JobError) -> [SourceIdentity]
     {
         let identities = try sourceIdentities(files: files, indices: indices)
@@ -139,10 +139,10 @@ enum DirectoryIO {
         }
     }
 
-    private static func checkDestination(names: [BytePath], directory: String, indices: Range<Int>, files: [BytePath])
+    private static func checkDestination(names: [BytePath], directory: BytePath, indices: Range<Int>, files: [BytePath])
         throws(JobError)
     {
-        switch status(BytePath(directory)) {
+        switch status(directory) {
         case .failure(let error):
             let code = error.code
             if code == ENOENT || code == ENOTDIR {
@@ -160,13 +160,13 @@ enum DirectoryIO {
                     message: "destination \(directory) is not a directory; give the directory to upload into")
             }
         }
-        guard access(directory, W_OK | X_OK) == 0 else {
+        guard directory.withCString({ access($0, W_OK | X_OK) }) == 0 else {
             throw JobError(
                 code: "destination_not_writable",
                 message: "cannot write into destination directory \(directory): \(errorText(errno)); "
                     + "fix its permissions or choose another directory")
         }
-        guard let root = resolved(BytePath(directory)) else {
+        guard let root = resolved(directory) else {
             throw JobError(
                 code: "destination_missing", message: "cannot resolve destination directory \(directory)")
         }
@@ -211,8 +211,8 @@ enum DirectoryIO {
 
     /// `fsync(2)` of a directory, so a rename in it survives a power loss. File systems that cannot sync
     /// directories (`EINVAL`) are accepted.
-    static func syncDirectory(_ path: String) throws(JobError) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    static func syncDirectory(_ path: BytePath) throws(JobError) {
+        let fd = path.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else { throw writeFailed("cannot open directory \(path) to sync it", errno) }
         defer { close(fd) }
         if fsync(fd) != 0, errno != EINVAL { throw writeFailed("fsync \(path)", errno) }
@@ -637,7 +637,7 @@ final class PartFile: @unchecked Sendable {
     /// is durable.
     /// The hash is complete once this returns (the `fsync` runs while its last pieces are hashed); a `.part`
     /// file that could not be read back, or that something else changed (`checkPart(length:)`), is not renamed.
-    func commit(to finalPath: BytePath, directory: String, length: Int64) throws(JobError) {
+    func commit(to finalPath: BytePath, directory: BytePath, length: Int64) throws(JobError) {
         try sync()
         try finishHashing()
         try checkPart(length: length)

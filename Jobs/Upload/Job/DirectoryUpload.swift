@@ -21,7 +21,7 @@ struct DirectoryUpload: UploadTransfer {
     let params: UploadJob.Params
     let names: [BytePath]
     /// The destination directory, as parsed from the URL.
-    let directory: String
+    let directory: BytePath
     /// Told of each file renamed into place (see `FileLanded`).
     var landed: FileLanded?
 
@@ -32,13 +32,13 @@ struct DirectoryUpload: UploadTransfer {
     /// so two jobs uploading files of the same name to one directory (one paused, one running) can never write
     /// into, or resume from, each other's partial file.
     func partPath(_ index: Int, job: JobContext) -> BytePath {
-        BytePath.join(BytePath(directory), names[index] + ("." + String(job.id.prefix(8)) + UploadNames.partSuffix))
+        BytePath.join(directory, names[index] + ("." + String(job.id.prefix(8)) + UploadNames.partSuffix))
     }
-    func finalPath(_ index: Int) -> BytePath { BytePath.join(BytePath(directory), names[index]) }
+    func finalPath(_ index: Int) -> BytePath { BytePath.join(directory, names[index]) }
 
     /// Submit-time checks that need the file system (see `DirectoryIO.preflight`), run off the loop thread so a
     /// slow disk cannot stall the daemon.
-    static func validate(files: [BytePath], names: [BytePath], directory: String) async throws(JobError) {
+    static func validate(files: [BytePath], names: [BytePath], directory: BytePath) async throws(JobError) {
         let outcome = await Task.detached {
             Result { () throws(JobError) in
                 _ = try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: files.indices)
@@ -303,7 +303,7 @@ struct DirectoryUpload: UploadTransfer {
         let outcome = try? await job.runOnPool { () -> (removed: [BytePath], failed: [(BytePath, Int32)]) in
             var removed: [BytePath] = []
             var failed: [(BytePath, Int32)] = []
-            guard let stream = opendir(directory) else { return ([], [(BytePath(directory), errno)]) }
+            guard let stream = directory.withCString({ opendir($0) }) else { return ([], [(directory, errno)]) }
             defer { closedir(stream) }
             var found: [BytePath] = []
             while let entry = readdir(stream) {
@@ -312,7 +312,7 @@ struct DirectoryUpload: UploadTransfer {
                 if partNames.contains(name) { found.append(name) }
             }
             for name in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
-                let path = BytePath.join(BytePath(directory), name)
+                let path = BytePath.join(directory, name)
                 if path.withCString(unlink) == 0 {
                     removed.append(path)
                 } else if errno != ENOENT {

@@ -241,7 +241,7 @@ extension UploadJob {
         }
         switch try UploadDestination(parsing: url) {
         case .directory(let path):
-            let resolved = BytePath(path).resolvedByFileSystem
+            let resolved = path.resolvedByFileSystem
             return "file://" + (resolved == "/" ? "" : resolved.key)
         case .s3(let bucket, let prefix): return "s3://" + String(trimmed(Substring(bucket + "/" + prefix)))
         case .tus(let endpoint):

@@ -6,9 +6,9 @@ import TrailbookProtocol
 /// identity, checkpoint, progress, rate limiting, hashing) and the transfer itself. Each case has its own
 /// transfer: `.directory` is `DirectoryUpload`, `.tus` is `TusUploadRun`, `.s3` is `S3UploadRun`.
 public enum UploadDestination: Sendable, Equatable {
-    /// A local directory (`file:///abs/dir`): an absolute path, percent-decoded, without trailing slashes
-    /// (except `/` itself).
-    case directory(path: String)
+    /// A local directory (`file:///abs/dir`): an absolute path, percent-decoded to its bytes (which need not be
+    /// UTF-8: `%E9` is the Latin-1 `é`), without trailing slashes (except `/` itself).
+    case directory(path: BytePath)
     /// A tus 1.0 creation endpoint (`http://…` or `https://…`), as given.
     case tus(endpoint: String)
     /// An S3 bucket and key prefix (`s3://BUCKET/PREFIX/`): each file is stored as the object PREFIX + its name.
@@ -52,8 +52,8 @@ public enum UploadDestination: Sendable, Equatable {
             let encoded = afterSlashes[pathStart...]
             guard !encoded.contains("?"), !encoded.contains("#") else { throw bad("has a query or fragment") }
             guard let decoded = Self.percentDecode(encoded) else { throw bad("has a bad %-escape") }
-            guard !decoded.contains("\0") else { throw bad("contains a NUL byte") }
-            self = .directory(path: Self.trimmingTrailingSlashes(decoded))
+            guard !decoded.contains(0) else { throw bad("contains a NUL byte") }
+            self = .directory(path: Self.trimmingTrailingSlashes(BytePath(bytes: decoded)))
         case "s3":
             guard rest.hasPrefix("//") else { throw bad("needs two slashes after 's3:'") }
             let afterSlashes = rest.dropFirst(2)
@@ -128,7 +128,7 @@ public enum UploadDestination: Sendable, Equatable {
     }
 
     /// `%XX` escapes decoded as UTF-8, or `nil` for a malformed escape or invalid UTF-8.
-    static func percentDecode(_ text: Substring) -> String? {
+    static func percentDecode(_ text: Substring) -> [UInt8]? {
         var bytes: [UInt8] = []
         var iterator = Array(text.utf8).makeIterator()
         while let byte = iterator.next() {
@@ -141,7 +141,30 @@ public enum UploadDestination: Sendable, Equatable {
             }
             bytes.append(high << 4 | low)
         }
-        return String(validating: bytes, as: UTF8.self)
+        return bytes
+    }
+
+    /// The `file://` URL of the absolute directory `path` (RFC 8089), which `init(parsing:)` reads back as exactly
+    /// `path`: each byte that a URL would read as something else is percent-encoded (RFC 3986, section 2.1) —
+    /// `%`, `?` and `#`, control characters and space, and every byte that is not part of valid UTF-8 (a
+    /// Latin-1 `caf\xe9` is `caf%E9`). Valid UTF-8 stays as it is, so that `show` and the feed stay readable.
+    public static func fileURL(of path: BytePath) -> String {
+        var url = "file://"
+        var index = 0
+        let bytes = path.bytes
+        while index < bytes.count {
+            let length = BytePath.validSequenceLength(bytes, at: index)
+            let byte = bytes[index]
+            if length > 1 {
+                url += String(decoding: bytes[index..<(index + length)], as: UTF8.self)
+                index += length
+                continue
+            }
+            let plain = length == 1 && byte > 0x20 && byte != 0x7F && !"%?#".utf8.contains(byte)
+            url += plain ? String(UnicodeScalar(byte)) : "%" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            index += 1
+        }
+        return url
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -153,10 +176,10 @@ public enum UploadDestination: Sendable, Equatable {
         }
     }
 
-    static func trimmingTrailingSlashes(_ path: String) -> String {
-        var path = Substring(path)
-        while path.count > 1, path.hasSuffix("/") { path = path.dropLast() }
-        return String(path)
+    static func trimmingTrailingSlashes(_ path: BytePath) -> BytePath {
+        var bytes = path.bytes[...]
+        while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes = bytes.dropLast() }
+        return BytePath(bytes: bytes)
     }
 }
 
