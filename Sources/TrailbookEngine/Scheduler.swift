@@ -283,10 +283,9 @@ public final class Scheduler {
     /// until the end is written and announced they show the job as the feed last did (at most one loop turn, or
     /// on a shared store the group's round trip).
     private var pendingRecords: [String: JobRecord] = [:]
+    /// The group commit's check handle: started by what the turn queues for it, also from the commit's own check
+    /// callback (`schedule()`'s starts), whose next call then comes at once (see `CheckHandle`).
     private var groupCommitHandle: CheckHandle?
-    /// Started while starts wait for the group commit (which `schedule()` queues from the commit's own check
-    /// callback): the commit then runs after the next poll without waiting for I/O.
-    private var groupCommitWake: IdleHandle?
     private var groupCommitClosed = false
     /// A shared store's group is sent and not answered yet (`commitGroup`); what comes meanwhile waits for the next.
     private var groupInFlight = false
@@ -899,8 +898,6 @@ public final class Scheduler {
         groupCommitClosed = true
         groupCommitHandle?.close()
         groupCommitHandle = nil
-        groupCommitWake?.close()
-        groupCommitWake = nil
         // One last try at what the store refused; what is still unwritten resumes from the store's state next time.
         storeRetryTimer?.close()
         storeRetryTimer = nil
@@ -936,9 +933,6 @@ public final class Scheduler {
                     launch(job, kind: kind)
                 }
                 armGroupCommit()
-                let wake = groupCommitWake ?? IdleHandle(loop: .main)
-                groupCommitWake = wake
-                wake.start()
                 continue
             }
             // While the store refuses writes, every start of this pass in one transaction first: a refused write
@@ -1277,7 +1271,6 @@ public final class Scheduler {
     /// shutdown (`waiting`) it waits, as on SQLite.
     private func commitGroup(waiting: Bool = false) {
         groupCommitHandle?.stop()
-        groupCommitWake?.stop()
         // One group in flight at a time: its answer arms the next (`groupAnswered`).
         guard !groupInFlight else { return }
         let submits = pendingSubmits

@@ -143,41 +143,54 @@ public final class SignalWatcher: LoopHandle {
 
 /// Runs a callback once per loop iteration, right after the loop has polled for I/O (`uv_check_t`,
 /// https://docs.libuv.org/en/v1.x/check.html). Used to batch work produced during one iteration — for example,
-/// to write all the feed events of an iteration to a watcher in one write. A started check handle does not wake
-/// an idle loop.
+/// to write all the feed events of an iteration to a watcher in one write — so stop it once that work is done.
+///
+/// While it is started the loop does not block in its poll (an `IdleHandle` beside it), so its callback comes in
+/// this iteration or, when it is started after this iteration's check handles began to run (from another check
+/// callback), in the next one at once. libuv runs only the check handles started before the pass began
+/// (loop-watcher.c), and a started check handle alone does not shorten the poll: the callback would wait for the
+/// next I/O or timer, which on an idle daemon may never come. Node's `setImmediate` pairs the two the same way.
 public final class CheckHandle: LoopHandle {
     private var onCheck: (() -> Void)?
+    /// Started and stopped with the check handle, closed with it.
+    private let wake: IdleHandle
 
     /// Makes a stopped check handle on `loop`. Call on the loop thread.
     public init(loop: EventLoop) {
+        wake = IdleHandle(loop: loop)
         super.init(loop: loop, type: UV_CHECK)
         precondition(uv_check_init(loop.raw, UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_check_t.self)) == 0)
         adopt()
     }
 
-    /// Starts calling `body` once per loop iteration, until `stop()`.
+    /// Starts calling `body` once per loop iteration, until `stop()`; the loop does not sleep meanwhile.
     public func start(_ body: @escaping () -> Void) {
         guard !isClosing else { return }
         onCheck = body
         uv_check_start(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_check_t.self)) { raw in
             CheckHandle.owner(of: raw).onCheck?()
         }
+        wake.start()
     }
 
-    /// Stops the calls.
+    /// Stops the calls; the loop may sleep again.
     public func stop() {
         guard !isClosing else { return }
         uv_check_stop(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_check_t.self))
+        wake.stop()
         onCheck = nil
     }
 
-    override func dropCallbacks() { onCheck = nil }
+    override func dropCallbacks() {
+        onCheck = nil
+        wake.close()
+    }
 }
 
 /// Keeps the loop from blocking in its poll for I/O while it is started (`uv_idle_t`,
 /// https://docs.libuv.org/en/v1.x/idle.html: "when there are active idle handles the loop will perform a zero
-/// timeout poll instead of blocking for I/O"). Paired with a `CheckHandle` started from a check callback, whose next
-/// call would otherwise wait for the next I/O or timer: node's `setImmediate` is built the same way.
+/// timeout poll instead of blocking for I/O"). Every `CheckHandle` has one, so that its next call does not wait
+/// for the next I/O or timer.
 public final class IdleHandle: LoopHandle {
     /// Makes a stopped idle handle on `loop`. Call on the loop thread.
     public init(loop: EventLoop) {

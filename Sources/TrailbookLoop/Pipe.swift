@@ -16,7 +16,8 @@ public final class PipeServer: LoopHandle {
     ///   - path: the socket path (at most 107 bytes, the `sun_path` limit).
     ///   - backlog: the listen backlog.
     ///   - onConnection: runs on the loop thread with each accepted connection, not yet reading.
-    /// - Throws: `UVError` if the path is too long or the socket cannot be bound or listened on.
+    /// - Throws: `UVError` if the path is too long, a file other than a socket is there (`EEXIST`: it is never
+    ///   removed), or the socket cannot be bound or listened on.
     public init(loop: EventLoop, path: String, backlog: Int32 = 128, onConnection: @escaping (PipeConnection) -> Void)
         throws(UVError)
     {
@@ -28,7 +29,16 @@ public final class PipeServer: LoopHandle {
             close()
             throw UVError(code: -ENAMETOOLONG, operation: "bind \(path)")
         }
-        unlink(path)
+        // Only a socket is replaced (a stale one: the caller refuses to start over a live one). Anything else
+        // there, a user's file named by a mistyped `--socket`, is left alone.
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFSOCK else {
+                close()
+                throw UVError(code: -EEXIST, operation: "bind \(path), which is a file that is not a socket (left as it is; give another path)")
+            }
+            unlink(path)
+        }
         let previousMask = umask(0o177)
         let bound = uv_pipe_bind(pipe, path)
         umask(previousMask)

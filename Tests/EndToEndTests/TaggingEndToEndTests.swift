@@ -237,6 +237,45 @@ struct TaggingEndToEndTests {
         return names
     }
 
+    /// A job that fails on an otherwise idle daemon: its `failed` reaches a watcher at once, and `--wait` returns 1.
+    /// An end is announced from the group commit's check callback, which starts the feed's write check handle;
+    /// that one used to run only at the loop's next wake-up (none, on an idle daemon): `submit autotag --wait` of a
+    /// job failing on a place name that could not be a tag hung in 2 of 4 tries until another client sent a
+    /// request (fixed in `CheckHandle`; `EventLoopTests.aCheckHandleStartedFromACheckCallback…` is its test). That
+    /// name is refused at submit now; this failure, at the start of the run, reaches the feed by another path and
+    /// passed before the fix too: it keeps the contract end to end.
+    @Test func aJobFailingOnAnIdleDaemonReachesItsWatchersAtOnce() throws {
+        let folder = TemporaryDirectory("tbj-idle-fail")
+        try CameraFixtures.write(into: folder.path)
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        #expect(try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])["state"]?.stringValue == "succeeded")
+        let places = folder.file("places.csv")
+        try "Home,43.46,11.88\n".write(toFile: places, atomically: true, encoding: .utf8)
+        // Holds the one slot, so that the autotag job starts only once its places file went bad.
+        let blocker = try daemon.submitSleep(units: 100_000, unitMilliseconds: 10)
+        _ = try daemon.waitForState(blocker, "running")
+        // `--wait` from the start, as a script would; killed after 20 s rather than hanging the suite.
+        let output = folder.file("wait.out")
+        let waiting = try ChildProcess.spawn(
+            Binary.path, ["submit", "autotag", "--all", "--places", places, "--wait"], environment: daemon.environment, output: output)
+        var id: String?
+        let queuedBy = Date().addingTimeInterval(10)
+        while id == nil, Date() < queuedBy {
+            id = try daemon.request(["op": "list", "kind": "autotag"])["jobs"]?.arrayValue?.first?["id"]?.stringValue
+            if id == nil { usleep(10_000) }
+        }
+        let job = try #require(id, "the autotag job was not submitted")
+        try "name,lat,lon\n".write(toFile: places, atomically: true, encoding: .utf8)
+        let recorder = try FeedRecorder(daemon)
+        _ = try daemon.job(["op": "cancel", "job": .string(blocker)])
+        let status = ChildProcess.exitStatus(of: waiting, within: 20)
+        #expect(status == 1, "\(String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self))")
+        let deadline = Date().addingTimeInterval(5)
+        while !recorder.states(of: job).contains("failed"), Date() < deadline { usleep(10_000) }
+        #expect(recorder.states(of: job) == ["running", "failed"], "\(recorder.all())")
+        #expect(try daemon.show(job)["error"]?["code"]?.stringValue == "invalid_params")
+    }
+
     @Test func importAndAutotagOfCameraPhotos() throws {
         let folder = TemporaryDirectory("tbj-camera")
         let dir = folder.path

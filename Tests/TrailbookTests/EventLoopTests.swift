@@ -136,4 +136,62 @@ struct EventLoopTests {
         #expect(name == "ENAMETOOLONG")
         #expect(runner.finish())
     }
+
+    /// A path where a file other than a socket is (a mistyped `--socket`) is refused, and the file is left as it
+    /// was: the server used to unlink whatever was there.
+    @Test func bindingWhereARegularFileIsLeavesTheFile() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let path = NSTemporaryDirectory() + "precious-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+        try "keep me".write(toFile: path, atomically: false, encoding: .utf8)
+        defer { unlink(path) }
+        let name = await bound.run { bound -> String in
+            do {
+                let server = try PipeServer(loop: bound.loop, path: path) { _ in }
+                server.close()
+                return "bound"
+            } catch {
+                return (error as? UVError)?.name ?? "\(error)"
+            }
+        }
+        #expect(name == "EEXIST")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "keep me")
+        #expect(runner.finish())
+    }
+
+    /// A check handle started from another check handle's callback (the group commit announcing an end starts the
+    /// feed's write) runs in the next iteration at once, with nothing else to wake the loop. libuv runs the check
+    /// handles started before the pass began (loop-watcher.c) and a started check handle does not keep the poll
+    /// from blocking, so it used to wait for the next I/O or timer: a watcher of an idle daemon never got the
+    /// event, and `submit --wait` hung.
+    @Test func aCheckHandleStartedFromACheckCallbackRunsWithoutAnotherWakeUp() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let seconds = await bound.run { bound -> Double in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Double, Never>) in
+                let first = CheckHandle(loop: bound.loop)
+                let second = CheckHandle(loop: bound.loop)
+                // The only other thing on this loop: without the fix, the poll sleeps until it is due.
+                let deadline = LoopTimer(loop: bound.loop)
+                let started = Date()
+                var answered = false
+                func finish() {
+                    guard !answered else { return }
+                    answered = true
+                    for handle in [first, second, deadline] as [LoopHandle] { handle.close() }
+                    continuation.resume(returning: Date().timeIntervalSince(started))
+                }
+                first.start {
+                    first.stop()
+                    second.start {
+                        second.stop()
+                        finish()
+                    }
+                }
+                deadline.start(milliseconds: 3_000) { finish() }
+            }
+        }
+        #expect(seconds < 1, "the second check handle ran after \(seconds) s")
+        #expect(runner.finish())
+    }
 }
