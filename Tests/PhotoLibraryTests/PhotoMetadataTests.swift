@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import PhotoLibrary
@@ -119,5 +120,32 @@ struct PhotoMetadataTests {
             #expect(throws: PhotoLibraryError.self, "\(text)") { try PlaceTable.parseCSV(text) }
         }
         #expect(PlaceTable.bundledPlaces.count >= 100)
+    }
+
+    /// What a spreadsheet or another editor saves: a byte order mark is not part of the first place's name (its
+    /// tag used to be `place:\u{FEFF}Home`, which `--tag place:Home` never matched); a name that cannot be a tag
+    /// (a control character) is refused naming its line, at submit, where the job used to fail on its first
+    /// photo; a file that is not UTF-8 (Latin-1 `São Paulo`) is refused rather than read as `S\u{FFFD}o Paulo`.
+    @Test func placesCSVAsEditorsSaveIt() throws {
+        let table = try PlaceTable.parseCSV("\u{FEFF}Home,38.69,-9.21\n")
+        #expect(table.places.map(\.name) == ["Home"])
+        #expect(try PlaceTable.parseCSV("\u{FEFF}name,lat,lon\nHome,38.69,-9.21\n").places.map(\.name) == ["Home"])
+        #expect {
+            try PlaceTable.parseCSV("Home,1,2\nEsc\u{1B}[2J,38.69,-9.21\n")
+        } throws: { error in
+            let error = error as? PhotoLibraryError
+            return error?.code == .badPlaceFile && error?.message.contains("line 2: the name cannot be a tag: tag holds control characters") == true
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("places-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let latin1 = directory.appendingPathComponent("latin1.csv").path
+        try Data(Array("S".utf8) + [0xE3] + Array("o Paulo,-23.55,-46.63\n".utf8)).write(to: URL(fileURLWithPath: latin1))
+        #expect {
+            try PlaceTable.load(csvAt: BytePath(latin1))
+        } throws: { error in
+            let error = error as? PhotoLibraryError
+            return error?.code == .badPlaceFile && error?.message.contains("is not UTF-8 text; save it as UTF-8") == true
+        }
     }
 }

@@ -15,6 +15,8 @@ import TrailbookPaths
 ///
 /// `duplicate-of:<stable id>` needs the whole library and is added by the job via `PhotoStore.nearestDuplicate`.
 public enum AutoTags {
+    /// The namespace of a place tag: `place:` + the place's name (`place:Lisbon`).
+    public static let placePrefix = "place:"
     /// Tag namespaces (the part before `:`) that autotag owns, plus its bare tags; a re-run replaces exactly these.
     public static let managedNamespaces: Set<String> = ["year", "month", "make", "camera", "place", "aspect", "color", "duplicate-of"]
     /// Bare tags autotag owns.
@@ -42,7 +44,7 @@ public enum AutoTags {
                 tags.insert("camera:" + model)
             }
         }
-        if let gps = metadata.gps, let place = places?.nearest(to: gps) { tags.insert("place:" + place.place.name) }
+        if let gps = metadata.gps, let place = places?.nearest(to: gps) { tags.insert(Self.placePrefix + place.place.name) }
         if let pixels {
             tags.insert("aspect:" + pixels.aspect.rawValue)
             if pixels.isNight { tags.insert("night") }

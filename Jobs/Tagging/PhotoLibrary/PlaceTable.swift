@@ -63,15 +63,18 @@ public struct PlaceTable: Sendable {
     ///
     /// A name may be double-quoted (`"Washington, D.C.",38.9072,-77.0369`, `""` for a quote inside). Blank lines
     /// and lines starting with `#` are skipped, and so is the first other line if its latitude is not a number (a
-    /// header).
-    /// - Throws: `PhotoLibraryError.badPlaceFile` naming the first bad line (wrong field count, empty name,
-    ///   a coordinate that is not a number or out of range), or when the text holds no place at all.
+    /// header). A byte order mark before the first line (spreadsheets write one) is not part of the first name.
+    /// - Throws: `PhotoLibraryError.badPlaceFile` naming the first bad line (wrong field count, empty name, a
+    ///   name that cannot be a tag (`TagName.validated`: control characters, too long), a coordinate that is not
+    ///   a number or out of range), or when the text holds no place at all.
     public static func parseCSV(_ text: String, maxDistanceKilometres: Double = 50) throws(PhotoLibraryError)
         -> PlaceTable
     {
         var places: [Place] = []
         var lineNumber = 0
         var sawLine = false
+        // U+FEFF first: a BOM, which would make the first place `\u{FEFF}Home`, a tag no search matches.
+        let text = text.hasPrefix("\u{FEFF}") ? Substring(text.dropFirst()) : Substring(text)
         // "\r\n" is one Character in Swift, so both line ends are named.
         for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
@@ -86,6 +89,12 @@ public struct PlaceTable: Sendable {
             if lat == nil && !sawLine { continue }  // a header, as the first line that is not blank or a comment
             guard let name = trimmed(fields[0]) else {
                 throw PhotoLibraryError(.badPlaceFile, "line \(lineNumber): empty name")
+            }
+            // Checked here, at submit, rather than as the job's failure on the first photo with a position.
+            do {
+                _ = try TagName.validated(AutoTags.placePrefix + name)
+            } catch {
+                throw PhotoLibraryError(.badPlaceFile, "line \(lineNumber): the name cannot be a tag: \(error.message)")
             }
             guard let lat, let lon, let coordinate = GPSCoordinate(latitude: lat, longitude: lon) else {
                 throw PhotoLibraryError(.badPlaceFile, "line \(lineNumber): coordinates not numbers in range")
@@ -103,12 +112,17 @@ public struct PlaceTable: Sendable {
 
     /// Reads and parses a places CSV file (see `parseCSV`).
     ///
-    /// - Throws: `PhotoLibraryError.io` if the file cannot be read, `.badPlaceFile` if it does not parse.
+    /// - Throws: `PhotoLibraryError.io` if the file cannot be read, `.badPlaceFile` if it is not UTF-8 or does not
+    ///   parse.
     public static func load(csvAt path: BytePath, maxDistanceKilometres: Double = 50) throws(PhotoLibraryError)
         -> PlaceTable
     {
         let bytes = try PhotoFile.read(path: path, maxBytes: 64 << 20).bytes
-        return try parseCSV(String(decoding: bytes, as: UTF8.self), maxDistanceKilometres: maxDistanceKilometres)
+        // Decoded with repairs, a Latin-1 `São Paulo` would tag photos `place:S\u{FFFD}o Paulo`.
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw PhotoLibraryError(.badPlaceFile, "\(path) is not UTF-8 text; save it as UTF-8")
+        }
+        return try parseCSV(text, maxDistanceKilometres: maxDistanceKilometres)
     }
 
     /// Splits one CSV line into fields (RFC 4180 quoting); `nil` on an unterminated quote.
