@@ -272,6 +272,42 @@ struct UploadEndToEndTests {
         #expect(try Self.sha256(ofFile: work.file("out/small.bin")) == small)
     }
 
+    /// A stop that keeps the upload — a pause, a SIGTERM, a deadline — syncs and checkpoints what is copied: the
+    /// next attempt resumes there. With a chunk larger than the file there is no periodic sync to fall back on: the
+    /// checkpoint used to stay at the last one (here the start), so a pause re-sent everything copied, and under a
+    /// deadline shorter than a chunk's copy no attempt got past the first one's start.
+    @Test func aPauseASigtermAndADeadlineKeepWhatIsCopied() throws {
+        let daemon = try DaemonHarness(arguments: ["--retry-base", "100ms"])
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        let expected = try Self.randomFile(work.file("clip.bin"), bytes: 40 << 20)
+        let id = try daemon.submitUpload(
+            [work.file("clip.bin"), "--to", "file://" + work.file("out"), "--max-rate", "16MiB", "--chunk-size", "64MiB"])
+        try daemon.waitFor(id, "8 MiB") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 8 << 20 }
+        _ = try daemon.job(["op": "pause", "job": .string(id)])
+        _ = try daemon.job(["op": "resume", "job": .string(id)])
+        try daemon.waitFor(id, "20 MiB") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 20 << 20 }
+        _ = try daemon.stop(signal: SIGTERM)
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        // What a stop loses is the piece under way when it came (a rate-limited piece is at most 1 MiB), per stop.
+        let resent = try #require(done["result"]?["bytes_resent"]?.intValue)
+        #expect(resent <= 2 << 20, "re-sent \(resent) bytes after a pause and a SIGTERM")
+        #expect(try Self.sha256(ofFile: work.file("out/clip.bin")) == expected)
+
+        // 0.9 s a try at 16 MiB/s is about 14 MiB: each attempt must go on from the last one's bytes.
+        try FileManager.default.createDirectory(atPath: work.file("out2"), withIntermediateDirectories: true)
+        let timed = try daemon.submitUpload(
+            [work.file("clip.bin"), "--to", "file://" + work.file("out2"), "--max-rate", "16MiB", "--chunk-size", "64MiB",
+             "--timeout", "900ms", "--max-attempts", "6"])
+        let ended = try daemon.waitFor(timed, timeout: 60, "its end") {
+            ["succeeded", "failed"].contains($0["state"]?.stringValue ?? "")
+        }
+        #expect(ended["state"]?.stringValue == "succeeded", "\(ended)")
+        #expect((ended["attempt"]?.intValue ?? 0) >= 3, "the deadline stopped it on the way: \(ended)")
+        #expect(try Self.sha256(ofFile: work.file("out2/clip.bin")) == expected)
+    }
+
     @Test func sigtermDuringUploadsRequeuesThemAndTheyFinishAfterRestart() throws {
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()

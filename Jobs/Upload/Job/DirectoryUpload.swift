@@ -145,49 +145,70 @@ struct DirectoryUpload: UploadTransfer {
             let chunk = params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes
             let syncSeconds = params.chunkSizeGiven ? Double.infinity : Self.defaultSyncSeconds
             var syncedAt = Timestamp.monotonic()
-            while offset < expected.size {
-                let chunkEnd = min(expected.size, (offset / chunk + 1) * chunk)
-                while offset < chunkEnd, Timestamp.monotonic() - syncedAt < syncSeconds {
-                    try job.checkCancellation()
-                    // Under a rate limit one piece per call, paced; else as much of the chunk as a tenth of a second
-                    // copies, in one pool call (a stop still ends it within a piece).
-                    let count = pacer == nil ? chunkEnd - offset : min(Int64(piece), chunkEnd - offset)
-                    if let wait = pacer?.delay(before: Int(count), now: Timestamp.monotonic()), wait > 0 {
-                        try await job.sleep(seconds: wait)
-                    }
-                    let at = offset
-                    let result = try await Self.copy(file, at: at, count: count, in: job)
-                    let copied = result.bytes
-                    if result.sourceEnded {
-                        // The source ended early: it was truncated or replaced since it was examined.
-                        let at = offset + copied
-                        try await job.runOnPool { try file.checkSource(is: expected) }
-                        let now = try await job.runOnPool { try file.sourceIdentity() }
-                        throw PartFile.changed(
-                            sourcePath, expected: expected, now: now,
-                            detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes" + DirectoryIO.specialFileHint)
-                    }
-                    offset += copied
-                    progress.set(index, offset)
-                    job.reportProgress(
-                        completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+            // Claims `offset` in the checkpoint once the `.part` holds it on disk. The source is checked at every
+            // chunk end, so a change (even in place with the mtime put back, which the ctime shows) stops the job
+            // within one chunk, never after the whole file was copied.
+            func syncAndCheckpoint() async throws {
+                var synced = checkpoint
+                synced.offset = offset
+                synced.partFile = file.node
+                let length = offset
+                try await job.runOnPool {
+                    try file.checkSource(is: expected)
+                    try file.checkPart(length: length)
+                    try file.sync()
                 }
-                checkpoint.offset = offset
-                checkpoint.partFile = file.node
-                // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the next
-                // file's start; a chunk inside the file is synced before the checkpoint that claims it.
-                // The source is checked at every chunk end, so a change (even in place with the mtime put back,
-                // which the ctime shows) stops the job within one chunk, never after the whole file was copied.
-                if offset < expected.size {
-                    let length = offset
-                    try await job.runOnPool {
-                        try file.checkSource(is: expected)
-                        try file.checkPart(length: length)
-                        try file.sync()
+                try job.saveCheckpoint(synced)
+                checkpoint = synced
+            }
+            do {
+                while offset < expected.size {
+                    let chunkEnd = min(expected.size, (offset / chunk + 1) * chunk)
+                    while offset < chunkEnd, Timestamp.monotonic() - syncedAt < syncSeconds {
+                        try job.checkCancellation()
+                        // Under a rate limit one piece per call, paced; else as much of the chunk as a tenth of a
+                        // second copies, in one pool call (a stop still ends it within a piece).
+                        let count = pacer == nil ? chunkEnd - offset : min(Int64(piece), chunkEnd - offset)
+                        if let wait = pacer?.delay(before: Int(count), now: Timestamp.monotonic()), wait > 0 {
+                            try await job.sleep(seconds: wait)
+                        }
+                        let at = offset
+                        let result = try await Self.copy(file, at: at, count: count, in: job)
+                        let copied = result.bytes
+                        if result.sourceEnded {
+                            // The source ended early: it was truncated or replaced since it was examined.
+                            let at = offset + copied
+                            try await job.runOnPool { try file.checkSource(is: expected) }
+                            let now = try await job.runOnPool { try file.sourceIdentity() }
+                            throw PartFile.changed(
+                                sourcePath, expected: expected, now: now,
+                                detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes"
+                                    + DirectoryIO.specialFileHint)
+                        }
+                        offset += copied
+                        progress.set(index, offset)
+                        job.reportProgress(
+                            completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
                     }
-                    try job.saveCheckpoint(checkpoint)
-                    syncedAt = Timestamp.monotonic()
+                    // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the
+                    // next file's start; a chunk inside the file is synced before the checkpoint that claims it.
+                    if offset < expected.size {
+                        try await syncAndCheckpoint()
+                        syncedAt = Timestamp.monotonic()
+                    } else {
+                        checkpoint.offset = offset
+                        checkpoint.partFile = file.node
+                    }
                 }
+            } catch {
+                // A stop that keeps the upload (a pause, a shutdown, a timeout), wherever it surfaced (the pacer's
+                // sleep, a copy, a check), keeps what is copied: the next attempt resumes here, not at the last
+                // sync, up to a second or a chunk back (under a deadline shorter than that, no attempt got past
+                // the first one's start). If that sync fails, the stop still stands and the older checkpoint too.
+                if let reason = job.stopReason, reason != .userStop, offset > checkpoint.offset {
+                    try? await syncAndCheckpoint()
+                }
+                throw error
             }
 
             try job.checkCancellation()
