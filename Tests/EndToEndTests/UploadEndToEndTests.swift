@@ -141,6 +141,32 @@ struct UploadEndToEndTests {
         #expect(try Self.sha256(ofFile: work.file("out/photo.bin")) == expected)
     }
 
+    /// A `kill -9` while the second file is copied, with the checkpoint still at the first (its end is saved with
+    /// the next chunk's worth of files, and a 64 MiB chunk gives no sync within the second): the second file's
+    /// `.part` is truncated on the resume and its bytes count in `bytes_resent`. They used to be counted only for
+    /// the file the checkpoint named, so the job said 0.
+    @Test func aLaterFilesPartLeftByACrashCountsAsResent() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: work.file("out"), withIntermediateDirectories: true)
+        _ = try Self.randomFile(work.file("small.bin"), bytes: 1 << 20)
+        let big = try Self.randomFile(work.file("big.bin"), bytes: 32 << 20)
+        let id = try daemon.submitUpload(
+            [work.file("small.bin"), work.file("big.bin"), "--to", "file://" + work.file("out"), "--max-rate", "8MiB",
+             "--chunk-size", "64MiB"])
+        try daemon.waitFor(id, "6 MiB of big.bin") { ($0["progress"]?["completed"]?.intValue ?? 0) >= 7 << 20 }
+        try daemon.crash()
+        let part = work.file("out/big.bin.\(id.prefix(8)).part")
+        let left = try #require(try FileManager.default.attributesOfItem(atPath: part)[.size] as? Int)
+        try daemon.start()
+        let done = try daemon.waitForState(id, "succeeded", timeout: 30)
+        let resent = try #require(done["result"]?["bytes_resent"]?.intValue)
+        #expect(resent >= Int64(left), "re-sent \(resent) bytes; big.bin's .part held \(left)")
+        let files = done["result"]?["files"]?.arrayValue ?? []
+        #expect(files.last?["bytes_resent"]?.intValue ?? 0 >= Int64(left), "\(files)")
+        #expect(try Self.sha256(ofFile: work.file("out/big.bin")) == big)
+    }
+
     /// Issue 11 §9: a `kill -9` between the rename that finishes a file and the checkpoint that records it. The
     /// crash is made at a chunk of big.bin; then the test does what the daemon would have done next (writes the
     /// rest of the bytes into the same .part and renames it into place) before restarting it. The finished file

@@ -55,7 +55,6 @@ struct DirectoryUpload: UploadTransfer {
         var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
             try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: indices)
         }
-        let resumedAt = resumed ? checkpoint.fileIndex : nil
 
         var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
         for (index, file) in checkpoint.finished.enumerated() { progress.set(index, file.bytes) }
@@ -63,7 +62,7 @@ struct DirectoryUpload: UploadTransfer {
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
             try await upload(
-                checkpoint.fileIndex, checkpoint: &checkpoint, countLeftovers: checkpoint.fileIndex == resumedAt,
+                checkpoint.fileIndex, checkpoint: &checkpoint, countLeftovers: resumed,
                 progress: &progress, pacer: &pacer, in: job)
         }
         job.reportProgress(completed: progress.completed, total: progress.total, current: nil, items: progress.items)
@@ -73,7 +72,8 @@ struct DirectoryUpload: UploadTransfer {
     /// Uploads file `index` from `checkpoint.offset`, then advances the checkpoint to the next file.
     ///
     /// `countLeftovers`: whether bytes found past the offset were written by an earlier attempt of this job (and
-    /// so count as resent), rather than left by something else.
+    /// so count as resent). On a resume they were, for every file: the `.part` is named after the job's id, and a
+    /// file after the checkpoint's may have one too (a crash before the checkpoint that would have named it).
     private func upload(
         _ index: Int, checkpoint: inout UploadCheckpoint, countLeftovers: Bool, progress: inout UploadProgress,
         pacer: inout RatePacer?, in job: JobContext
