@@ -319,6 +319,31 @@ public enum ArgumentParser {
     ///   - commands: every command of the CLI.
     /// - Returns: the command and the arguments after its words.
     /// - Throws: `UsageError` for a missing or unknown command, suggesting a close one, with the list of commands.
+    /// The first option of `rest` and the subcommand of `group` that comes after it, when `rest` holds options of
+    /// the group command and then one of its subcommands' names (values of the group's own options passed over:
+    /// `submit --from upload` is a file named `upload`); else `nil`.
+    static func subcommandAfterOptions(
+        _ rest: [String], of group: CommandSpec, in commands: [CommandSpec]
+    ) -> (option: String, word: String)? {
+        guard let first = rest.first, first.hasPrefix("-"), first != "--" else { return nil }
+        let subcommands = Set(commands.filter { $0.path.count == group.path.count + 1 && $0.path.starts(with: group.path) }.map { $0.path.last! })
+        var index = 0
+        while index < rest.count {
+            let argument = rest[index]
+            if argument == "--" { return nil }
+            if argument.hasPrefix("-") {
+                let name = argument.drop { $0 == "-" }
+                let takesValue = group.options.contains { option in
+                    if case .value = option.kind { return option.name == name } else { return false }
+                }
+                index += takesValue && !argument.contains("=") ? 2 : 1
+                continue
+            }
+            return subcommands.contains(argument) ? (first.split(separator: "=").first.map(String.init) ?? first, argument) : nil
+        }
+        return nil
+    }
+
     public static func command(
         for arguments: [String],
         in commands: [CommandSpec]
@@ -329,6 +354,11 @@ public enum ArgumentParser {
             // A command that is also a group (`submit --from F` beside `submit upload`) takes only options: a word
             // after it is a subcommand, mistyped or missing, and gets the group's error and suggestion.
             let isGroup = commands.contains { $0.path.count > best.path.count && $0.path.starts(with: best.path) }
+            if isGroup, let (option, word) = subcommandAfterOptions(rest, of: best, in: commands) {
+                // `submit --wait upload a.jpg`: read as the group's options, it would be "unknown option --wait".
+                let command = (best.path + [word]).joined(separator: " ")
+                throw UsageError("options go after the subcommand: 'trailbook-jobs \(command) … \(option)', not before '\(word)'")
+            }
             if !isGroup || rest.first?.hasPrefix("-") == true { return (best, rest) }
         }
         if let root = commands.first(where: { $0.path.isEmpty }), arguments.first?.hasPrefix("-") ?? true {

@@ -343,6 +343,14 @@ struct ArgumentParserTests {
         #expect(typo?.hasPrefix("unknown command 'submit uplod'; did you mean 'submit upload'?") == true)
         let bare = usageMessage { try ArgumentParser.command(for: ["submit"], in: commands) }
         #expect(bare?.hasPrefix("'submit' needs a subcommand") == true)
+        // Options before the subcommand are named as such, not "unknown option --wait" of the group; a value of
+        // the group's own option is no subcommand (`--from upload` is a file named upload).
+        let early = usageMessage { try ArgumentParser.command(for: ["submit", "--wait", "upload", "a.jpg"], in: commands) }
+        #expect(early == "options go after the subcommand: 'trailbook-jobs submit upload … --wait', not before 'upload'")
+        let valued = usageMessage { try ArgumentParser.command(for: ["submit", "--from=x", "--json", "upload", "a"], in: commands) }
+        #expect(valued?.hasPrefix("options go after the subcommand: 'trailbook-jobs submit upload … --from'") == true)
+        let file = try ArgumentParser.command(for: ["submit", "--from", "upload"], in: commands)
+        #expect(file.0.path == ["submit"] && file.1 == ["--from", "upload"])
     }
 
     @Test func missingCommandAndMissingSubcommand() {
