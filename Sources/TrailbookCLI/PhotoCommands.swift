@@ -67,7 +67,7 @@ enum PhotoCommands {
             return ["ids": .array(try entries.map { .string(try fullStableID($0, in: store)) })]
         }
         // The file's exact bytes (its name need not be UTF-8).
-        if let file = context.valuePath("ids-file") {
+        if let file = try context.valuePath("ids-file") {
             return ["ids_file": Commands.absolutePath(file).json]
         }
         return ["all": true]
@@ -142,7 +142,7 @@ enum PhotoCommands {
             }
             params = try selectionParams(context)
         }
-        if let places = context.valuePath("places") {
+        if let places = try context.valuePath("places") {
             params["places"] = Commands.absolutePath(places).json
         }
         try sidecarParams(context.arguments, into: &params)

@@ -230,15 +230,25 @@ package struct CommandContext {
     var rawPositionals: [[UInt8]]?
 
     /// The positionals as paths, with their exact bytes (a name need not be UTF-8).
+    /// - Throws: `UsageError` for an empty one, which made absolute would be the working directory (`photos
+    ///   import ""` imported it).
     package var positionalPaths: [BytePath] {
-        rawPositionals.map { $0.map { BytePath(bytes: $0) } } ?? arguments.positionals.map { BytePath($0) }
+        get throws(UsageError) {
+            let paths = rawPositionals.map { $0.map { BytePath(bytes: $0) } } ?? arguments.positionals.map { BytePath($0) }
+            guard !paths.contains(where: \.bytes.isEmpty) else {
+                throw UsageError("an empty argument is not a path; give a file name ('.' for this directory)")
+            }
+            return paths
+        }
     }
     /// Each option's values' bytes as the process received them (`nil` where unknown), by long name.
     var rawValues: [String: [[UInt8]?]] = [:]
 
     /// The (last) value of `--name` as a path, with its exact bytes when known; `nil` when not given.
-    package func valuePath(_ name: String) -> BytePath? {
+    /// - Throws: `UsageError` when it is empty (no file has that name).
+    package func valuePath(_ name: String) throws(UsageError) -> BytePath? {
         guard let text = arguments.value(name) else { return nil }
+        guard !text.isEmpty else { throw UsageError("option --\(name) is empty; give it a path") }
         if let raw = rawValues[name]?.last, let raw { return BytePath(bytes: raw) }
         return BytePath(text)
     }

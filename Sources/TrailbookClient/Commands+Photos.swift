@@ -68,7 +68,7 @@ extension Commands {
 
     static func importDirectory(_ context: CommandContext) throws -> Int32 {
         // The folder's exact bytes (its name need not be UTF-8), as `submit upload` sends its files.
-        let dir = absolutePath(context.positionalPaths[0])
+        let dir = absolutePath(try context.positionalPaths[0])
         return try submit(kind: "import", params: ["dir": dir.json], context)
     }
 }

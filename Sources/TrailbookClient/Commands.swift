@@ -223,14 +223,15 @@ package enum Commands {
 
     static func submitUpload(_ context: CommandContext) throws -> Int32 {
         let arguments = context.arguments
+        guard arguments.value("to") != "" else { throw UsageError("option --to needs a destination (file:///dir or a tus URL)") }
         // Paths as bytes: a name that is not UTF-8 travels as {"base64": …} (see BytePath).
-        let files = context.positionalPaths.map { absolutePath($0) }
+        let files = try context.positionalPaths.map { absolutePath($0) }
         var params: [String: JSONValue] = [
             "files": .array(files.map(\.json)),
             "to": .string(try destinationURL(context.valuePath("to")!)),
         ]
         if let photos = try context.uploadSelection() {
-            guard context.positionalPaths.isEmpty else {
+            guard try context.positionalPaths.isEmpty else {
                 throw UsageError("give files or photos (--ids, --ids-file, --tag), not both")
             }
             guard !arguments.flag("each") else {
@@ -239,7 +240,7 @@ package enum Commands {
             params["files"] = nil
             params["photos"] = photos
             if arguments.flag("again") { params["again"] = true }
-        } else if context.positionalPaths.isEmpty {
+        } else if try context.positionalPaths.isEmpty {
             throw UsageError("give the files to upload (FILE…), or photos of the library with --ids, --ids-file or --tag")
         } else if arguments.flag("again") {
             throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag)")
@@ -255,7 +256,7 @@ package enum Commands {
             }
             params["headers"] = .array(headers.map { .string($0) })
         }
-        if let bundle = context.valuePath("ca-bundle") {
+        if let bundle = try context.valuePath("ca-bundle") {
             guard isTus else { throw UsageError("--ca-bundle applies only to http(s):// (tus) destinations") }
             // Made absolute by the bytes of the working directory, which need not be UTF-8; the job keeps text.
             let path = absolutePath(bundle)
@@ -274,7 +275,7 @@ package enum Commands {
         if arguments.flag("each") {
             try refuseSharedNames(files, to: params["to"]?.stringValue)
             // The label is the argument as typed, byte for byte (`caf\xe9.jpg`, not a repaired `caf\u{FFFD}.jpg`).
-            let entries = zip(files, context.positionalPaths).map { file, typed in
+            let entries = zip(files, try context.positionalPaths).map { file, typed in
                 var one = params
                 one["files"] = [file.json]
                 return BatchSubmit.Entry(request: ["kind": "upload", "params": .object(one)], label: typed.description)
@@ -448,9 +449,8 @@ package enum Commands {
     /// `file://`, `http(s)://` and `s3://` URLs pass through as text; a plain path becomes the `file://` URL of
     /// its absolute form (`absolutePath`, by its bytes), with every byte a URL would read as something else
     /// percent-encoded (`UploadDestination.fileURL`): `--to 'a%20b'` is the directory `a%20b`, not `a b`.
-    /// - Throws: `UsageError` for an empty destination, or a URL that is not valid UTF-8.
+    /// - Throws: `UsageError` for a URL that is not valid UTF-8.
     static func destinationURL(_ given: BytePath) throws(UsageError) -> String {
-        guard !given.bytes.isEmpty else { throw UsageError("option --to needs a destination (file:///dir or a tus URL)") }
         // `s3:` is never a directory name here: a malformed s3 URL goes to the daemon, which says what is wrong.
         let looksLikeURL = given.bytes.starts(with: Array("s3:".utf8)) || given.bytes.starts(with: Array("S3:".utf8))
             || given.bytes.indices.contains { given.bytes[$0...].starts(with: Array("://".utf8)) }

@@ -65,7 +65,8 @@ enum Watch {
 
     /// `watch [ID…] [--kind K] [--since SEQ] [--json]`.
     static func run(_ context: CommandContext) throws -> Int32 {
-        let since = try context.arguments.integer("since", range: 0...Int.max).map(Int64.init)
+        // The protocol's numbers are JSON's (doubles): a seq above 2^53 would arrive rounded, as another one.
+        let since = try context.arguments.integer("since", range: 0...(1 << 53)).map(Int64.init)
         let jobs = try context.arguments.positionals.map(resolve(context))
         let kinds = context.arguments.values("kind")
         let subscription = try subscribe(context, jobs: jobs, kinds: kinds, since: since)

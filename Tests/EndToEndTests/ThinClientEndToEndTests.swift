@@ -188,6 +188,29 @@ import TrailbookEngine
         #expect(jobs.compactMap { $0["params"]?["to"]?.stringValue?.split(separator: "/").last.map(String.init) } == ["a%2520b", "q%3Fx%23y", "caf%E9", "50%25%20off"])
     }
 
+    /// An empty argument where a path goes is refused (exit 2) and nothing is submitted: made absolute it was the
+    /// working directory, so `photos import ""` imported it whole and `submit upload ""` named it as the source. A
+    /// `--since` above 2^53 is refused by the CLI: JSON would carry it rounded, as another seq.
+    @Test func anEmptyPathIsRefusedNotReadAsTheWorkingDirectory() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let cases: [(arguments: [String], shown: String)] = [
+            (["photos", "import", ""], "an empty argument is not a path"),
+            (["submit", "upload", "", "--to", daemon.home.path], "an empty argument is not a path"),
+            (["submit", "autotag", "--all", "--places", ""], "option --places is empty; give it a path"),
+            (["submit", "tag", "--tag", "t", "--ids-file="], "option --ids-file is empty; give it a path"),
+            (["submit", "--from", ""], "option --from is empty; give it a path"),
+            (["submit", "upload", "a", "--to", ""], "option --to needs a destination"),
+            (["watch", "--since", "9223372036854775807"], "option --since must be between 0 and 9007199254740992"),
+        ]
+        for test in cases {
+            let result = try daemon.cli(test.arguments)
+            #expect(result.status == 2, "\(test.arguments): \(result.stdout) \(result.stderr)")
+            #expect(result.stderr.contains(test.shown), "\(test.arguments): \(result.stderr)")
+        }
+        #expect(try daemon.request(["op": "list"])["jobs"]?.arrayValue?.isEmpty == true)
+    }
+
     /// A state directory made from a variable that is not valid UTF-8 is refused (exit 2) by the daemon and the
     /// client alike: the environment holds it repaired to U+FFFD, and the daemon would create and use that other
     /// directory while the one the user named stays empty. A command given `--socket` does not need it.
