@@ -125,19 +125,25 @@ public struct BytePath: Hashable, Sendable, Codable, CustomStringConvertible, Ex
     enum CodingKeys: String, CodingKey { case base64, text }
 
     /// Decodes a JSON string (its UTF-8 bytes) or `{"base64": …}` (the bytes it encodes).
-    /// - Throws: `DecodingError` for anything else, or `base64` that is not valid base64.
+    /// - Throws: `DecodingError` for anything else, `base64` that is not valid base64, or a path holding a NUL
+    ///   byte.
     public init(from decoder: any Decoder) throws {
         if let single = try? decoder.singleValueContainer(), let text = try? single.decode(String.self) {
             self.init(text)
-            return
+        } else {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let encoded = try container.decode(String.self, forKey: .base64)
+            guard let data = Data(base64Encoded: encoded) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .base64, in: container, debugDescription: "not base64 (RFC 4648, with padding)")
+            }
+            self.init(bytes: data)
         }
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let encoded = try container.decode(String.self, forKey: .base64)
-        guard let data = Data(base64Encoded: encoded) else {
-            throw DecodingError.dataCorruptedError(
-                forKey: .base64, in: container, debugDescription: "not base64 (RFC 4648, with padding)")
+        // No file name holds one, and the C calls would read the path only up to it: another file.
+        guard !containsNUL else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "a path cannot hold a NUL byte (no file name can)"))
         }
-        self.init(bytes: data)
     }
 
     /// Encodes a string when the bytes are UTF-8, else `{"base64", "text"}`.

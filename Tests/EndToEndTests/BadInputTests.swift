@@ -69,6 +69,31 @@ struct BadInputTests {
         #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
     }
 
+    /// A path holding a NUL byte (only `{"base64": …}` or a `\u0000` escape can carry one) is refused naming the
+    /// member, by every kind: no file name holds one, and the C calls would read the path up to it, another file.
+    /// An upload source said "is not an absolute path"; an `import` dir and an `ids_file` were not checked alike.
+    @Test func aPathHoldingANULByteIsRefusedNamingItsMember() throws {
+        let daemon = try DaemonHarness()
+        let nul = "{\"base64\": \"L3RtcC9hAGI=\"}"  // "/tmp/a\0b"
+        let lines = [
+            ("{\"op\":\"submit\",\"kind\":\"upload\",\"params\":{\"files\":[\(nul)],\"to\":\"file:///tmp\"}}",
+             "invalid_params", "files.[0]: a path cannot hold a NUL byte"),
+            ("{\"op\":\"submit\",\"kind\":\"import\",\"params\":{\"dir\":\(nul)}}", "invalid_params", "dir: a path cannot hold a NUL byte"),
+            ("{\"op\":\"submit\",\"kind\":\"tag\",\"params\":{\"tag\":\"t\",\"ids_file\":\(nul)}}",
+             "invalid_params", "ids_file: a path cannot hold a NUL byte"),
+            // The JSON reader refuses the escape in any string first.
+            ("{\"op\":\"submit\",\"kind\":\"upload\",\"params\":{\"files\":[\"/tmp/a\\u0000b\"],\"to\":\"file:///tmp\"}}",
+             "bad_request", "a string contains U+0000"),
+        ]
+        for (line, code, shown) in lines {
+            let reply = try daemon.rawRequest(Array((line + "\n").utf8))
+            #expect(reply?["error"]?["code"]?.stringValue == code, "\(line): \(String(describing: reply))")
+            let message = reply?["error"]?["message"]?.stringValue ?? ""
+            #expect(message.contains(shown), "\(line): \(message)")
+        }
+        #expect(try daemon.request(["op": "list"])["jobs"]?.arrayValue?.isEmpty == true)
+    }
+
     @Test func controlRequestsOnJobsInTheWrongStateAreRefused() throws {
         let daemon = try DaemonHarness()
         let id = try daemon.submitSleep(units: 1, unitMilliseconds: 1)
