@@ -100,7 +100,7 @@ enum BatchSubmit {
             throw UsageError(
                 "these \(entries.count) jobs make a request of \(size) bytes, over the daemon's limit of "
                     + "\(ControlProtocol.maxLineBytes); submit them in parts of at most "
-                    + "\(max(1, entries.count * ControlProtocol.maxLineBytes / size / 2)) jobs")
+                    + "\(max(1, entries.count * ControlProtocol.maxLineBytes / size * 9 / 10)) jobs")
         }
         let reply = try send(request, key: key, context)
         if reply["ok"]?.boolValue != true {

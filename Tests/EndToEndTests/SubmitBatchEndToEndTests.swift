@@ -285,6 +285,24 @@ struct SubmitBatchEndToEndTests {
         #expect(refused.contains("cannot open \(daemon.home.path)/caf\\xe9.ndjson.gone: No such file"), "\(refused)")
     }
 
+    /// A batch over the daemon's line limit is refused before it is sent, with a part size that fits: it used to
+    /// say half of what fits (the helper sent 11 800 of the same lines where it said "at most 5952").
+    @Test func aBatchOverTheLineLimitNamesAPartSizeThatFits() throws {
+        let daemon = try DaemonHarness()
+        let line = "{\"kind\": \"sleep\", \"params\": {\"units\": 0}}\n"
+        let file = daemon.home.file("many.ndjson")
+        try String(repeating: line, count: 25_000).write(toFile: file, atomically: true, encoding: .utf8)
+        let refused = try daemon.cli(["submit", "--from", file])
+        #expect(refused.status == 2)
+        let words = refused.stderr.split(separator: " ")
+        let part = try #require(words.firstIndex(of: "most").flatMap { Int(words[$0 + 1]) }, "\(refused.stderr)")
+        #expect(part > 25_000 / 3, "\(refused.stderr)")
+        try String(repeating: line, count: part).write(toFile: file, atomically: true, encoding: .utf8)
+        let accepted = try daemon.cli(["submit", "--from", file])
+        #expect(accepted.status == 0, "parts of \(part): \(accepted.stderr)")
+        #expect(accepted.stdout.split(separator: "\n").count == part)
+    }
+
     /// A path typed with `..` (`sub/../a.jpg`, `--to sub/../dest`) is the same file and place as without it: the CLI
     /// resolves the `..` (by the file system), so the daemon's `duplicate_upload` check sees one path. It used to
     /// send `$HOME/sub/../dest`, and a second job uploaded the same file to the same place beside the first.
