@@ -319,31 +319,6 @@ public enum ArgumentParser {
     ///   - commands: every command of the CLI.
     /// - Returns: the command and the arguments after its words.
     /// - Throws: `UsageError` for a missing or unknown command, suggesting a close one, with the list of commands.
-    /// The first option of `rest` and the subcommand of `group` that comes after it, when `rest` holds options of
-    /// the group command and then one of its subcommands' names (values of the group's own options passed over:
-    /// `submit --from upload` is a file named `upload`); else `nil`.
-    static func subcommandAfterOptions(
-        _ rest: [String], of group: CommandSpec, in commands: [CommandSpec]
-    ) -> (option: String, word: String)? {
-        guard let first = rest.first, first.hasPrefix("-"), first != "--" else { return nil }
-        let subcommands = Set(commands.filter { $0.path.count == group.path.count + 1 && $0.path.starts(with: group.path) }.map { $0.path.last! })
-        var index = 0
-        while index < rest.count {
-            let argument = rest[index]
-            if argument == "--" { return nil }
-            if argument.hasPrefix("-") {
-                let name = argument.drop { $0 == "-" }
-                let takesValue = group.options.contains { option in
-                    if case .value = option.kind { return option.name == name } else { return false }
-                }
-                index += takesValue && !argument.contains("=") ? 2 : 1
-                continue
-            }
-            return subcommands.contains(argument) ? (first.split(separator: "=").first.map(String.init) ?? first, argument) : nil
-        }
-        return nil
-    }
-
     public static func command(
         for arguments: [String],
         in commands: [CommandSpec]
@@ -392,6 +367,33 @@ public enum ArgumentParser {
         // The internal ones (`worker`) are left out, as in the help.
         let listed = (candidates.isEmpty ? commands : candidates).filter { !$0.summary.contains("(internal)") }
         throw UsageError(message + "\n\n" + commandList(listed))
+    }
+
+    /// The first option of `rest` and the subcommand of `group` that comes after it, when `rest` holds options of
+    /// the group command and then one of its subcommands' names (values of the group's own options passed over:
+    /// `submit --from upload` is a file named `upload`); else `nil`.
+    static func subcommandAfterOptions(
+        _ rest: [String], of group: CommandSpec, in commands: [CommandSpec]
+    ) -> (option: String, word: String)? {
+        guard let first = rest.first, first.hasPrefix("-"), first != "--" else { return nil }
+        let subcommands = Set(
+            commands.filter { $0.path.count == group.path.count + 1 && $0.path.starts(with: group.path) }.map { $0.path.last! })
+        var index = 0
+        while index < rest.count {
+            let argument = rest[index]
+            if argument == "--" { return nil }
+            if argument.hasPrefix("-") {
+                let name = argument.drop { $0 == "-" }
+                let takesValue = group.options.contains { option in
+                    if case .value = option.kind { return option.name == name } else { return false }
+                }
+                index += takesValue && !argument.contains("=") ? 2 : 1
+                continue
+            }
+            let option = String(first.prefix { $0 != "=" })
+            return subcommands.contains(argument) ? (option, argument) : nil
+        }
+        return nil
     }
 
     /// The commands with their summaries in aligned columns, under a `Commands:` heading, for errors and help.

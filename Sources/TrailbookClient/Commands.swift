@@ -452,9 +452,11 @@ package enum Commands {
     /// - Throws: `UsageError` for a URL that is not valid UTF-8.
     static func destinationURL(_ given: BytePath) throws(UsageError) -> String {
         // `s3:` is never a directory name here: a malformed s3 URL goes to the daemon, which says what is wrong.
-        let looksLikeURL = given.bytes.starts(with: Array("s3:".utf8)) || given.bytes.starts(with: Array("S3:".utf8))
-            || given.bytes.indices.contains { given.bytes[$0...].starts(with: Array("://".utf8)) }
-        guard looksLikeURL else { return UploadDestination.fileURL(of: absolutePath(given)) }
+        // Repaired text is enough to tell a URL by its ASCII marks.
+        let shape = String(decoding: given.bytes, as: UTF8.self)
+        guard shape.contains("://") || shape.lowercased().hasPrefix("s3:") else {
+            return UploadDestination.fileURL(of: absolutePath(given))
+        }
         guard let text = given.text else {
             throw UsageError(
                 "option --to: '\(TerminalText.escape(given.description))' is not valid UTF-8 text; in a URL, percent-encode such bytes (%E9)")

@@ -721,8 +721,7 @@ public final class Scheduler {
         let matches = try await Self.read(.idPrefix(key, limit: 2), counting: false, from: leasing).jobs
         let id = try Self.chosen(matches, for: idOrPrefix)
         if let active = running[id] { return live(active) }
-        if let unwritten = unsavedRecords[id] ?? pendingStarts[id] { return unwritten }
-        return matches.first { $0.id == id }!
+        return current(id, stored: matches.first { $0.id == id })!
     }
 
     /// `leasing.read(query, counting:)`, awaited.
@@ -790,7 +789,7 @@ public final class Scheduler {
         while Timestamp.monotonic() < deadline {
             // Read without holding the loop: the other daemon may take the grace period and more.
             let stored = try? await Self.read(.idPrefix(job.id, limit: 1), counting: false, from: leasing).jobs.first { $0.id == job.id }
-            if let now = unsavedRecords[job.id] ?? pendingStarts[job.id] ?? stored, now.state != .running { return now }
+            if let now = current(job.id, stored: stored), now.state != .running { return now }
             await Self.wait(seconds: 0.02)
         }
         throw JobError(
@@ -1605,7 +1604,12 @@ public final class Scheduler {
 
     /// A job as the daemon knows it: its unwritten record if the store refused it, else the stored one.
     private func current(_ id: String) -> JobRecord? {
-        unsavedRecords[id] ?? pendingStarts[id] ?? (try? store.job(id: id)) ?? nil
+        current(id, stored: (try? store.job(id: id)) ?? nil)
+    }
+
+    /// `current(_:)` with the stored row already read (`stored`, `nil` if the store has none or could not say).
+    private func current(_ id: String, stored: JobRecord?) -> JobRecord? {
+        unsavedRecords[id] ?? pendingStarts[id] ?? stored
     }
 
     /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store

@@ -127,7 +127,8 @@ public enum UploadDestination: Sendable, Equatable {
         }
     }
 
-    /// `%XX` escapes decoded as UTF-8, or `nil` for a malformed escape or invalid UTF-8.
+    /// The bytes of `text` with its `%XX` escapes decoded (they need not make UTF-8), or `nil` for a malformed
+    /// escape.
     static func percentDecode(_ text: Substring) -> [UInt8]? {
         var bytes: [UInt8] = []
         var iterator = Array(text.utf8).makeIterator()
