@@ -121,13 +121,17 @@ public protocol LeasingJobStoring: JobStoring {
     /// Called on the loop thread when another daemon queued or freed work (a notification), so the scheduler
     /// claims at once instead of waiting for its timer.
     var onWorkAvailable: (() -> Void)? { get set }
-    /// Asks the daemon running job `id` to `control` it (it is notified at once and also finds the request on its
-    /// next lease renewal, so a lost notification only delays it).
-    /// - Returns: `false` if the job is not running any more (nothing asked).
-    /// - Throws: the store's error.
-    func requestControl(_ control: JobControl, of id: String) throws -> Bool
+    /// Asks the daemon running job `id` to `control` it, without waiting (it is notified at once and also finds
+    /// the request on its next lease renewal, so a lost notification only delays it). `completion` is called on the
+    /// loop thread with `true` once asked, `false` if the job was not running any more (nothing asked), or the
+    /// store's error (`JobStoreError.unavailable` past the store's request timeout).
+    func requestControl(_ control: JobControl, of id: String, completion: @escaping (Result<Bool, any Error>) -> Void)
     /// Called on the loop thread when another daemon asks this one to control job `id` (a notification).
     var onControl: ((String, JobControl) -> Void)? { get set }
+    /// Called on the loop thread with the id of a job whose run ended (or was paused) while a `requestControl`
+    /// was pending for it, whichever daemon asked: the run's end is written, so an asking daemon can read it now
+    /// instead of at its next poll. A notification, so it can be lost: asking daemons poll as well.
+    var onControlledEnd: ((String) -> Void)? { get set }
     /// Replaces a running job's checkpoint and progress as `saveCheckpoint` does, without waiting: `completion` is
     /// called on the loop thread with `nil` once written, else with the error `saveCheckpoint` would have thrown
     /// (`JobStoreError.leaseLost` if the run is no longer this daemon's), or not at all if a newer checkpoint of

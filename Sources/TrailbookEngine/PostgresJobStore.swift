@@ -85,6 +85,13 @@ public final class PostgresJobStore: LeasingJobStoring {
         set { wake.control = newValue }
     }
 
+    /// Called on the loop thread with the id of a job whose run ended while another daemon's control request
+    /// was pending (`NOTIFY trailbook_control 'ended <job>'`, sent by the end's own statement).
+    public var onControlledEnd: ((String) -> Void)? {
+        get { wake.controlledEnd }
+        set { wake.controlledEnd = newValue }
+    }
+
     /// Called on the loop thread with the id of a running job whose lease a renewal sent without waiting (its
     /// progress, the heartbeat) found lost.
     public var onLeaseLost: ((String) -> Void)? {
@@ -147,8 +154,12 @@ public final class PostgresJobStore: LeasingJobStoring {
                 guard notification.channel == PostgresJobQueue.controlChannel else {
                     return EventLoop.main.execute { wake.fire() }
                 }
-                // "<daemon> <control> <job>": only the daemon named acts.
+                // "<daemon> <control> <job>": only the daemon named acts. "ended <job>": a controlled run's end
+                // is written, for whichever daemon asked.
                 let parts = notification.payload.split(separator: " ").map(String.init)
+                if parts.count == 2, parts[0] == "ended" {
+                    return EventLoop.main.execute { wake.controlledEnd?(parts[1]) }
+                }
                 guard parts.count == 3, parts[0] == me, let control = JobControl(rawValue: parts[1]) else { return }
                 EventLoop.main.execute { wake.control?(parts[2], control) }
             }
@@ -362,9 +373,17 @@ public final class PostgresJobStore: LeasingJobStoring {
             : "lease_token IS NULL AND state <> 'running' AND $11::bigint IS NULL"
         let release =
             releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL, control = NULL" : ""
+        // A run that ends with a control request pending tells the daemon waiting for it (`onControlledEnd`).
+        // `asked` reads the row as it was before this statement's UPDATE (one snapshot for every part of it); a
+        // request committed in between is not seen here, and its daemon finds the end by polling.
+        let told =
+            releases
+            ? ", (SELECT pg_notify('\(PostgresJobQueue.controlChannel)', 'ended ' || id) FROM asked)" : ""
         return PostgresStatement(
             """
-            WITH written AS (
+            WITH asked AS (
+                SELECT 1 FROM trailbook_jobs WHERE id = $1 AND control IS NOT NULL
+            ), written AS (
                 UPDATE trailbook_jobs SET state = $2, attempt = $3::integer, cancellation = $4, error = $5, result = $6,
                     retry_at = $7::float8, progress = $8, updated_at = $9::float8, resumes_attempt = $10::boolean\(release)
                 WHERE id = $1 AND \(fence)
@@ -376,7 +395,7 @@ public final class PostgresJobStore: LeasingJobStoring {
                 SELECT id, 0, $9::float8, $9::float8 FROM written WHERE $13::boolean
                 ON CONFLICT DO NOTHING
             )
-            SELECT id FROM written
+            SELECT id\(told) FROM written
             """,
             [
                 .text(job.id), .text(job.state.rawValue), .integer(Int64(job.attempt)),
@@ -807,15 +826,17 @@ public final class PostgresJobStore: LeasingJobStoring {
         var rows: [PostgresRow]
     }
 
-    public func requestControl(_ control: JobControl, of id: String) throws -> Bool {
-        !(try rows(
+    public func requestControl(_ control: JobControl, of id: String, completion: @escaping (Result<Bool, any Error>) -> Void) {
+        let statement = PostgresStatement(
             """
             WITH asked AS (
                 UPDATE trailbook_jobs SET control = $2 WHERE id = $1 AND state = 'running' RETURNING id, lease_daemon
             )
             SELECT pg_notify($3, lease_daemon || ' ' || $2 || ' ' || id) FROM asked
-            """, [.text(id), .text(control.rawValue), .text(PostgresJobQueue.controlChannel)]
-        ).isEmpty)
+            """, [.text(id), .text(control.rawValue), .text(PostgresJobQueue.controlChannel)])
+        sendWaitingAtMost({ database in try await database.queue!.connection.pipeline([statement])[0].rows }) { result in
+            completion(result.map { !$0.isEmpty })
+        }
     }
 
     /// One pipeline of `SELECT pg_notify('trailbook_feed', …)`, one per payload, each headed `<daemon id> <n>`;
@@ -996,6 +1017,8 @@ final class WorkSignal: @unchecked Sendable {
     var feed: ((String) -> Void)?
     /// `onLeaseLost`: a job (id) whose lease a renewal found lost.
     var leaseLost: ((String) -> Void)?
+    /// `onControlledEnd`: a job (id) whose run ended with a control request pending.
+    var controlledEnd: ((String) -> Void)?
     /// `onFeedInterrupted`: the connection is back; other daemons' feed payloads of the meantime are lost.
     var feedInterrupted: (() -> Void)?
 

@@ -248,6 +248,8 @@ public final class Scheduler {
     private var unsavedCleanUps: Set<String> = []
     /// Cancelled waiting jobs whose `onCancel(user_stop)` waits until the cancellation is written.
     private var cancelledWhileWaiting: Set<String> = []
+    /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons, by job id.
+    private var controlWaits: [String: [ControlledEndWait]] = [:]
     /// The current fault: its cause and since when (monotonic seconds), from the first refused write until
     /// everything is written again.
     private var storeFault: (cause: String, since: Double)?
@@ -747,14 +749,14 @@ public final class Scheduler {
     /// its partial output removed. Returns once the job is `cancelled`.
     /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, or `invalid_state` for a job already ended.
     public func cancel(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
-        let id = try resolve(idOrPrefix)
+        var job = try await fetchJob(idOrPrefix)
+        let id = job.id
+        if let ended = try await controlElsewhere(&job, .cancel) { return ended }
         if let active = running[id] {
             stop(active, .userStop, detail: "cancelled by user")
             await waitUntilStopped(active)
-            return try job(id)
+            return try await fetchJob(id)
         }
-        var job = try job(id)
-        if let ended = try await controlElsewhere(job, .cancel) { return ended }
         try transition(&job, .cancelWhileWaiting, verb: "cancel")
         job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
         retryDueAt[id] = nil
@@ -771,30 +773,56 @@ public final class Scheduler {
     }
 
     /// Shared store: asks the daemon running `job` to `control` it (`requestControl`: a `control` column and a
-    /// notification), then waits until the job is no longer running (polling the store every 20 ms, at most
-    /// `shutdownGraceSeconds` + 30 s).
-    /// - Returns: the job as it is then, or `nil` if it was not running on another daemon (handle it here).
+    /// notification), then waits until the job is no longer running: woken when its end is written
+    /// (`onControlledEnd`), and polling the store every 100 ms in case that notice is lost, at most
+    /// `shutdownGraceSeconds` + 30 s. Nothing here holds the loop.
+    /// - Returns: the job as it is then, or `nil` if it is not running on another daemon (any more): handle it
+    ///   here, as `job`, which is then read again if it changed, or as the run this daemon now has.
     /// - Throws: `JobError` `store_error` if the request cannot be written, `control_timeout` if the job is still
-    ///   running at the end of the wait (its daemon does not answer: it is rescued once its lease expires).
-    private func controlElsewhere(_ job: JobRecord, _ control: JobControl) async throws(JobError) -> JobRecord? {
-        guard let leasing, job.state == .running, running[job.id] == nil else { return nil }
-        let asked: Bool
-        do {
-            asked = try leasing.requestControl(control, of: job.id)
-        } catch {
-            throw JobError(code: "store_error", message: "cannot ask the daemon running job \(job.id) to \(control.rawValue) it: \(error)")
+    ///   running at the end of the wait (its daemon does not answer: it is rescued once its lease expires), and
+    ///   what `fetchJob` throws.
+    private func controlElsewhere(_ job: inout JobRecord, _ control: JobControl) async throws(JobError) -> JobRecord? {
+        guard let leasing else { return nil }
+        // Each turn follows a change of state (the job ended, or was rescued and claimed again), so a few do.
+        for _ in 0..<4 {
+            guard job.state == .running, running[job.id] == nil else { return nil }
+            let id = job.id
+            let asked = await withCheckedContinuation { continuation in
+                leasing.requestControl(control, of: id) { continuation.resume(returning: $0) }
+            }
+            switch asked {
+            case .success(true): return try await awaitEnd(of: id, asked: control)
+            case .success(false): job = try await fetchJob(id)
+            case .failure(let error):
+                throw JobError(code: "store_error", message: "cannot ask the daemon running job \(id) to \(control.rawValue) it: \(error)")
+            }
         }
-        guard asked else { return nil }
+        return nil
+    }
+
+    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it.
+    /// - Returns: the job once it is no longer running, or `nil` if this daemon runs it now.
+    private func awaitEnd(of id: String, asked control: JobControl) async throws(JobError) -> JobRecord? {
+        guard let leasing else { return nil }
+        let wait = ControlledEndWait()
+        controlWaits[id, default: []].append(wait)
+        defer {
+            wait.close()
+            controlWaits[id]?.removeAll { $0 === wait }
+            if controlWaits[id]?.isEmpty == true { controlWaits[id] = nil }
+        }
         let deadline = Timestamp.monotonic() + options.shutdownGraceSeconds + 30
         while Timestamp.monotonic() < deadline {
-            // Read without holding the loop: the other daemon may take the grace period and more.
-            let stored = try? await Self.read(.idPrefix(job.id, limit: 1), counting: false, from: leasing).jobs.first { $0.id == job.id }
-            if let now = current(job.id, stored: stored), now.state != .running { return now }
-            await Self.wait(seconds: 0.02)
+            let heard = wait.notices
+            let stored = try? await Self.read(.idPrefix(id, limit: 1), counting: false, from: leasing).jobs.first { $0.id == id }
+            if running[id] != nil { return nil }
+            if let now = current(id, stored: stored), now.state != .running { return now }
+            // A notice that came while reading may be about an end the read did not see yet: read again.
+            if wait.notices == heard { await wait.sleep(seconds: 0.1) }
         }
         throw JobError(
             code: "control_timeout",
-            message: "asked the daemon running job \(job.id) to \(control.rawValue) it, but it is still running; it "
+            message: "asked the daemon running job \(id) to \(control.rawValue) it, but it is still running; it "
                 + "acts on the request when it renews its lease, or the job is rescued once its lease expires")
     }
 
@@ -822,15 +850,15 @@ public final class Scheduler {
     /// retry-waiting one is held. `resume` puts it back in the queue.
     /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, `invalid_state`.
     public func pause(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
-        let id = try resolve(idOrPrefix)
+        var job = try await fetchJob(idOrPrefix)
+        let id = job.id
+        if let stopped = try await controlElsewhere(&job, .pause) { return stopped }
         if let active = running[id] {
             active.pausing = true
             stop(active, .resourceReclaim, detail: "paused by user")
             await waitUntilStopped(active)
-            return try job(id)
+            return try await fetchJob(id)
         }
-        var job = try job(id)
-        if let stopped = try await controlElsewhere(job, .pause) { return stopped }
         try transition(&job, .pauseWhileWaiting, verb: "pause")
         job.retryAt = nil
         retryDueAt[id] = nil
@@ -974,6 +1002,9 @@ public final class Scheduler {
         guard let leasing, leaseTimer == nil else { return }
         leasing.onWorkAvailable = { [weak self] in LoopIsolation.assume { self?.schedule() } }
         leasing.onControl = { [weak self] id, control in LoopIsolation.assume { self?.controlRequested(id, control) } }
+        leasing.onControlledEnd = { [weak self] id in
+            LoopIsolation.assume { for wait in self?.controlWaits[id] ?? [] { wait.heard() } }
+        }
         leasing.onLeaseLost = { [weak self] id in
             LoopIsolation.assume { if let active = self?.running[id] { self?.loseLease(active) } }
         }
@@ -1965,6 +1996,41 @@ extension Scheduler: JobHost {
 
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) {
         if let active = running[job.id], active.context === job { stop(active, reason, detail: detail) }
+    }
+}
+
+/// A `cancel`/`pause` asked of another daemon, waiting for the run's end (`Scheduler.awaitEnd`): it sleeps between
+/// reads of the job, woken early by a notice that the end is written.
+@LoopActor
+final class ControlledEndWait {
+    /// How many notices came so far: one that came during a read means the read may be too old.
+    private(set) var notices = 0
+    private var sleeper: CheckedContinuation<Void, Never>?
+    private let timer = LoopTimer(loop: .main)
+
+    init() {}
+
+    /// A notice that the run's end is written: ends the sleep at once.
+    func heard() {
+        notices += 1
+        wake()
+    }
+
+    /// Sleeps `seconds` at most, less if a notice comes.
+    func sleep(seconds: Double) async {
+        await withCheckedContinuation { continuation in
+            sleeper = continuation
+            timer.start(seconds: seconds) { [weak self] in LoopIsolation.assume { self?.wake() } }
+        }
+    }
+
+    /// The wait is over: its timer is closed.
+    func close() { timer.close() }
+
+    private func wake() {
+        timer.stop()
+        sleeper?.resume()
+        sleeper = nil
     }
 }
 

@@ -157,6 +157,8 @@ struct SharedStoreEndToEndTests {
         _ = try b.stop()
     }
 
+    /// `cancel` and `pause` through daemon A of jobs running on daemon B: B stops them, and its end, written with
+    /// the request pending, is announced to A (`NOTIFY trailbook_control 'ended <job>'`, only for such ends).
     @Test func cancelAndPauseThroughOneDaemonReachTheDaemonRunningTheJob() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -170,12 +172,34 @@ struct SharedStoreEndToEndTests {
         kill(a.pid, SIGCONT)
         #expect(unfinishedRuns(in: b, of: ids).count == 2)
 
+        // Another session listens on the control channel meanwhile (printing what it heard after each short
+        // statement, for 6 s): the end of a run cancelled through another daemon is announced there, the end of
+        // a run nobody asked about is not.
+        let work = try TemporaryDirectory()
+        let listener = try ChildProcess.spawn(
+            server.psqlPath,
+            [server.socketConnectionString + " application_name=tb-listener", "-At", "-c", "LISTEN trailbook_control"]
+                + Array(repeating: ["-c", "SELECT pg_sleep(0.1)"], count: 60).flatMap { $0 },
+            environment: ProcessInfo.processInfo.environment, output: work.file("listener.out"))
+        let listening = Date().addingTimeInterval(10)
+        while Date() < listening,
+            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-listener' AND query LIKE '%pg_sleep%'") != "1"
+        {
+            usleep(10_000)
+        }
+        let unasked = try b.submitSleep(units: 1, unitMilliseconds: 1)
+        _ = try b.waitForState(unasked, "succeeded")
+
         // Cancel through A: B stops the run (user_stop) and writes the end; A answers with it.
         let cancelled = try a.job(["op": "cancel", "job": .string(ids[0])])
         #expect(cancelled["state"]?.stringValue == "cancelled")
         #expect(cancelled["cancellation"]?["reason"]?.stringValue == "user_stop")
         #expect(b.logShows("job \(ids[0].prefix(8)) sleep running -> cancelled"), "\(b.log())")
         #expect(!a.log().contains("job \(ids[0].prefix(8)) sleep running -> "))
+        #expect(ChildProcess.exitStatus(of: listener, within: 30) == 0)
+        let heard = (try? String(contentsOfFile: work.file("listener.out"), encoding: .utf8)) ?? ""
+        #expect(heard.contains("\"ended \(ids[0])\""), "\(heard)")
+        #expect(!heard.contains(unasked), "\(heard)")
 
         // Pause through A: B checkpoints and stops it; resumed through A, it runs on from its checkpoint. First
         // B must have counted an item: on a loaded machine the pause could otherwise come before the first one.
@@ -301,12 +325,17 @@ struct SharedStoreEndToEndTests {
         while Date() < waiting, try psql(server, stuck) == "0" { usleep(20_000) }
         #expect(try psql(server, stuck) != "0")
 
-        // A `show` of a job not running here and a `list` read the store, behind the stuck INSERT; they wait for
-        // it without holding the loop (they used to: every ping below then waited for them, up to 10 s).
-        // Sent from here, so that they are in the daemon's socket before the pings below.
+        // A `show` of a job not running here, a `list`, and a `cancel` and a `pause` of a job not running here
+        // read the store, behind the stuck INSERT; they wait for it without holding the loop (they used to: every
+        // ping below then waited for them, up to 10 s each). Sent from here, so that they are in the daemon's
+        // socket before the pings below.
         let reads = DispatchGroup()
         let readReplies = Mutex<[String: JSONValue]>([:])
-        for (name, request) in [("show", ["op": "show", "job": .string(done)]), ("list", ["op": "list"])] as [(String, JSONValue)] {
+        let requests: [(String, JSONValue)] = [
+            ("show", ["op": "show", "job": .string(done)]), ("list", ["op": "list"]),
+            ("cancel", ["op": "cancel", "job": .string(done)]), ("pause", ["op": "pause", "job": .string(String(done.prefix(8)))]),
+        ]
+        for (name, request) in requests {
             let fd = try a.rawConnection()
             #expect(DaemonHarness.send(fd, JSONCoding.encode(request) + [0x0A]))
             reads.enter()
@@ -339,6 +368,10 @@ struct SharedStoreEndToEndTests {
         #expect(reads.wait(timeout: .now() + 20) == .success)
         let (shown, listed) = readReplies.withLock { ($0["show"], $0["list"]) }
         #expect(shown?["job"]?["state"]?.stringValue == "succeeded", "\(String(describing: shown))")
+        for name in ["cancel", "pause"] {
+            let refused = readReplies.withLock { $0[name] }
+            #expect(refused?["error"]?["code"]?.stringValue == "invalid_state", "\(name): \(String(describing: refused))")
+        }
         // Read after the INSERT it waited behind: the submitted job is there too.
         let listedIDs = listed?["jobs"]?.arrayValue?.map { $0["id"]?.stringValue } ?? []
         #expect(listedIDs.count == 3 && Array(listedIDs.prefix(2)) == [long, done], "\(String(describing: listed))")
