@@ -422,7 +422,7 @@ public final class ControlServer {
             default:
                 // `headers` (an upload's new credentials) replace those of the same name; see `JobKind.amend`.
                 let headers = try strings(request, "headers")
-                job = try scheduler.resume(id, changes: headers.map { ["headers": .array($0.map { .string($0) })] })
+                job = try await scheduler.resume(id, changes: headers.map { ["headers": .array($0.map { .string($0) })] })
             }
             return ["ok": true, "job": job.json]
         case "prune":

@@ -871,8 +871,8 @@ public final class Scheduler {
     /// `JobKind.amend`; an upload takes `{"headers": [...]}`, for credentials that expired).
     /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, `invalid_state` if it is not paused; the kind's
     ///   `invalid_params` for changes it refuses (then nothing changes); `store_error`.
-    public func resume(_ idOrPrefix: String, changes: JSONValue? = nil) throws(JobError) -> JobRecord {
-        var job = try job(try resolve(idOrPrefix))
+    public func resume(_ idOrPrefix: String, changes: JSONValue? = nil) async throws(JobError) -> JobRecord {
+        var job = try await fetchJob(idOrPrefix)
         try transition(&job, .resume, verb: "resume")
         if let changes, let kind = kinds[job.kind] {
             job.params = try kind.amend(job.params, changes)
@@ -885,7 +885,7 @@ public final class Scheduler {
         }
         commit(job)
         schedule()
-        return (try? self.job(job.id)) ?? job
+        return (try? await fetchJob(job.id)) ?? job
     }
 
     /// Stops every running job with `resource_reclaim` ("daemon shutting down") and waits up to
@@ -1635,7 +1635,9 @@ public final class Scheduler {
 
     /// A job as the daemon knows it: its unwritten record if the store refused it, else the stored one.
     private func current(_ id: String) -> JobRecord? {
-        current(id, stored: (try? store.job(id: id)) ?? nil)
+        // The store is read only when needed: on a shared store a read is a round trip on the loop.
+        if let unwritten = current(id, stored: nil) { return unwritten }
+        return (try? store.job(id: id)) ?? nil
     }
 
     /// `current(_:)` with the stored row already read (`stored`, `nil` if the store has none or could not say).

@@ -325,7 +325,7 @@ struct SharedStoreEndToEndTests {
         while Date() < waiting, try psql(server, stuck) == "0" { usleep(20_000) }
         #expect(try psql(server, stuck) != "0")
 
-        // A `show` of a job not running here, a `list`, and a `cancel` and a `pause` of a job not running here
+        // A `show` of a job not running here, a `list`, and a `cancel`, `pause` and `resume` of one
         // read the store, behind the stuck INSERT; they wait for it without holding the loop (they used to: every
         // ping below then waited for them, up to 10 s each). Sent from here, so that they are in the daemon's
         // socket before the pings below.
@@ -334,6 +334,7 @@ struct SharedStoreEndToEndTests {
         let requests: [(String, JSONValue)] = [
             ("show", ["op": "show", "job": .string(done)]), ("list", ["op": "list"]),
             ("cancel", ["op": "cancel", "job": .string(done)]), ("pause", ["op": "pause", "job": .string(String(done.prefix(8)))]),
+            ("resume", ["op": "resume", "job": .string(done)]),
         ]
         for (name, request) in requests {
             let fd = try a.rawConnection()
@@ -368,7 +369,7 @@ struct SharedStoreEndToEndTests {
         #expect(reads.wait(timeout: .now() + 20) == .success)
         let (shown, listed) = readReplies.withLock { ($0["show"], $0["list"]) }
         #expect(shown?["job"]?["state"]?.stringValue == "succeeded", "\(String(describing: shown))")
-        for name in ["cancel", "pause"] {
+        for name in ["cancel", "pause", "resume"] {
             let refused = readReplies.withLock { $0[name] }
             #expect(refused?["error"]?["code"]?.stringValue == "invalid_state", "\(name): \(String(describing: refused))")
         }
