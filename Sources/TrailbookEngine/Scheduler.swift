@@ -791,7 +791,7 @@ public final class Scheduler {
                 leasing.requestControl(control, of: id) { continuation.resume(returning: $0) }
             }
             switch asked {
-            case .success(true): return try await awaitEnd(of: id, asked: control)
+            case .success(true): return try await awaitEnd(of: id, asked: control, from: leasing)
             case .success(false): job = try await fetchJob(id)
             case .failure(let error):
                 throw JobError(code: "store_error", message: "cannot ask the daemon running job \(id) to \(control.rawValue) it: \(error)")
@@ -800,10 +800,11 @@ public final class Scheduler {
         return nil
     }
 
-    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it.
+    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it through `leasing`.
     /// - Returns: the job once it is no longer running, or `nil` if this daemon runs it now.
-    private func awaitEnd(of id: String, asked control: JobControl) async throws(JobError) -> JobRecord? {
-        guard let leasing else { return nil }
+    private func awaitEnd(
+        of id: String, asked control: JobControl, from leasing: any LeasingJobStoring
+    ) async throws(JobError) -> JobRecord? {
         let wait = ControlledEndWait()
         controlWaits[id, default: []].append(wait)
         defer {
