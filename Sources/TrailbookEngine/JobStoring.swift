@@ -164,11 +164,14 @@ public struct JobReading: Sendable {
     public var jobs: [JobRecord]
     /// How many jobs are in each unfinished state (every daemon's), when counted.
     public var unfinishedCounts: [JobState: Int]?
+    /// For `JobQuery.idempotencyKey`: the digest of the found job's submit request (as `job(key:)` returns it).
+    public var submitDigest: String?
 
-    /// A reading of `jobs` and, when counted, `unfinishedCounts`.
-    public init(jobs: [JobRecord], unfinishedCounts: [JobState: Int]?) {
+    /// A reading of `jobs`, when counted `unfinishedCounts`, and for a key's lookup the `submitDigest`.
+    public init(jobs: [JobRecord], unfinishedCounts: [JobState: Int]?, submitDigest: String? = nil) {
         self.jobs = jobs
         self.unfinishedCounts = unfinishedCounts
+        self.submitDigest = submitDigest
     }
 }
 
@@ -179,6 +182,11 @@ public enum JobQuery: Sendable, Equatable {
     /// The newest `limit` jobs, optionally only those in `states` and of `kind`, in submission order:
     /// `jobs(states:kind:limit:)`.
     case filtered(states: [JobState]?, kind: String?, limit: Int)
+    /// The job submitted with this idempotency key (none or one), with `JobReading.submitDigest`: `job(key:)`.
+    case idempotencyKey(String)
+    /// The jobs of `kind` not ended (`queued`, `running`, `paused`, `needs_retry`) that do any of `keys` (their
+    /// duplicate keys), in submission order: `unfinishedJobs(sharing:kind:)`.
+    case unfinished(sharing: [String], kind: String)
 }
 
 /// What one `LeasingJobStoring.maintainLeases` found and did; all empty when the store could not be asked.

@@ -315,6 +315,8 @@ public final class PostgresJobStore: LeasingJobStoring {
         cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt::int, give_up_after_s,
         idempotency_key, queue, pinned_host
         """
+    /// How many columns `columns` names: a statement's own columns come after them.
+    private static let columnCount = 22
 
     /// A row of `columns` (the SQLite store's, then the shared store's own `queue` and `pinned_host`).
     private static func record(_ row: PostgresRow) -> JobRecord? {
@@ -432,21 +434,13 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     public func job(key: String) throws -> (job: JobRecord, digest: String?)? {
-        guard let row = try rows(
-            "SELECT \(Self.columns), submit_digest FROM trailbook_jobs WHERE idempotency_key = $1", [.text(key)]).first,
-            let job = Self.record(row)
-        else { return nil }
-        return (job, row.text(22))
+        let reading = Self.reading(.idempotencyKey(key), try run([Self.statement(.idempotencyKey(key))]).map(\.rows))
+        return reading.jobs.first.map { ($0, reading.submitDigest) }
     }
 
     public func unfinishedJobs(sharing keys: [String], kind: String) throws -> [JobRecord] {
         guard !keys.isEmpty else { return [] }
-        return try records(
-            """
-            SELECT \(Self.columns) FROM trailbook_jobs WHERE id IN (
-                SELECT job_id FROM trailbook_duplicate_keys WHERE key = ANY($1::text[]))
-            AND kind = $2 AND state IN ('queued', 'running', 'paused', 'needs_retry') ORDER BY sequence
-            """, [.textArray(keys), .text(kind)])
+        return try run([Self.statement(.unfinished(sharing: keys, kind: kind))])[0].rows.compactMap(Self.record)
     }
 
     /// Always: the shared schema records duplicate keys from its first job on.
@@ -642,10 +636,16 @@ public final class PostgresJobStore: LeasingJobStoring {
     public func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void) {
         let statements = [Self.statement(query)] + (counting ? [Self.countsStatement] : [])
         sendWaitingAtMost({ database in try await database.queue!.connection.pipeline(statements).map(\.rows) }) { result in
-            completion(result.map { rows in
-                JobReading(jobs: rows[0].compactMap(Self.record), unfinishedCounts: counting ? Self.counts(rows[1]) : nil)
-            })
+            completion(result.map { Self.reading(query, $0) })
         }
+    }
+
+    /// What `statement(query)`'s rows (and `countsStatement`'s after them, when sent) say.
+    private static func reading(_ query: JobQuery, _ rows: [[PostgresRow]]) -> JobReading {
+        let digest: String? = if case .idempotencyKey = query { rows[0].first?.text(columnCount) } else { nil }
+        return JobReading(
+            jobs: rows[0].compactMap(Self.record), unfinishedCounts: rows.count > 1 ? Self.counts(rows[1]) : nil,
+            submitDigest: digest)
     }
 
     /// The `SELECT` of `query`, of `columns`.
@@ -666,6 +666,17 @@ public final class PostgresJobStore: LeasingJobStoring {
                 ) newest ORDER BY sequence
                 """,
                 [states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null, .integer(Int64(limit))])
+        case .idempotencyKey(let key):
+            // `submit_digest` after the record's columns (`columnCount`).
+            return PostgresStatement(
+                "SELECT \(columns), submit_digest FROM trailbook_jobs WHERE idempotency_key = $1", [.text(key)])
+        case .unfinished(let keys, let kind):
+            return PostgresStatement(
+                """
+                SELECT \(columns) FROM trailbook_jobs WHERE id IN (
+                    SELECT job_id FROM trailbook_duplicate_keys WHERE key = ANY($1::text[]))
+                AND kind = $2 AND state IN ('queued', 'running', 'paused', 'needs_retry') ORDER BY sequence
+                """, [.textArray(keys), .text(kind)])
         }
     }
 

@@ -271,9 +271,10 @@ public final class Scheduler {
     }
     /// Submits (each a batch of one or more new jobs, stored all or none) waiting for the turn's commit.
     private var pendingSubmits: [PendingSubmit] = []
-    /// Submits queued for a commit since the daemon started: a batch that let the loop run between its slices
-    /// sees from it whether another submit may have claimed what it does meanwhile (`submit(_:)`).
-    private var submitsQueued = 0
+    /// What the submits under way do, for the duplicate check (`submit(_:)`, `refuseDuplicate`).
+    private var submitClaims = SubmitClaims()
+    /// The number of the last `submit(_:)` call, which names its claims.
+    private var lastSubmit = 0
     private struct PendingSubmit {
         var jobs: [JobRecord]
         var digests: [String?]
@@ -461,9 +462,13 @@ public final class Scheduler {
 
         var results: [Submitted?] = Array(repeating: nil, count: requests.count)
         // `keys`: what the job works on (`JobKind.duplicateKeys`, which decodes its params), found once.
-        var fresh: [(index: Int, job: JobRecord, digest: String?, kind: AnyJobKind, keys: [String])] = []
-        var claimed: [String: (kind: String, index: Int)] = [:]
-        let queuedBefore = submitsQueued
+        var fresh: [(index: Int, job: JobRecord, digest: String?, keys: [String])] = []
+        // What each entry does is claimed once it passes the check, until this submit is answered: entries after
+        // it, here or in submits checked meanwhile (this one lets the loop run), are refused as its duplicates.
+        lastSubmit += 1
+        let submit = lastSubmit
+        var stored = false
+        defer { submitClaims.release(submit: submit, stored: stored) }
         // A big batch is checked in slices of `LoopSlice.seconds`, so the loop answers other clients and runs jobs
         // in between (issue 14: 3 600 entries held it for 3.7 s); a batch checked within one slice takes no turn.
         var slice = LoopSlice()
@@ -474,7 +479,7 @@ public final class Scheduler {
                 }
             }
             let digest = request.key.map { _ in request.digest }
-            if let key = request.key, let known = try lookUp(key: key, index: index) {
+            if let key = request.key, let known = try await lookUp(key: key, index: index) {
                 guard known.digest == digest else {
                     throw SubmitRefusal(
                         index: index,
@@ -489,42 +494,21 @@ public final class Scheduler {
             do throws(JobError) {
                 let (job, kind) = try await prepare(request)
                 let keys = kind.duplicateKeys(job.params)
-                let duplicateKeys = request.allowDuplicate ? [] : keys
-                if !duplicateKeys.isEmpty {
-                    try refuseDuplicate(of: duplicateKeys, kind: kind)
-                    for key in duplicateKeys {
-                        if let other = claimed[key], other.kind == kind.name {
-                            throw JobError(
-                                code: "duplicate_\(kind.name)",
-                                message: "job \(other.index) of the batch already does the same: \(key); submit it once, or "
-                                    + "with --allow-duplicate")
-                        }
-                    }
+                if !request.allowDuplicate {
+                    try await refuseDuplicate(of: keys, kind: kind, submit: submit)
                 }
-                for key in keys where claimed[key] == nil { claimed[key] = (kind.name, index) }
-                fresh.append((index, job, digest, kind, keys))
+                submitClaims.claim(keys, kind: kind.name, by: SubmitClaims.Holder(jobID: job.id, submit: submit, index: index))
+                fresh.append((index, job, digest, keys))
             } catch {
                 throw SubmitRefusal(index: index, error: error)
             }
         }
         guard !fresh.isEmpty else { return results.map { $0! } }
-        // Another submit queued while this batch let the loop run may do what one of its jobs does: check again,
-        // now, without letting go of the loop before the jobs join the turn's commit.
-        if submitsQueued != queuedBefore {
-            for entry in fresh where !entry.keys.isEmpty && !requests[entry.index].allowDuplicate {
-                do throws(JobError) {
-                    try refuseDuplicate(of: entry.keys, kind: entry.kind)
-                } catch {
-                    throw SubmitRefusal(index: entry.index, error: error)
-                }
-            }
-        }
         // Written with the loop turn's group commit (see `commitGroup`), which announces the jobs; answered after it.
         guard !isShuttingDown else {
             throw SubmitRefusal(index: nil, error: JobError(code: "shutting_down", message: "the daemon is shutting down"))
         }
         let ticket = SubmitTicket()
-        submitsQueued += 1
         pendingSubmits.append(PendingSubmit(
             jobs: fresh.map(\.job), digests: fresh.map(\.digest),
             duplicateKeys: fresh.map(\.keys), reply: ticket))
@@ -535,6 +519,7 @@ public final class Scheduler {
         } catch {
             throw SubmitRefusal(index: nil, error: error)
         }
+        stored = true
         if let hook = options.exitAfterSubmitCommitForTests {
             // Test hook (TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT): die as a kill would, after the commit and before
             // the reply, so tests can show that a retried key finds the job.
@@ -559,10 +544,20 @@ public final class Scheduler {
         return nil
     }
 
-    private func lookUp(key: String, index: Int) throws(SubmitRefusal) -> (job: JobRecord, digest: String?)? {
-        do {
-            return try store.job(key: key)
-        } catch {
+    /// The job stored with idempotency key `key`, and its request's digest; read without holding the loop from a
+    /// shared store (`JobQuery.idempotencyKey`).
+    private func lookUp(key: String, index: Int) async throws(SubmitRefusal) -> (job: JobRecord, digest: String?)? {
+        let found: Result<(job: JobRecord, digest: String?)?, any Error>
+        if let leasing {
+            found = await Self.reading(.idempotencyKey(key), counting: false, from: leasing).map { reading in
+                reading.jobs.first.map { ($0, reading.submitDigest) }
+            }
+        } else {
+            found = Result { try store.job(key: key) }
+        }
+        switch found {
+        case .success(let known): return known
+        case .failure(let error):
             let refusal = StoreRefusal(error)
             throw SubmitRefusal(
                 index: nil,
@@ -628,28 +623,58 @@ public final class Scheduler {
     }
 
     /// Throws `duplicate_<kind>` when a job of `kind` that has not ended shares one of `newKeys` (its
-    /// `duplicateKeys`; issue 11: a second submit of the same file to the same place would upload it twice).
-    /// An indexed lookup (`JobStore.unfinishedJobs(sharing:kind:)`), plus the submits of this loop turn not
-    /// written yet.
-    private func refuseDuplicate(of newKeys: [String], kind: AnyJobKind) throws(JobError) {
+    /// `duplicateKeys`; issue 11: a second submit of the same file to the same place would upload it twice):
+    /// a job of a submit under way here (`submitClaims`; `submit` is the asking one, whose own earlier entries
+    /// are named by index), or one the store holds, found by an indexed lookup (`JobQuery.unfinished`), read
+    /// without holding the loop from a shared store.
+    /// - Throws: also `store_unavailable`, `store_busy` or `store_error` when the store cannot be read.
+    private func refuseDuplicate(of newKeys: [String], kind: AnyJobKind, submit: Int) async throws(JobError) {
+        guard !newKeys.isEmpty else { return }
+        try refuseClaimed(newKeys, kind: kind.name, submit: submit)
         let keys = Set(newKeys)
-        guard !keys.isEmpty else { return }
-        let active: [JobRecord]
-        do {
-            active = try store.unfinishedJobs(sharing: Array(keys), kind: kind.name)
-        } catch {
-            throw JobError(code: "store_error", message: "cannot look for duplicate jobs: \(error)")
+        let query = JobQuery.unfinished(sharing: Array(keys), kind: kind.name)
+        let read = submitClaims.beginRead()
+        let found: Result<[JobRecord], any Error>
+        if let leasing {
+            found = await Self.reading(query, counting: false, from: leasing).map(\.jobs)
+        } else {
+            found = Result { try store.unfinishedJobs(sharing: Array(keys), kind: kind.name) }
         }
+        // Claims of submits stored while the read was answered are kept until it ends: seen here.
+        defer { submitClaims.endRead(read) }
+        let active: [JobRecord]
+        switch found {
+        case .success(let jobs): active = jobs
+        case .failure(let error):
+            let refusal = StoreRefusal(error)
+            throw JobError(
+                code: refusal.readErrorCode,
+                message: "cannot look for duplicate jobs: \(refusal.cause) (\(refusal)); submit again")
+        }
+        try refuseClaimed(newKeys, kind: kind.name, submit: submit)
         // A job whose end the store has not taken yet is over all the same.
-        let unwritten = pendingSubmits.flatMap(\.jobs).filter { $0.kind == kind.name }
-        for job in active + unwritten
-        where !((unsavedRecords[job.id] ?? pendingRecords[job.id])?.state.isTerminal ?? false) {
+        for job in active where !((unsavedRecords[job.id] ?? pendingRecords[job.id])?.state.isTerminal ?? false) {
             guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
+            let state = ((running[job.id].map(live) ?? unsavedRecords[job.id]) ?? job).state
             throw JobError(
                 code: "duplicate_\(kind.name)",
-                message: "job \(job.id) (\(((running[job.id].map(live) ?? unsavedRecords[job.id]) ?? job).state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
+                message: "job \(job.id) (\(state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "
                     + "submit again with --allow-duplicate")
         }
+    }
+
+    /// Throws `duplicate_<kind>` when a submit under way here claims one of `keys` (see `refuseDuplicate`).
+    private func refuseClaimed(_ keys: [String], kind: String, submit: Int) throws(JobError) {
+        guard let (holder, key) = submitClaims.holder(of: keys, kind: kind) else { return }
+        if holder.submit == submit {
+            throw JobError(
+                code: "duplicate_\(kind)",
+                message: "job \(holder.index) of the batch already does the same: \(key); submit it once, or with --allow-duplicate")
+        }
+        throw JobError(
+            code: "duplicate_\(kind)",
+            message: "job \(holder.jobID) (queued) is already doing the same: \(key); wait for it or cancel it, or "
+                + "submit again with --allow-duplicate")
     }
 
     /// The job whose id is `idOrPrefix` or starts with it, with live progress if it is running.
@@ -727,13 +752,19 @@ public final class Scheduler {
     }
 
     /// `leasing.read(query, counting:)`, awaited.
+    private static func reading(
+        _ query: JobQuery, counting: Bool, from leasing: any LeasingJobStoring
+    ) async -> Result<JobReading, any Error> {
+        await withCheckedContinuation { continuation in
+            leasing.read(query, counting: counting) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// `reading(_:counting:from:)`, its failure thrown as `readError`.
     private static func read(
         _ query: JobQuery, counting: Bool, from leasing: any LeasingJobStoring
     ) async throws(JobError) -> JobReading {
-        let result = await withCheckedContinuation { continuation in
-            leasing.read(query, counting: counting) { continuation.resume(returning: $0) }
-        }
-        switch result {
+        switch await reading(query, counting: counting, from: leasing) {
         case .success(let reading): return reading
         case .failure(let error): throw readError(error)
         }

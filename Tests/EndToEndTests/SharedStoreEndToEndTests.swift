@@ -327,14 +327,25 @@ struct SharedStoreEndToEndTests {
 
         // A `show` of a job not running here, a `list`, and a `cancel`, `pause` and `resume` of one
         // read the store, behind the stuck INSERT; they wait for it without holding the loop (they used to: every
-        // ping below then waited for them, up to 10 s each). Sent from here, so that they are in the daemon's
-        // socket before the pings below.
+        // ping below then waited for them, up to 10 s each). So do a submit's look-up of its idempotency key (the
+        // CLI always sends one) and an upload's look-up of unfinished jobs doing the same. Sent from here, so that
+        // they are in the daemon's socket before the pings below.
+        let source = a.home.file("behind-the-lock.jpg")
+        try Data(repeating: 3, count: 2048).write(to: URL(fileURLWithPath: source))
+        let destination = a.home.file("uploaded")
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        let keyedSubmit: JSONValue = [
+            "op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:], "key": "behind-the-lock",
+        ]
+        let upload: JSONValue = [
+            "op": "submit", "kind": "upload", "params": ["files": [.string(source)], "to": .string("file://" + destination)],
+        ]
         let reads = DispatchGroup()
         let readReplies = Mutex<[String: JSONValue]>([:])
         let requests: [(String, JSONValue)] = [
             ("show", ["op": "show", "job": .string(done)]), ("list", ["op": "list"]),
             ("cancel", ["op": "cancel", "job": .string(done)]), ("pause", ["op": "pause", "job": .string(String(done.prefix(8)))]),
-            ("resume", ["op": "resume", "job": .string(done)]),
+            ("resume", ["op": "resume", "job": .string(done)]), ("keyed submit", keyedSubmit), ("upload", upload),
         ]
         for (name, request) in requests {
             let fd = try a.rawConnection()
@@ -375,12 +386,21 @@ struct SharedStoreEndToEndTests {
         }
         // Read after the INSERT it waited behind: the submitted job is there too.
         let listedIDs = listed?["jobs"]?.arrayValue?.map { $0["id"]?.stringValue } ?? []
-        #expect(listedIDs.count == 3 && Array(listedIDs.prefix(2)) == [long, done], "\(String(describing: listed))")
+        #expect(listedIDs.count >= 3 && Array(listedIDs.prefix(2)) == [long, done], "\(String(describing: listed))")
         #expect(listed?["counts"]?["running"]?.intValue == 1, "\(String(describing: listed))")
         let submitted = try #require(reply.withLock { $0 })
         let id = try #require(submitted["job"]?["id"]?.stringValue, "\(submitted)")
         _ = try a.waitForState(id, "succeeded")
         #expect(successLines(id, in: [a]) == 1)
+        // The two submits that looked the store up behind the lock were queued and ran; the key now finds its job.
+        let (keyed, uploaded) = readReplies.withLock { ($0["keyed submit"], $0["upload"]) }
+        let keyedID = try #require(keyed?["job"]?["id"]?.stringValue, "\(String(describing: keyed))")
+        #expect(keyed?["existing"]?.boolValue == false)
+        let uploadID = try #require(uploaded?["job"]?["id"]?.stringValue, "\(String(describing: uploaded))")
+        _ = try a.waitForState(keyedID, "succeeded")
+        _ = try a.waitForState(uploadID, "succeeded")
+        let again = try a.request(keyedSubmit)
+        #expect(again["job"]?["id"]?.stringValue == keyedID && again["existing"]?.boolValue == true, "\(again)")
         _ = try a.job(["op": "cancel", "job": .string(long)])
         _ = try a.stop()
     }

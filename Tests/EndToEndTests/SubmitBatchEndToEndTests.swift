@@ -569,6 +569,52 @@ struct SubmitBatchEndToEndTests {
         #expect(try Self.jobCount(daemon) == 600)
     }
 
+    /// What a batch's checked entry does is claimed until the batch is answered: a submit checked while the batch
+    /// lets the loop run between its slices, doing the same as an entry already checked, is refused as its
+    /// duplicate, and the batch goes on (it used to be the other way round: the later submit was queued, and the
+    /// batch, nearly done, was refused when it checked again). Made deterministic as
+    /// `aBigBatchLetsTheLoopAnswerOthersBetweenItsSlices` is: the daemon is stopped while it checks entry 1 (the
+    /// upload, entry 0, checked), the other submit is sent meanwhile, entries 2-10 end a slice each, and entry 11
+    /// holds the loop until the test has the other submit's answer.
+    @Test func aSubmitDoingWhatACheckedEntryOfABatchUnderWayDoesIsItsDuplicate() throws {
+        let daemon = try DaemonHarness(arguments: ["--concurrency", "1"])
+        let source = daemon.home.file("a.jpg")
+        try Data(repeating: 7, count: 4096).write(to: URL(fileURLWithPath: source))
+        let dest = daemon.home.file("dest")
+        try FileManager.default.createDirectory(atPath: dest, withIntermediateDirectories: true)
+        let upload: JSONValue = [
+            "kind": "upload", "params": ["files": [.string(source)], "to": .string("file://" + dest), "max_rate": 1024],
+            "options": ["queue": "default"],
+        ]
+        let release = daemon.home.file("release")
+        var jobs: [JSONValue] = [upload, ["kind": "sleep", "params": ["units": 0, "stop_in_validation": true]]]
+        jobs += (2...10).map { _ in ["kind": "sleep", "params": ["units": 0, "validation_ms": 30]] }
+        jobs.append(["kind": "sleep", "params": ["units": 0, "hold_validation_until": .string(release)]])
+        let batch = try daemon.rawConnection()
+        defer { close(batch) }
+        #expect(DaemonHarness.send(batch, JSONCoding.encode(["op": "submit_batch", "jobs": .array(jobs)] as JSONValue) + [0x0A]))
+        try Self.waitUntilStopped(daemon.pid)
+        let single = try daemon.rawConnection()
+        defer { close(single) }
+        var request = upload
+        if case .object(var members) = request {
+            members["op"] = "submit"
+            request = .object(members)
+        }
+        #expect(DaemonHarness.send(single, JSONCoding.encode(request) + [0x0A]))
+        kill(daemon.pid, SIGCONT)
+        let refused = Self.readLine(single, timeout: 20).flatMap { try? JSONParser.parse($0) }
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(refused?["error"]?["code"]?.stringValue == "duplicate_upload", "\(String(describing: refused))")
+        #expect(refused?["error"]?["message"]?.stringValue?.contains("is already doing the same") == true)
+        let reply = try #require(Self.readLine(batch, timeout: 60).flatMap { try? JSONParser.parse($0) })
+        let ids = try #require(reply["ids"]?.arrayValue, "\(reply)")
+        #expect(ids.count == 12)
+        #expect(refused?["error"]?["message"]?.stringValue?.contains(ids[0].stringValue ?? "-") == true, "names the batch's job")
+        let uploads = try daemon.request(["op": "list", "kind": "upload"])["jobs"]?.arrayValue ?? []
+        #expect(uploads.count == 1, "\(uploads)")
+    }
+
     /// Waits (up to 10 s) until process `pid` is stopped by a signal (`T` in /proc/PID/stat).
     static func waitUntilStopped(_ pid: Int32) throws {
         let deadline = Date().addingTimeInterval(10)
