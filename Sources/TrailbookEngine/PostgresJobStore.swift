@@ -135,6 +135,7 @@ public final class PostgresJobStore: LeasingJobStoring {
         database = PostgresStoreActor(loop: loop)
         let wake = self.wake
         let me = owner.daemonID
+        let (queues, host) = (options.queues, owner.host)
         let responseTimeout = requestTimeoutSeconds
         try wait(timeout: connectTimeoutSeconds) { database in
             let connection = PostgresConnection(loop: database.loop, connectionString: connectionString)
@@ -152,6 +153,8 @@ public final class PostgresJobStore: LeasingJobStoring {
                     return EventLoop.main.execute { wake.feed?(events) }
                 }
                 guard notification.channel == PostgresJobQueue.controlChannel else {
+                    // Work this daemon may not claim (another queue, pinned to another host) costs it no claim.
+                    guard WorkNotice(payload: notification.payload).concerns(queues: queues, host: host) else { return }
                     return EventLoop.main.execute { wake.fire() }
                 }
                 // "<daemon> <control> <job>": only the daemon named acts. "ended <job>": a controlled run's end
@@ -510,9 +513,10 @@ public final class PostgresJobStore: LeasingJobStoring {
             firstUpdate = statements.count
             statements += updating.map { store.writeStatement($0.job, addingCleanUp: $0.addingCleanUp) }
             updated = updating.map { ($0.job, store.fenceToken(of: $0.job.id)) }
-            // Wakes the other daemons (delivered at commit, once per transaction for the same payload).
-            if !inserting.isEmpty || updating.contains(where: { $0.job.state == .queued }) {
-                statements.append(PostgresStatement("SELECT pg_notify($1, 'queued')", [.text(PostgresJobQueue.jobsChannel)]))
+            // Wakes the other daemons that may claim the jobs (delivered at commit).
+            let queued = inserting + updating.lazy.map(\.job).filter { $0.state == .queued }
+            statements += WorkNotice.notices(for: queued.map { ($0.queue, $0.pinnedHost) }).map { notice in
+                PostgresStatement("SELECT pg_notify($1, $2)", [.text(PostgresJobQueue.jobsChannel), .text(notice.payload)])
             }
         }
 

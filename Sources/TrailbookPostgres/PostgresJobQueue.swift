@@ -136,7 +136,7 @@ public final class PostgresJobQueue {
 
     /// The queue of jobs submitted without one.
     public static let defaultQueue = "default"
-    /// The channel a submit notifies (payload: the queue), so idle daemons claim at once instead of polling.
+    /// The channel a submit notifies (payload: a `WorkNotice`), so idle daemons claim at once instead of polling.
     public static let jobsChannel = "trailbook_jobs"
     /// The channel a `cancel`/`pause` of a job running on another daemon notifies; payload
     /// `<lease daemon id> <control> <job id>` (the request itself is in the job's `control` column).
@@ -286,7 +286,7 @@ public final class PostgresJobQueue {
     // MARK: submitting
 
     /// Adds `jobs` as `queued` in one round trip and one transaction (all or none), and notifies `jobsChannel`
-    /// once per queue involved (delivered at commit).
+    /// once per queue and pinned host involved (`WorkNotice`, delivered at commit).
     /// - Returns: each job's `sequence`, in order.
     /// - Throws: `PostgresError` (`.server` `23505` for a duplicate id: then none was added).
     public func submit(_ jobs: [NewJob], isolation: isolated (any Actor)? = #isolation) async throws(PostgresError)
@@ -309,9 +309,9 @@ public final class PostgresJobQueue {
                     .text(job.params), .text(job.progress),
                 ])
         }
-        var queues: [String] = []
-        for job in jobs where !queues.contains(job.queue) { queues.append(job.queue) }
-        statements += queues.map { PostgresStatement("SELECT pg_notify($1, $2)", [.text(Self.jobsChannel), .text($0)]) }
+        statements += WorkNotice.notices(for: jobs.map { ($0.queue, $0.pinnedHost) }).map { notice in
+            PostgresStatement("SELECT pg_notify($1, $2)", [.text(Self.jobsChannel), .text(notice.payload)])
+        }
         let results = try await connection.pipeline(statements, isolation: isolation)
         return results.prefix(jobs.count).map { $0.rows.first?.int(0) ?? 0 }
     }

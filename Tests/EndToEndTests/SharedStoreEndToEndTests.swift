@@ -405,6 +405,64 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// A daemon claims only when a notice says there is work it may take (`WorkNotice`): each claim waits for its
+    /// round trip on the loop, and every daemon hears every submit. While another session holds the jobs table
+    /// locked (a claim would wait for it), notices of work in another queue, or pinned to another host, send no
+    /// claim and leave A's loop free: its pings come straight back (they used to wait up to 10 s each behind the claim). A notice of
+    /// its own queue still wakes it: a job submitted through B to A's queue runs on A at once, long before the
+    /// lease tick (every 40 s here) would have claimed it.
+    @Test func noticesOfWorkADaemonMayNotClaimCostItNoClaim() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere", "--lease", "120s"])
+        // B claims from a queue nobody submits to either (and ticks as seldom): nothing but a claim of A's could
+        // wait for the lock below.
+        let b = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "other", "--lease", "120s"])
+        _ = try a.request(["op": "ping"])
+        _ = try b.request(["op": "ping"])
+
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: server.psqlPath)
+        holder.arguments = [
+            server.socketConnectionString + " application_name=tb-table-lock", "-c",
+            "LOCK TABLE trailbook_jobs IN EXCLUSIVE MODE; SELECT pg_sleep(120)",
+        ]
+        holder.standardOutput = FileHandle.nullDevice
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate() } }
+        let held = Date().addingTimeInterval(30)
+        while Date() < held,
+            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-table-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "1"
+        {
+            usleep(20_000)
+        }
+        for payload in ["queue default", "queue elsewhere host host-b", "queue photos host host-a"] {
+            _ = try psql(server, "NOTIFY trailbook_jobs, '\(payload)'")
+        }
+        for _ in 0..<10 {
+            let started = Date()
+            #expect(try a.request(["op": "ping"])["ok"]?.boolValue == true)
+            #expect(Date().timeIntervalSince(started) < 1, "the loop waited \(Date().timeIntervalSince(started)) s for a claim")
+            usleep(50_000)
+        }
+        let claimsWaiting = try psql(
+            server, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trailbook_jobs%'")
+        #expect(claimsWaiting == "0", "a claim waits for the lock")
+        _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-table-lock'")
+        holder.waitUntilExit()
+
+        let started = Date()
+        let job = try b.job(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "elsewhere"]])
+        let id = try #require(job["id"]?.stringValue)
+        _ = try a.waitForState(id, "succeeded")
+        #expect(Date().timeIntervalSince(started) < 20, "A claimed its queue's job only at its lease tick")
+        #expect(successLines(id, in: [a]) == 1 && successLines(id, in: [b]) == 0)
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
     /// A daemon stopped with SIGTERM puts its running jobs back in the queue (`resource_reclaim`); those last
     /// events reach the other daemons' watchers before it exits, also while its relay is busy with its jobs'
     /// progress (an event that comes while a send is in flight waits for it).

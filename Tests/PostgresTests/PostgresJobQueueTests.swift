@@ -224,7 +224,7 @@ struct PostgresJobQueueTests {
             ])
             #expect(await eventually(within: 5) { payloads.count >= 2 })
             _ = try await listener.connection.query("SELECT 1")  // anything still on its way has arrived by now
-            #expect(payloads == ["default", "photos"])
+            #expect(payloads == ["queue default", "queue photos"])
             #expect(try await listener.connection.query("SELECT count(*) FROM trailbook_jobs").rows.first?.int(0) == 3)
         } }
     }
