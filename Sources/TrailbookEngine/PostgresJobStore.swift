@@ -366,7 +366,9 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     /// A lifecycle write, fenced: a job this daemon holds the lease of is written only while that lease holds (and
-    /// the lease is released when the run is over); any other job only while no daemon runs it. An end drops the
+    /// the lease is released when the run is over); any other job only while it waits (`queued`, `paused`,
+    /// `needs_retry`): not while another daemon runs it, nor once it ended (a cancel read the job queued, and
+    /// another daemon ran it to its end before the cancel's write). An end drops the
     /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened. Its
     /// result has one row when written, none when fenced off.
     private func writeStatement(_ job: JobRecord, addingCleanUp: Bool) -> PostgresStatement {
@@ -375,7 +377,7 @@ public final class PostgresJobStore: LeasingJobStoring {
         let fence =
             token != nil
             ? "lease_token = $11::bigint AND state = 'running'"
-            : "lease_token IS NULL AND state <> 'running' AND $11::bigint IS NULL"
+            : "lease_token IS NULL AND state IN ('queued', 'paused', 'needs_retry') AND $11::bigint IS NULL"
         let release =
             releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL, control = NULL" : ""
         // A run that ends with a control request pending tells the daemon waiting for it (`onControlledEnd`).

@@ -782,25 +782,37 @@ public final class Scheduler {
     public func cancel(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         var job = try await fetchJob(idOrPrefix)
         let id = job.id
-        if let ended = try await controlElsewhere(&job, .cancel) { return ended }
-        if let active = running[id] {
-            stop(active, .userStop, detail: "cancelled by user")
-            await waitUntilStopped(active)
-            return try await fetchJob(id)
+        while true {
+            if let ended = try await controlElsewhere(&job, .cancel) { return ended }
+            if let active = running[id] {
+                stop(active, .userStop, detail: "cancelled by user")
+                await waitUntilStopped(active)
+                return try await fetchJob(id)
+            }
+            var cancelled = job
+            try transition(&cancelled, .cancelWhileWaiting, verb: "cancel")
+            cancelled.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
+            retryDueAt[id] = nil
+            // Recorded before the clean-up, which may suspend (an upload removes its .part on the pool): a job
+            // already cancelled in the store cannot be started in that gap and then have its output removed under
+            // it. While the store refuses the write, the clean-up waits for it (a restart before then resumes it).
+            let cleansUp = kinds[cancelled.kind]?.traits.cleansUpAfterEnd == true
+            switch commit(cancelled, addingCleanUp: cleansUp) {
+            case .written: await endWritten(cancelled, cancelledWhileWaiting: true, cleansUp: cleansUp)
+            case .kept: cancelledWhileWaiting.insert(id)
+            case .fencedOff:
+                job = try await changedElsewhere(id)
+                continue
+            }
+            return cancelled
         }
-        try transition(&job, .cancelWhileWaiting, verb: "cancel")
-        job.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
-        retryDueAt[id] = nil
-        // Recorded before the clean-up, which may suspend (an upload removes its .part on the pool): a job already
-        // cancelled in the store cannot be started in that gap and then have its output removed under it. While
-        // the store refuses the write, the clean-up waits for it (a restart before then resumes the job).
-        let cleansUp = kinds[job.kind]?.traits.cleansUpAfterEnd == true
-        if commit(job, addingCleanUp: cleansUp) {
-            await endWritten(job, cancelledWhileWaiting: true, cleansUp: cleansUp)
-        } else {
-            cancelledWhileWaiting.insert(id)
-        }
-        return job
+    }
+
+    /// Shared store: job `id` as it is now, after a write of this daemon's was fenced off because another daemon
+    /// claimed or ended it since it was read (the request then starts over from it).
+    private func changedElsewhere(_ id: String) async throws(JobError) -> JobRecord {
+        DaemonLog.write("job \(id.prefix(8)): changed by another daemon while this one asked for it; reading it again")
+        return try await fetchJob(id)
     }
 
     /// Shared store: asks the daemon running `job` to `control` it (`requestControl`: a `control` column and a
@@ -884,19 +896,25 @@ public final class Scheduler {
     public func pause(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         var job = try await fetchJob(idOrPrefix)
         let id = job.id
-        if let stopped = try await controlElsewhere(&job, .pause) { return stopped }
-        if let active = running[id] {
-            active.pausing = true
-            stop(active, .resourceReclaim, detail: "paused by user")
-            await waitUntilStopped(active)
-            return try await fetchJob(id)
+        while true {
+            if let stopped = try await controlElsewhere(&job, .pause) { return stopped }
+            if let active = running[id] {
+                active.pausing = true
+                stop(active, .resourceReclaim, detail: "paused by user")
+                await waitUntilStopped(active)
+                return try await fetchJob(id)
+            }
+            var paused = job
+            try transition(&paused, .pauseWhileWaiting, verb: "pause")
+            paused.retryAt = nil
+            retryDueAt[id] = nil
+            if commit(paused) == .fencedOff {
+                job = try await changedElsewhere(id)
+                continue
+            }
+            armRetryTimer()
+            return paused
         }
-        try transition(&job, .pauseWhileWaiting, verb: "pause")
-        job.retryAt = nil
-        retryDueAt[id] = nil
-        commit(job)
-        armRetryTimer()
-        return job
     }
 
     /// Puts a paused job back in the queue, first changing its params with `changes` if given (see
@@ -905,6 +923,7 @@ public final class Scheduler {
     ///   `invalid_params` for changes it refuses (then nothing changes); `store_error`.
     public func resume(_ idOrPrefix: String, changes: JSONValue? = nil) async throws(JobError) -> JobRecord {
         var job = try await fetchJob(idOrPrefix)
+        let paused = job.state
         try transition(&job, .resume, verb: "resume")
         if let changes, let kind = kinds[job.kind] {
             job.params = try kind.amend(job.params, changes)
@@ -915,7 +934,12 @@ public final class Scheduler {
             }
             log(job, .info, "params changed on resume: \(String(decoding: JSONCoding.encode(JobRecord.redacted(changes)), as: UTF8.self))")
         }
-        commit(job)
+        if commit(job, from: paused) == .fencedOff {
+            // Another daemon cancelled it since it was read: what it is now says why it cannot be resumed.
+            var now = try await changedElsewhere(job.id)
+            try transition(&now, .resume, verb: "resume")
+            throw JobError(code: "invalid_state", message: "cannot resume job \(job.id): another daemon changed it meanwhile; try again")
+        }
         schedule()
         return (try? await fetchJob(job.id)) ?? job
     }
@@ -1307,7 +1331,7 @@ public final class Scheduler {
         _ job: JobRecord, from: JobState, addingCleanUp: Bool, written: @escaping @LoopActor (Bool) -> Void
     ) {
         guard !groupCommitClosed else {
-            return written(commit(job, from: from, addingCleanUp: addingCleanUp))
+            return written(commit(job, from: from, addingCleanUp: addingCleanUp) == .written)
         }
         pendingEnds.append(PendingEnd(job: job, from: from, cleansUp: addingCleanUp, written: written))
         pendingRecords[job.id] = job
@@ -1433,7 +1457,7 @@ public final class Scheduler {
                 unsavedRecords[start.id] = start
             }
         }
-        for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp)) }
+        for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp) == .written) }
         for submit in submits {
             Task { @LoopActor in
                 var jobs = submit.jobs
@@ -1625,21 +1649,32 @@ public final class Scheduler {
     /// `addingCleanUp`, records its pending clean-up in the same transaction.
     ///
     /// When the store refuses the write (locked, disk full), the new state is kept in `unsavedRecords` and
-    /// announced all the same; the store retry writes it.
-    /// - Returns: whether it is written.
+    /// announced all the same; the store retry writes it. On a shared store, a write another daemon's change
+    /// fenced off (it runs or ended the job meanwhile) is dropped and not announced.
+    /// - Returns: what became of the write.
     @discardableResult
-    private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> Bool {
+    private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> CommitOutcome {
         let previous = from ?? current(job.id)?.state ?? job.state
         if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) {
-            if error.code == Self.fencedOff.code { return false }
+            if error.code == Self.fencedOff.code { return .fencedOff }
             unsavedRecords[job.id] = job
             if addingCleanUp { unsavedCleanUps.insert(job.id) }
             announce(job, from: previous)
-            return false
+            return .kept
         }
         unsavedRecords[job.id] = nil
         announce((try? store.job(id: job.id)) ?? job, from: previous)
-        return true
+        return .written
+    }
+
+    /// What became of a `commit`.
+    private enum CommitOutcome {
+        /// The store took it.
+        case written
+        /// The store refused it for now: kept in `unsavedRecords`, announced, written by the store retry.
+        case kept
+        /// A shared store's other daemon changed the job first (`JobStoreError.leaseLost`): dropped.
+        case fencedOff
     }
 
     /// Publishes a state change on the feed and writes it to the daemon's log (one line, for debugging from the

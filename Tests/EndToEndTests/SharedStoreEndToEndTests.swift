@@ -405,6 +405,72 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// A `cancel` or `resume` reads the job, then writes its new state; another daemon may run the job to its end,
+    /// or cancel it, in between. The write is fenced by the stored state (only a waiting job is written), so the
+    /// other daemon's change stands and the request is answered from the job as it is now (`invalid_state`); the
+    /// write used to be fenced only against a running job, so the cancel overwrote a `succeeded` job and the
+    /// resume queued a cancelled one again. Deterministic: a `psql` session makes the other daemon's change
+    /// without committing it, so that A reads the old row and its `UPDATE` waits for the row's lock, and commits
+    /// once it waits.
+    @Test func aCancelOrResumeRacingAnotherDaemonsChangeLeavesThatChange() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
+        func parked() throws -> String {
+            let job = try a.job(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "parked"]])
+            return try #require(job["id"]?.stringValue)
+        }
+        let queued = try parked()
+        let paused = try parked()
+        #expect(try a.job(["op": "pause", "job": .string(paused)])["state"]?.stringValue == "paused")
+        let cancellation = #"{"reason":"user_stop","at":"2026-12-04T00:00:00Z","detail":"cancelled by user"}"#
+        let races: [(id: String, op: String, change: String, state: String)] = [
+            (queued, "cancel", "state = 'succeeded', attempt = 1, result = '{}'", "succeeded"),
+            (paused, "resume", "state = 'cancelled', cancellation = '\(cancellation)'", "cancelled"),
+        ]
+        for race in races {
+            let other = Process()
+            other.executableURL = URL(fileURLWithPath: server.psqlPath)
+            other.arguments = [server.socketConnectionString + " application_name=tb-other-daemon", "-q"]
+            let input = Pipe()
+            other.standardInput = input
+            other.standardOutput = FileHandle.nullDevice
+            try other.run()
+            defer { if other.isRunning { other.terminate() } }
+            input.fileHandleForWriting.write(Data("BEGIN;\nUPDATE trailbook_jobs SET \(race.change) WHERE id = '\(race.id)';\n".utf8))
+            let changed = Date().addingTimeInterval(30)
+            while Date() < changed,
+                try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-other-daemon' AND state = 'idle in transaction'") != "1"
+            {
+                usleep(20_000)
+            }
+            let answered = DispatchSemaphore(value: 0)
+            let reply = Mutex<JSONValue?>(nil)
+            let socket = a.socketPath
+            let request: JSONValue = ["op": .string(race.op), "job": .string(race.id)]
+            DispatchQueue.global().async {
+                let value = try? DaemonClient(socketPath: socket).request(request)
+                reply.withLock { $0 = value }
+                answered.signal()
+            }
+            let waiting = Date().addingTimeInterval(30)
+            while Date() < waiting,
+                try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trailbook_jobs%'") == "0"
+            {
+                usleep(20_000)
+            }
+            input.fileHandleForWriting.write(Data("COMMIT;\n".utf8))
+            try input.fileHandleForWriting.close()
+            other.waitUntilExit()
+            #expect(answered.wait(timeout: .now() + 20) == .success)
+            let answer = reply.withLock { $0 }
+            #expect(answer?["error"]?["code"]?.stringValue == "invalid_state", "\(race.op): \(String(describing: answer))")
+            #expect(answer?["error"]?["message"]?.stringValue?.contains("already ended (\(race.state))") == true)
+            #expect(try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(race.id)'") == race.state, "\(race.op)")
+        }
+        _ = try a.stop()
+    }
+
     /// A daemon claims only when a notice says there is work it may take (`WorkNotice`): each claim waits for its
     /// round trip on the loop, and every daemon hears every submit. While another session holds the jobs table
     /// locked (a claim would wait for it), notices of work in another queue, or pinned to another host, send no
