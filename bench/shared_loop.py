@@ -11,6 +11,9 @@ shared store renews the run's lease); daemon A serves a queue nobody submits to.
   ping:   a `ping` to B every 10 ms for 3 s, send to reply (ms): how long B's loop was kept from answering.
   ping A, listing: a `ping` to A every 10 ms for 3 s while another client runs `list --limit 20` through A back
           to back (each a store read): how long A's loop was kept from answering by its clients' reads.
+  ping A, submitting: the same while another client submits uploads through A back to back, each with an
+          idempotency key (as the CLI sends) and each checked for an unfinished upload doing the same (two store
+          reads, then the group commit), to a queue nobody serves.
   cancel: 10 cancels through A of a job running on B, send to reply (the job as `cancelled`).
   round trip: a `show` through A (one store read: the "one round trip" of the bound).
   no-op jobs: `--noop` jobs (`sleep`, units 0) submitted singly to a fresh daemon C (`--concurrency 64`, its
@@ -123,25 +126,9 @@ def one_round(binary, server, rtt_ms, busy, noop):
                 raise RuntimeError("the busy jobs did not all start")
             time.sleep(0.05)
         time.sleep(1.5)  # every busy job past its first saved progress
-        pings = []
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
-            pings.append(timed_ms(b, {"op": "ping"})[0])
-            time.sleep(0.01)
-        listing_pings, stop = [], threading.Event()
-
-        def lists():
-            while not stop.is_set():
-                a.call({"op": "list", "limit": 20})
-
-        lister = threading.Thread(target=lists)
-        lister.start()
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
-            listing_pings.append(timed_ms(a, {"op": "ping"})[0])
-            time.sleep(0.01)
-        stop.set()
-        lister.join()
+        pings = pings_while(b, None)
+        listing_pings = pings_while(a, lambda _: a.call({"op": "list", "limit": 20}))
+        submitting_pings = pings_while(a, lambda i: submitted(a.call(upload_request(a, i))))
         cancels, shows = [], []
         for _ in range(10):
             job = submit_running(b, b)
@@ -149,12 +136,52 @@ def one_round(binary, server, rtt_ms, busy, noop):
             cancels.append(cancel_ms(a, job))
         b.stop()
         b = None
-        return pings, listing_pings, cancels, shows, noop_jobs(binary, remote, noop)
+        return pings, listing_pings, submitting_pings, cancels, shows, noop_jobs(binary, remote, noop)
     finally:
         for d in (a, b):
             if d:
                 d.stop()
         proxy.close()
+
+
+def pings_while(daemon, work):
+    """A `ping` to `daemon` every 10 ms for 3 s (ms each), while another thread calls `work(i)` for i = 0, 1, …"""
+    pings, stop = [], threading.Event()
+
+    def loop():
+        i = 0
+        while not stop.is_set():
+            work(i)
+            i += 1
+
+    worker = threading.Thread(target=loop) if work else None
+    if worker:
+        worker.start()
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        pings.append(timed_ms(daemon, {"op": "ping"})[0])
+        time.sleep(0.01)
+    stop.set()
+    if worker:
+        worker.join()
+    return pings
+
+
+def upload_request(daemon, i):
+    """A keyed submit of an upload of a small file of its own (made here) to a directory, in a queue nobody serves."""
+    source = os.path.join(daemon.home, "sources", f"photo-{i}.jpg")
+    os.makedirs(os.path.dirname(source), exist_ok=True)
+    os.makedirs(os.path.join(daemon.home, "uploaded"), exist_ok=True)
+    with open(source, "wb") as out:
+        out.write(b"\xff" * 1024)
+    return {"op": "submit", "kind": "upload", "key": f"bench-upload-{os.getpid()}-{time.monotonic_ns()}-{i}",
+            "params": {"files": [source], "to": "file://" + os.path.join(daemon.home, "uploaded")},
+            "options": {"queue": "parked"}}
+
+
+def submitted(reply):
+    if not reply.get("ok"):
+        raise RuntimeError(f"submit refused: {reply}")
 
 
 def noop_jobs(binary, store, n):
@@ -193,20 +220,21 @@ def main():
     binaries = given.split(",") if given else [os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()]
     print(f"store round trip {rtt_ms} ms (proxy), {busy} busy jobs on B, {rounds} rounds; load before: {os.getloadavg()}")
     server = ThrowawayPostgres()
-    results = {binary: ([], [], [], [], [], []) for binary in binaries}
+    results = {binary: ([], [], [], [], [], [], []) for binary in binaries}
     try:
         for _ in range(rounds):
             for binary in binaries:
-                pings, listing, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop)
-                measured = (pings, listing, cancels, shows, [noops["per_second"]], noops["pings"])
+                pings, listing, submitting, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop)
+                measured = (pings, listing, submitting, cancels, shows, [noops["per_second"]], noops["pings"])
                 for into, values in zip(results[binary], measured):
                     into.extend(values)
     finally:
         server.stop()
-    for binary, (pings, listing, cancels, shows, rates, noop_pings) in results.items():
+    for binary, (pings, listing, submitting, cancels, shows, rates, noop_pings) in results.items():
         print(f"  {binary}")
         print(f"    ping B (ms): {percentiles(pings)}")
         print(f"    ping A while a client lists through A (ms): {percentiles(listing)}")
+        print(f"    ping A while a client submits keyed uploads through A (ms): {percentiles(submitting)}")
         print(f"    cancel through A of a job on B (ms): {percentiles(cancels)}")
         print(f"    round trip, show through A (ms): {percentiles(shows)}")
         print(f"    {noop} no-op jobs through C, single submits (jobs/s per round): {[round(r) for r in rates]}")
