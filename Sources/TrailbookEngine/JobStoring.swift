@@ -33,7 +33,8 @@ public protocol JobStoring: AnyObject {
         inserting: inout [JobRecord], digests: [String?], duplicateKeys: [[String]],
         updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool) throws
     /// Replaces a job's params (a paused job given new credentials on `resume`).
-    /// - Throws: the store's error.
+    /// - Throws: the store's error; a shared store's `JobStoreError.leaseLost` when the job is no longer paused
+    ///   there (another daemon changed it since it was read).
     func updateParams(id: String, _ params: JSONValue) throws
     /// Writes a running job's latest progress (throttled by the caller).
     /// A shared store may send it without waiting (`LeasingJobStoring.onLeaseLost` then reports a lost lease).

@@ -539,10 +539,17 @@ public final class PostgresJobStore: LeasingJobStoring {
         }
     }
 
+    /// Fenced as a waiting job's write is (`writeStatement`), and only while the job is `paused` (its one use:
+    /// `resume`): another daemon's change since the job was read stands.
+    /// - Throws: `JobStoreError.leaseLost` when fenced off; the connection's errors.
     public func updateParams(id: String, _ params: JSONValue) throws {
-        _ = try rows(
-            "UPDATE trailbook_jobs SET params = $2, updated_at = $3::float8 WHERE id = $1",
+        let written = try rows(
+            """
+            UPDATE trailbook_jobs SET params = $2, updated_at = $3::float8
+            WHERE id = $1 AND state = 'paused' AND lease_token IS NULL RETURNING id
+            """,
             [.text(id), .text(JobStore.text(params)), .double(Timestamp.now())])
+        if written.isEmpty { throw JobStoreError.leaseLost(id: id) }
     }
 
     /// A running job's progress is its lease's renewal, sent without waiting (the loop goes on while it travels);

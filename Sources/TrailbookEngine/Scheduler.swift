@@ -925,16 +925,19 @@ public final class Scheduler {
         var job = try await fetchJob(idOrPrefix)
         let paused = job.state
         try transition(&job, .resume, verb: "resume")
+        var fencedOff = false
         if let changes, let kind = kinds[job.kind] {
             job.params = try kind.amend(job.params, changes)
             do {
                 try store.updateParams(id: job.id, job.params)
+                log(job, .info, "params changed on resume: \(String(decoding: JSONCoding.encode(JobRecord.redacted(changes)), as: UTF8.self))")
+            } catch JobStoreError.leaseLost {
+                fencedOff = true
             } catch {
                 throw JobError(code: "store_error", message: "cannot record the job's new params: \(error)")
             }
-            log(job, .info, "params changed on resume: \(String(decoding: JSONCoding.encode(JobRecord.redacted(changes)), as: UTF8.self))")
         }
-        if commit(job, from: paused) == .fencedOff {
+        if fencedOff || commit(job, from: paused) == .fencedOff {
             // Another daemon cancelled it since it was read: what it is now says why it cannot be resumed.
             var now = try await changedElsewhere(job.id)
             try transition(&now, .resume, verb: "resume")

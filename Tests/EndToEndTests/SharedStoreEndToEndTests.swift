@@ -409,7 +409,7 @@ struct SharedStoreEndToEndTests {
     /// or cancel it, in between. The write is fenced by the stored state (only a waiting job is written), so the
     /// other daemon's change stands and the request is answered from the job as it is now (`invalid_state`); the
     /// write used to be fenced only against a running job, so the cancel overwrote a `succeeded` job and the
-    /// resume queued a cancelled one again. Deterministic: a `psql` session makes the other daemon's change
+    /// resume queued a cancelled one again (and wrote a resumed upload's new credentials into it). Deterministic: a `psql` session makes the other daemon's change
     /// without committing it, so that A reads the old row and its `UPDATE` waits for the row's lock, and commits
     /// once it waits.
     @Test func aCancelOrResumeRacingAnotherDaemonsChangeLeavesThatChange() throws {
@@ -423,10 +423,20 @@ struct SharedStoreEndToEndTests {
         let queued = try parked()
         let paused = try parked()
         #expect(try a.job(["op": "pause", "job": .string(paused)])["state"]?.stringValue == "paused")
+        // A paused upload given new credentials on resume: they are not written to a job that is no longer paused.
+        let source = a.home.file("photo.jpg")
+        try Data(repeating: 1, count: 512).write(to: URL(fileURLWithPath: source))
+        let upload = try #require(try a.job([
+            "op": "submit", "kind": "upload", "options": ["queue": "parked"],
+            "params": ["files": [.string(source)], "to": "http://127.0.0.1:9/files/", "headers": ["Authorization: Bearer old"]],
+        ])["id"]?.stringValue)
+        #expect(try a.job(["op": "pause", "job": .string(upload)])["state"]?.stringValue == "paused")
         let cancellation = #"{"reason":"user_stop","at":"2026-12-04T00:00:00Z","detail":"cancelled by user"}"#
-        let races: [(id: String, op: String, change: String, state: String)] = [
-            (queued, "cancel", "state = 'succeeded', attempt = 1, result = '{}'", "succeeded"),
-            (paused, "resume", "state = 'cancelled', cancellation = '\(cancellation)'", "cancelled"),
+        let cancelled = "state = 'cancelled', cancellation = '\(cancellation)'"
+        let races: [(id: String, request: JSONValue, change: String, state: String)] = [
+            (queued, ["op": "cancel", "job": .string(queued)], "state = 'succeeded', attempt = 1, result = '{}'", "succeeded"),
+            (paused, ["op": "resume", "job": .string(paused)], cancelled, "cancelled"),
+            (upload, ["op": "resume", "job": .string(upload), "headers": ["Authorization: Bearer new"]], cancelled, "cancelled"),
         ]
         for race in races {
             let other = Process()
@@ -447,7 +457,7 @@ struct SharedStoreEndToEndTests {
             let answered = DispatchSemaphore(value: 0)
             let reply = Mutex<JSONValue?>(nil)
             let socket = a.socketPath
-            let request: JSONValue = ["op": .string(race.op), "job": .string(race.id)]
+            let request = race.request
             DispatchQueue.global().async {
                 let value = try? DaemonClient(socketPath: socket).request(request)
                 reply.withLock { $0 = value }
@@ -464,10 +474,12 @@ struct SharedStoreEndToEndTests {
             other.waitUntilExit()
             #expect(answered.wait(timeout: .now() + 20) == .success)
             let answer = reply.withLock { $0 }
-            #expect(answer?["error"]?["code"]?.stringValue == "invalid_state", "\(race.op): \(String(describing: answer))")
+            #expect(answer?["error"]?["code"]?.stringValue == "invalid_state", "\(race.request): \(String(describing: answer))")
             #expect(answer?["error"]?["message"]?.stringValue?.contains("already ended (\(race.state))") == true)
-            #expect(try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(race.id)'") == race.state, "\(race.op)")
+            #expect(try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(race.id)'") == race.state, "\(race.request)")
         }
+        let params = try psql(server, "SELECT params FROM trailbook_jobs WHERE id = '\(upload)'")
+        #expect(params.contains("Bearer old") && !params.contains("Bearer new"), "\(params)")
         _ = try a.stop()
     }
 
