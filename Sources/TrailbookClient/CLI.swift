@@ -263,10 +263,14 @@ package struct CommandContext {
         get throws(UsageError) { try Endpoint.home(environment: environment, notUTF8: environmentNotUTF8) }
     }
     /// `--socket`, else the daemon's socket in `home`.
-    /// - Throws: `UsageError` as `home` does, when `--socket` is not given.
+    /// - Throws: `UsageError` as `home` does, when `--socket` is not given; when it is given empty (a variable
+    ///   that expanded to nothing, say: the default socket may be another daemon's).
     package var socketPath: String {
         get throws(UsageError) {
-            guard let given = arguments.value("socket"), !given.isEmpty else { return try home + "/daemon.sock" }
+            guard let given = arguments.value("socket") else { return try home + "/daemon.sock" }
+            guard !given.isEmpty else {
+                throw UsageError("--socket is empty; give the socket's path, or leave --socket out for $TRAILBOOK_JOBS_HOME/daemon.sock")
+            }
             return given
         }
     }

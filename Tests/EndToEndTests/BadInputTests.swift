@@ -20,6 +20,8 @@ struct BadInputTests {
         (["list", "--state", "sleeping"], "unknown state"),
         (["list", "--json=yes"], "does not take a value"),
         (["daemon", "--concurrency", "0"], "--concurrency"),
+        (["list", "--socket", ""], "--socket is empty"),
+        (["daemon", "--socket", ""], "--socket is empty"),
     ]
 
     /// Protocol lines: an error reply with a stable code.
