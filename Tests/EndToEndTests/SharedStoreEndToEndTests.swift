@@ -293,20 +293,8 @@ struct SharedStoreEndToEndTests {
         let done = try a.submitSleep(units: 1, unitMilliseconds: 1)
         _ = try a.waitForState(done, "succeeded")
 
-        let holding = server.socketConnectionString + " application_name=tb-table-lock"
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: server.psqlPath)
-        // One query string is one transaction: the lock is held until the session ends.
-        holder.arguments = [holding, "-c", "LOCK TABLE trailbook_jobs IN EXCLUSIVE MODE; SELECT pg_sleep(120)"]
-        holder.standardOutput = FileHandle.nullDevice
-        try holder.run()
+        let holder = try lockJobsTable(server)
         defer { if holder.isRunning { holder.terminate() } }
-        let held = Date().addingTimeInterval(30)
-        while Date() < held,
-            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-table-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "1"
-        {
-            usleep(20_000)
-        }
 
         // The submit's group waits for the lock; its reply with it.
         let answered = DispatchSemaphore(value: 0)
@@ -374,8 +362,7 @@ struct SharedStoreEndToEndTests {
         #expect(answered.wait(timeout: .now()) == .timedOut, "the submit was answered while its INSERT waited for the lock")
         #expect(reads.wait(timeout: .now()) == .timedOut, "the reads were answered while the INSERT before them waited")
 
-        _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-table-lock'")
-        holder.waitUntilExit()
+        try releaseJobsTable(server, holder)
         #expect(answered.wait(timeout: .now() + 20) == .success)
         #expect(reads.wait(timeout: .now() + 20) == .success)
         let (shown, listed) = readReplies.withLock { ($0["show"], $0["list"]) }
@@ -501,21 +488,8 @@ struct SharedStoreEndToEndTests {
         _ = try a.request(["op": "ping"])
         _ = try b.request(["op": "ping"])
 
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: server.psqlPath)
-        holder.arguments = [
-            server.socketConnectionString + " application_name=tb-table-lock", "-c",
-            "LOCK TABLE trailbook_jobs IN EXCLUSIVE MODE; SELECT pg_sleep(120)",
-        ]
-        holder.standardOutput = FileHandle.nullDevice
-        try holder.run()
+        let holder = try lockJobsTable(server)
         defer { if holder.isRunning { holder.terminate() } }
-        let held = Date().addingTimeInterval(30)
-        while Date() < held,
-            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-table-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "1"
-        {
-            usleep(20_000)
-        }
         for payload in ["queue default", "queue elsewhere host host-b", "queue photos host host-a"] {
             _ = try psql(server, "NOTIFY trailbook_jobs, '\(payload)'")
         }
@@ -528,8 +502,7 @@ struct SharedStoreEndToEndTests {
         let claimsWaiting = try psql(
             server, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trailbook_jobs%'")
         #expect(claimsWaiting == "0", "a claim waits for the lock")
-        _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-table-lock'")
-        holder.waitUntilExit()
+        try releaseJobsTable(server, holder)
 
         let started = Date()
         let job = try b.job(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "elsewhere"]])
@@ -704,6 +677,33 @@ struct SharedStoreEndToEndTests {
     }
 
     /// Runs `sql` in a `psql` session of its own on `server`; its output, trimmed.
+    /// Another session holding the jobs table in `EXCLUSIVE` mode (plain reads pass; writes and claims wait for
+    /// it), once it holds it, until `releaseJobsTable`.
+    private func lockJobsTable(_ server: PostgresServer) throws -> Process {
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: server.psqlPath)
+        // One query string is one transaction: the lock is held until the session ends.
+        holder.arguments = [
+            server.socketConnectionString + " application_name=tb-table-lock", "-c",
+            "LOCK TABLE trailbook_jobs IN EXCLUSIVE MODE; SELECT pg_sleep(120)",
+        ]
+        holder.standardOutput = FileHandle.nullDevice
+        try holder.run()
+        let held = Date().addingTimeInterval(30)
+        while Date() < held,
+            try psql(server, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tb-table-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "1"
+        {
+            usleep(20_000)
+        }
+        return holder
+    }
+
+    /// Ends `lockJobsTable`'s session, and with it the lock.
+    private func releaseJobsTable(_ server: PostgresServer, _ holder: Process) throws {
+        _ = try psql(server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tb-table-lock'")
+        holder.waitUntilExit()
+    }
+
     private func psql(_ server: PostgresServer, _ sql: String) throws -> String {
         let result = try DaemonHarness.run(server.psqlPath, [server.socketConnectionString, "-At", "-c", sql])
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
