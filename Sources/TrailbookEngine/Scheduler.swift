@@ -292,6 +292,8 @@ public final class Scheduler {
     private var groupCommitClosed = false
     /// A shared store's group is sent and not answered yet (`commitGroup`); what comes meanwhile waits for the next.
     private var groupInFlight = false
+    /// A shared store's claim was put off because a group was in flight: the group's answer claims.
+    private var claimPutOff = false
     /// `groupAnswered()` callers, resumed when the group in flight is answered.
     private var groupAnswerWaiters: [CheckedContinuation<Void, Never>] = []
     /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
@@ -1045,7 +1047,12 @@ public final class Scheduler {
         let free = options.concurrency - running.count
         // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
         // released) before it can be claimed again. The group's answer schedules again.
-        guard free > 0, !groupInFlight else { return }
+        guard free > 0 else { return }
+        guard !groupInFlight else {
+            claimPutOff = true
+            return
+        }
+        claimPutOff = false
         var claimed: [JobRecord] = []
         guard write("a claim of \(free) jobs", { claimed = try leasing.claim(limit: free, kinds: kindNames) }) == nil else { return }
         for job in claimed {
@@ -1411,7 +1418,10 @@ public final class Scheduler {
         case .failure: groupRefused(submits, starts, ends)
         }
         armRetryTimer()
-        schedule()
+        // A shared store's claim waits on the loop for its round trip: made after a group only when a run's end
+        // freed a slot or a claim waited for the group. Submits alone wake the daemons that may claim their jobs,
+        // this one too, through their notice (`WorkNotice`).
+        if leasing == nil || !ends.isEmpty || claimPutOff { schedule() }
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).

@@ -514,6 +514,42 @@ struct SharedStoreEndToEndTests {
         _ = try b.stop()
     }
 
+    /// A daemon's own submits cost it no claim (a round trip that waits on its loop) when it may not take their
+    /// jobs: a group commit's answer claims only when a run's end freed a slot or a claim waited for the group;
+    /// submits wake the daemons that may claim them through their notice, this one too. Counted in the server's
+    /// statement log (each claim is one `WITH picked AS (…) UPDATE`), by the session's `application_name`. Before,
+    /// each of the submits below was followed by a claim.
+    @Test func aDaemonsOwnSubmitsCostItNoClaimUnlessItMayTakeTheirJobs() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        _ = try psql(server, "ALTER SYSTEM SET log_statement = 'all'")
+        _ = try psql(server, "ALTER SYSTEM SET log_line_prefix = '[%a] '")
+        _ = try psql(server, "SELECT pg_reload_conf()")
+        let a = try DaemonHarness(arguments: [
+            "--store", server.socketConnectionString + " application_name=daemon-a", "--host", "host-a",
+            "--queues", "elsewhere", "--lease", "120s",
+        ])
+        func claims() -> Int {
+            server.log.split(separator: "\n").filter { $0.hasPrefix("[daemon-a] ") && $0.contains("WITH picked AS") }.count
+        }
+        _ = try a.request(["op": "ping"])
+        let before = claims()
+        for _ in 0..<5 {
+            _ = try a.job(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "parked"]])
+        }
+        // Anything A does about the last submit's answer is done by the time it answers a later request.
+        _ = try a.request(["op": "list"])
+        usleep(200_000)
+        #expect(claims() == before, "claims after submits A cannot take: \(claims() - before)")
+        // A submit to its own queue: its notice wakes A, which claims and runs the job.
+        let own = try #require(try a.job([
+            "op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "elsewhere"],
+        ])["id"]?.stringValue)
+        _ = try a.waitForState(own, "succeeded")
+        #expect(claims() > before)
+        _ = try a.stop()
+    }
+
     /// A daemon stopped with SIGTERM puts its running jobs back in the queue (`resource_reclaim`); those last
     /// events reach the other daemons' watchers before it exits, also while its relay is busy with its jobs'
     /// progress (an event that comes while a send is in flight waits for it).
