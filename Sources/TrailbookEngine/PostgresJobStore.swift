@@ -453,10 +453,19 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     public func indexDuplicateKeys(_ keys: (JobRecord) -> [String]) throws {}
 
+    /// A write back to `queued` (a resume, a retry coming due) notifies the daemons that may claim the job, in the
+    /// same transaction, as a group's does.
     public func update(_ job: JobRecord, addingCleanUp: Bool) throws {
         let token = fenceToken(of: job.id)
-        let results = try run([writeStatement(job, addingCleanUp: addingCleanUp)])
+        let results = try run([writeStatement(job, addingCleanUp: addingCleanUp)] + Self.workNotices(for: [job]))
         if !settle([(job, token)], results[...]).isEmpty { throw JobStoreError.leaseLost(id: job.id) }
+    }
+
+    /// The `NOTIFY`s that wake the daemons that may claim those of `jobs` that are `queued` (`WorkNotice`).
+    private static func workNotices(for jobs: [JobRecord]) -> [PostgresStatement] {
+        WorkNotice.notices(for: jobs.filter { $0.state == .queued }.map { ($0.queue, $0.pinnedHost) }).map { notice in
+            PostgresStatement("SELECT pg_notify($1, $2)", [.text(PostgresJobQueue.jobsChannel), .text(notice.payload)])
+        }
     }
 
     /// As the protocol says; a fenced-off write of `updating` (its lease is lost, or another daemon runs the job)
@@ -516,10 +525,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             statements += updating.map { store.writeStatement($0.job, addingCleanUp: $0.addingCleanUp) }
             updated = updating.map { ($0.job, store.fenceToken(of: $0.job.id)) }
             // Wakes the other daemons that may claim the jobs (delivered at commit).
-            let queued = inserting + updating.lazy.map(\.job).filter { $0.state == .queued }
-            statements += WorkNotice.notices(for: queued.map { ($0.queue, $0.pinnedHost) }).map { notice in
-                PostgresStatement("SELECT pg_notify($1, $2)", [.text(PostgresJobQueue.jobsChannel), .text(notice.payload)])
-            }
+            statements += PostgresJobStore.workNotices(for: inserting + updating.map(\.job))
         }
 
         /// The new jobs as stored (their sequence numbers and timestamps), and the writes fenced off (their leases

@@ -490,7 +490,7 @@ public final class Scheduler {
                             message: "key '\(key)' was used for job \(known.job.id) (\(known.job.kind)) with different "
                                 + "params or options; use a new key for a new job"))
                 }
-                results[index] = Submitted(job: current(known.job.id) ?? known.job, existing: true)
+                results[index] = Submitted(job: current(known.job.id, stored: known.job) ?? known.job, existing: true)
                 continue
             }
             do throws(JobError) {
@@ -784,7 +784,8 @@ public final class Scheduler {
     public func cancel(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         var job = try await fetchJob(idOrPrefix)
         let id = job.id
-        while true {
+        // Each turn follows another daemon's change of the job, so a few do (as in `controlElsewhere`).
+        for _ in 0..<Self.turnsAfterChangesElsewhere {
             if let ended = try await controlElsewhere(&job, .cancel) { return ended }
             if let active = running[id] {
                 stop(active, .userStop, detail: "cancelled by user")
@@ -808,6 +809,17 @@ public final class Scheduler {
             }
             return cancelled
         }
+        throw Self.changingElsewhere(id, verb: "cancel")
+    }
+
+    /// How many times a `cancel` or `pause` starts over after another daemon changed the job under it.
+    private static let turnsAfterChangesElsewhere = 4
+
+    /// The error of a request that gave up after `turnsAfterChangesElsewhere` changes by other daemons.
+    private static func changingElsewhere(_ id: String, verb: String) -> JobError {
+        JobError(
+            code: "invalid_state",
+            message: "cannot \(verb) job \(id): other daemons sharing the store keep changing it; try again")
     }
 
     /// Shared store: job `id` as it is now, after a write of this daemon's was fenced off because another daemon
@@ -898,7 +910,7 @@ public final class Scheduler {
     public func pause(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         var job = try await fetchJob(idOrPrefix)
         let id = job.id
-        while true {
+        for _ in 0..<Self.turnsAfterChangesElsewhere {
             if let stopped = try await controlElsewhere(&job, .pause) { return stopped }
             if let active = running[id] {
                 active.pausing = true
@@ -917,6 +929,7 @@ public final class Scheduler {
             armRetryTimer()
             return paused
         }
+        throw Self.changingElsewhere(id, verb: "pause")
     }
 
     /// Puts a paused job back in the queue, first changing its params with `changes` if given (see
@@ -1669,7 +1682,11 @@ public final class Scheduler {
     private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> CommitOutcome {
         let previous = from ?? current(job.id)?.state ?? job.state
         if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) {
-            if error.code == Self.fencedOff.code { return .fencedOff }
+            if error.code == Self.fencedOff.code {
+                // An older unwritten state of the job is moot too: the store's row is another daemon's now.
+                dropUnsaved(job.id)
+                return .fencedOff
+            }
             unsavedRecords[job.id] = job
             if addingCleanUp { unsavedCleanUps.insert(job.id) }
             announce(job, from: previous)
@@ -1678,6 +1695,13 @@ public final class Scheduler {
         unsavedRecords[job.id] = nil
         announce((try? store.job(id: job.id)) ?? job, from: previous)
         return .written
+    }
+
+    /// Forgets the unwritten state of job `id` (a shared store fenced its write off: another daemon changed it).
+    private func dropUnsaved(_ id: String) {
+        unsavedRecords[id] = nil
+        unsavedCleanUps.remove(id)
+        cancelledWhileWaiting.remove(id)
     }
 
     /// What became of a `commit`.
@@ -1826,9 +1850,7 @@ extension Scheduler {
             if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
                 guard error.code == Self.fencedOff.code else { return }
                 // Another daemon sharing the store changed the job meanwhile: this write is dropped.
-                unsavedRecords[job.id] = nil
-                unsavedCleanUps.remove(job.id)
-                cancelledWhileWaiting.remove(job.id)
+                dropUnsaved(job.id)
                 continue
             }
             unsavedRecords[job.id] = nil

@@ -470,6 +470,56 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// A `cancel` of a job whose newer state this daemon holds unwritten (the store refused its `pause`), after
+    /// another daemon ended the job: the fenced-off write drops the unwritten state, and the cancel answers from
+    /// the store (`invalid_state`, `succeeded`). It used to read its own unwritten state again and again, each
+    /// write fenced off, without ever letting go of the loop: no request was answered after it. The refusals come
+    /// from a trigger; the store retry is kept from the job by an older refused write ahead of it (J1's).
+    @Test func aCancelOverAnUnwrittenStateAnotherDaemonOverrodeAnswersFromTheStore() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
+        let ids = try (0..<2).map { _ in
+            try #require(try a.job([
+                "op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "parked"],
+            ])["id"]?.stringValue)
+        }
+        func refuseUpdates(of refused: [String]) throws {
+            let list = refused.map { "'\($0)'" }.joined(separator: ", ")
+            _ = try psql(server, """
+                CREATE OR REPLACE FUNCTION tb_refuse() RETURNS trigger LANGUAGE plpgsql AS
+                    $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+                DROP TRIGGER IF EXISTS tb_refuse ON trailbook_jobs;
+                CREATE TRIGGER tb_refuse BEFORE UPDATE ON trailbook_jobs FOR EACH ROW WHEN (OLD.id IN (\(list)))
+                    EXECUTE FUNCTION tb_refuse();
+                """)
+        }
+        try refuseUpdates(of: ids)
+        for id in ids {
+            #expect(try a.job(["op": "pause", "job": .string(id)])["state"]?.stringValue == "paused", "kept unwritten")
+        }
+        try refuseUpdates(of: [ids[0]])
+        _ = try psql(server, "UPDATE trailbook_jobs SET state = 'succeeded', attempt = 1, result = '{}' WHERE id = '\(ids[1])'")
+        let fd = try a.rawConnection()
+        defer { close(fd) }
+        #expect(DaemonHarness.send(fd, JSONCoding.encode(["op": "cancel", "job": .string(ids[1])] as JSONValue) + [0x0A]))
+        let reply = SubmitBatchEndToEndTests.readLine(fd, timeout: 20).flatMap { try? JSONParser.parse($0) }
+        #expect(reply?["error"]?["code"]?.stringValue == "invalid_state", "\(String(describing: reply))")
+        #expect(reply?["error"]?["message"]?.stringValue?.contains("already ended (succeeded)") == true)
+        // Stuck, the daemon answers nothing more (the harness kills it).
+        guard reply != nil else { return }
+        #expect(try a.request(["op": "ping"])["ok"]?.boolValue == true)
+        #expect(try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(ids[1])'") == "succeeded")
+        // Once the store takes writes again, J1's pause is written.
+        _ = try psql(server, "DROP TRIGGER tb_refuse ON trailbook_jobs")
+        let written = Date().addingTimeInterval(20)
+        while Date() < written, try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(ids[0])'") != "paused" {
+            usleep(50_000)
+        }
+        #expect(try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(ids[0])'") == "paused")
+        _ = try a.stop()
+    }
+
     /// A daemon claims only when a notice says there is work it may take (`WorkNotice`): each claim waits for its
     /// round trip on the loop, and every daemon hears every submit. While another session holds the jobs table
     /// locked (a claim would wait for it), notices of work in another queue, or pinned to another host, send no
@@ -510,6 +560,33 @@ struct SharedStoreEndToEndTests {
         _ = try a.waitForState(id, "succeeded")
         #expect(Date().timeIntervalSince(started) < 20, "A claimed its queue's job only at its lease tick")
         #expect(successLines(id, in: [a]) == 1 && successLines(id, in: [b]) == 0)
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
+    /// A job put back in the queue by a single write (a `resume` here) wakes the daemons that may claim it, as a
+    /// submit does: B runs the job A resumed at once, not at its next lease tick (every 40 s here), which is how
+    /// it found it before (no notice was sent but with a group commit's writes).
+    @Test func aResumedJobWakesTheDaemonsThatMayRunIt() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere", "--lease", "120s"])
+        let id = try #require(try a.job([
+            "op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "photos"],
+        ])["id"]?.stringValue)
+        #expect(try a.job(["op": "pause", "job": .string(id)])["state"]?.stringValue == "paused")
+        // B serves the job's queue from now on; its start finds nothing to claim.
+        let b = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "photos", "--lease", "120s"])
+        _ = try b.request(["op": "ping"])
+        let resumed = Date()
+        // Answered as read after the write: B may have taken it by then.
+        let state = try a.job(["op": "resume", "job": .string(id)])["state"]?.stringValue ?? "-"
+        #expect(["queued", "running", "succeeded"].contains(state), "\(state)")
+        _ = try b.waitForState(id, "succeeded")
+        #expect(Date().timeIntervalSince(resumed) < 20, "B found the job only at its lease tick")
+        #expect(successLines(id, in: [b]) == 1)
         _ = try a.stop()
         _ = try b.stop()
     }
