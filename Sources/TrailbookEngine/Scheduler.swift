@@ -1849,9 +1849,16 @@ extension Scheduler {
             let cleansUp = unsavedCleanUps.contains(job.id)
             if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
                 guard error.code == Self.fencedOff.code else { return }
-                // Another daemon sharing the store changed the job meanwhile: this write is dropped.
-                dropUnsaved(job.id)
-                continue
+                // Another daemon sharing the store changed the job meanwhile: this write is dropped. Unless the
+                // change is this very end: a write given up on (its answer lost) may have been committed all the
+                // same, and what follows it must still run (a cancelled upload's partial output removed).
+                guard job.state.isTerminal, let stored = try? store.job(id: job.id), stored.state == job.state,
+                    stored.cancellation == job.cancellation, stored.error == job.error
+                else {
+                    dropUnsaved(job.id)
+                    continue
+                }
+                DaemonLog.write("job \(job.id.prefix(8)): its end (\(job.state.rawValue)) was written by an earlier try whose answer was lost")
             }
             unsavedRecords[job.id] = nil
             unsavedCleanUps.remove(job.id)

@@ -520,6 +520,50 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
+    /// A cancel of a waiting upload the store refused to write is kept and retried; if the first try was in fact
+    /// committed (its answer lost: simulated here by writing the same end from another session), the retry is
+    /// fenced off, and finds its own end in the row: what follows the write still runs, the partial copy is
+    /// removed. It used to be dropped as another daemon's change, and the `.part` file stayed for good.
+    @Test func aRetriedCancelThatHadLandedStillRemovesThePartialCopy() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
+        let source = a.home.file("big.bin")
+        _ = try UploadEndToEndTests.randomFile(source, bytes: 1 << 20)
+        let destination = a.home.file("dest")
+        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        let id = try #require(try a.job([
+            "op": "submit", "kind": "upload",
+            "params": ["files": [.string(source)], "to": .string("file://" + destination), "max_rate": 65536, "chunk_size": 65536],
+        ])["id"]?.stringValue)
+        _ = try a.waitFor(id, "some bytes copied") { ($0["progress"]?["completed"]?.intValue ?? 0) > 0 }
+        #expect(try a.job(["op": "pause", "job": .string(id)])["state"]?.stringValue == "paused")
+        func partFiles() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: destination)) ?? []).filter { $0.hasSuffix(".part") }
+        }
+        #expect(partFiles().count == 1, "\(partFiles())")
+        _ = try psql(server, """
+            CREATE FUNCTION tb_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+            CREATE TRIGGER tb_refuse BEFORE UPDATE ON trailbook_jobs FOR EACH ROW WHEN (OLD.id = '\(id)') EXECUTE FUNCTION tb_refuse();
+            """)
+        #expect(try a.job(["op": "cancel", "job": .string(id)])["state"]?.stringValue == "cancelled", "kept unwritten")
+        let cancellation = try #require(try a.show(id)["cancellation"])
+        #expect(partFiles().count == 1, "removed only once the cancel is written")
+        // The first try's commit, as if its answer had been lost on the way.
+        let json = String(decoding: JSONCoding.encode(cancellation), as: UTF8.self)
+        _ = try psql(server, """
+            SET session_replication_role = replica;
+            UPDATE trailbook_jobs SET state = 'cancelled', cancellation = '\(json)' WHERE id = '\(id)';
+            DROP TRIGGER tb_refuse ON trailbook_jobs;
+            """)
+        let removed = Date().addingTimeInterval(20)
+        while Date() < removed, !partFiles().isEmpty { usleep(50_000) }
+        #expect(partFiles().isEmpty, "the partial copy stayed: \(partFiles())")
+        #expect(try psql(server, "SELECT state FROM trailbook_jobs WHERE id = '\(id)'") == "cancelled")
+        #expect(a.log().contains("was written by an earlier try whose answer was lost"))
+        _ = try a.stop()
+    }
+
     /// A daemon claims only when a notice says there is work it may take (`WorkNotice`): each claim waits for its
     /// round trip on the loop, and every daemon hears every submit. While another session holds the jobs table
     /// locked (a claim would wait for it), notices of work in another queue, or pinned to another host, send no
