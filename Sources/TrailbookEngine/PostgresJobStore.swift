@@ -769,36 +769,31 @@ public final class PostgresJobStore: LeasingJobStoring {
         return took(try wait(claimRequest(limit: limit, kinds: kinds)))
     }
 
-    /// The request of a claim: the claimed jobs (passing over those under a lease this daemon holds or lost) and
-    /// their rows, in two statements of one round trip each.
+    /// The request of a claim: the claimed jobs (passing over those under a lease this daemon holds or lost) with
+    /// their rows, in one statement (the claim's `RETURNING`): one round trip.
     private func claimRequest(
         limit: Int, kinds: [String]
-    ) -> @Sendable (isolated PostgresStoreActor) async throws -> ([PostgresJobQueue.ClaimedJob], [PostgresRow]) {
+    ) -> @Sendable (isolated PostgresStoreActor) async throws -> [PostgresJobQueue.ClaimedJob] {
         let owner = self.owner
         let seconds = leaseSeconds
-        let columns = Self.columns
         let queues = self.queues
         let running = Array(leases.keys) + Array(lostLeases.keys)
         return { database in
-            let claimed = try await database.queue!.claim(
-                owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: seconds, excluding: running)
-            guard !claimed.isEmpty else { return ([], []) }
-            let rows = try await database.queue!.connection.query(
-                "SELECT \(columns) FROM trailbook_jobs WHERE id = ANY($1::text[])", [.textArray(claimed.map(\.id))]
-            ).rows
-            return (claimed, rows)
+            try await database.queue!.claim(
+                owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: seconds, excluding: running,
+                alsoReturning: Self.columnList)
         }
     }
 
+    /// `columns`, one by one.
+    private static let columnList = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+
     /// The claimed jobs as records, in run order, their leases now held by this daemon.
-    private func took(_ answer: ([PostgresJobQueue.ClaimedJob], [PostgresRow])) -> [JobRecord] {
-        let (claimed, rows) = answer
-        var byID: [String: JobRecord] = [:]
-        for row in rows { if let job = Self.record(row) { byID[job.id] = job } }
-        return claimed.compactMap { claimed in
+    private func took(_ claimed: [PostgresJobQueue.ClaimedJob]) -> [JobRecord] {
+        claimed.compactMap { claimed in
             leases[claimed.id] = claimed.lease
             lostLeases[claimed.id] = nil
-            return byID[claimed.id]
+            return Self.record(claimed.returned)
         }
     }
 

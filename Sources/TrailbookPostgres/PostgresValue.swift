@@ -83,6 +83,11 @@ public struct PostgresRow: Sendable, Equatable {
     /// The values by column; `nil` is SQL NULL.
     public let values: [String?]
 
+    /// A row of these values (a part of another row's, say).
+    public init(values: [String?]) {
+        self.values = values
+    }
+
     /// Column `index` as text, or `nil` (NULL or out of range).
     public func text(_ index: Int) -> String? { index < values.count ? values[index] : nil }
     /// Column `index` as an integer, or `nil`.

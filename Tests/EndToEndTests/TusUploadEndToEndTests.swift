@@ -113,7 +113,10 @@ struct TusUploadEndToEndTests {
         let servers = try TusServers()
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
-        let count = 400
+        // 200 files, killed after 100 were created: the bound below (100 / 64 + 1 = 2 files) still tells a cadence
+        // that saves rarely from one that saves on its terms, at half the time of 400 (this test was the suite's
+        // slowest, 43 s).
+        let count = 200
         var expected: [String] = []
         for i in 0..<count {
             expected.append(try UploadEndToEndTests.randomFile(work.file(String(format: "p%03d.jpg", i)), bytes: 2000))
@@ -122,13 +125,13 @@ struct TusUploadEndToEndTests {
             (0..<count).map { work.file(String(format: "p%03d.jpg", $0)) } + ["--to", servers.endpoint])
         func posts() throws -> Int { Int(try servers.stats()["requests"]?["POST"]?.intValue ?? 0) }
         let deadline = Date().addingTimeInterval(60)
-        while try posts() < 200 {
-            guard Date() < deadline else { throw HarnessError("200 uploads not created within 60 s") }
+        while try posts() < count / 2 {
+            guard Date() < deadline else { throw HarnessError("\(count / 2) uploads not created within 60 s") }
             usleep(5_000)
         }
         try daemon.crash()
         let created = try posts()
-        #expect(created >= 200 && created < count, "killed amid the files, after \(created) uploads were created")
+        #expect(created >= count / 2 && created < count, "killed amid the files, after \(created) uploads were created")
         try daemon.start()
         let done = try daemon.waitForState(id, "succeeded", timeout: 120)
         let files = try #require(done["result"]?["files"]?.arrayValue)
