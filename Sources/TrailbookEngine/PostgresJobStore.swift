@@ -318,8 +318,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt::int, give_up_after_s,
         idempotency_key, queue, pinned_host
         """
+    /// `columns`, one by one.
+    private static let columnList = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
     /// How many columns `columns` names: a statement's own columns come after them.
-    private static let columnCount = 22
+    private static let columnCount = columnList.count
 
     /// A row of `columns` (the SQLite store's, then the shared store's own `queue` and `pinned_host`).
     private static func record(_ row: PostgresRow) -> JobRecord? {
@@ -439,13 +441,13 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     public func job(key: String) throws -> (job: JobRecord, digest: String?)? {
-        let reading = Self.reading(.idempotencyKey(key), try run([Self.statement(.idempotencyKey(key))]).map(\.rows))
+        let reading = try readWaiting(.idempotencyKey(key))
         return reading.jobs.first.map { ($0, reading.submitDigest) }
     }
 
     public func unfinishedJobs(sharing keys: [String], kind: String) throws -> [JobRecord] {
         guard !keys.isEmpty else { return [] }
-        return try run([Self.statement(.unfinished(sharing: keys, kind: kind))])[0].rows.compactMap(Self.record)
+        return try readWaiting(.unfinished(sharing: keys, kind: kind)).jobs
     }
 
     /// Always: the shared schema records duplicate keys from its first job on.
@@ -463,9 +465,7 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     /// The `NOTIFY`s that wake the daemons that may claim those of `jobs` that are `queued` (`WorkNotice`).
     private static func workNotices(for jobs: [JobRecord]) -> [PostgresStatement] {
-        WorkNotice.notices(for: jobs.filter { $0.state == .queued }.map { ($0.queue, $0.pinnedHost) }).map { notice in
-            PostgresStatement("SELECT pg_notify($1, $2)", [.text(PostgresJobQueue.jobsChannel), .text(notice.payload)])
-        }
+        WorkNotice.notices(for: jobs.filter { $0.state == .queued }.map { ($0.queue, $0.pinnedHost) }).map(\.statement)
     }
 
     /// As the protocol says; a fenced-off write of `updating` (its lease is lost, or another daemon runs the job)
@@ -645,11 +645,11 @@ public final class PostgresJobStore: LeasingJobStoring {
     }
 
     public func jobs(idPrefix prefix: String, limit: Int) throws -> [JobRecord] {
-        try run([Self.statement(.idPrefix(prefix, limit: limit))])[0].rows.compactMap(Self.record)
+        try readWaiting(.idPrefix(prefix, limit: limit)).jobs
     }
 
     public func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord] {
-        try run([Self.statement(.filtered(states: states, kind: kind, limit: limit))])[0].rows.compactMap(Self.record)
+        try readWaiting(.filtered(states: states, kind: kind, limit: limit)).jobs
     }
 
     public func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void) {
@@ -657,6 +657,11 @@ public final class PostgresJobStore: LeasingJobStoring {
         sendWaitingAtMost({ database in try await database.queue!.connection.pipeline(statements).map(\.rows) }) { result in
             completion(result.map { Self.reading(query, $0) })
         }
+    }
+
+    /// `read(query, counting: false)`, waited for on the calling thread (the `JobStoring` calls).
+    private func readWaiting(_ query: JobQuery) throws -> JobReading {
+        Self.reading(query, try run([Self.statement(query)]).map(\.rows))
     }
 
     /// What `statement(query)`'s rows (and `countsStatement`'s after them, when sent) say.
@@ -784,9 +789,6 @@ public final class PostgresJobStore: LeasingJobStoring {
                 alsoReturning: Self.columnList)
         }
     }
-
-    /// `columns`, one by one.
-    private static let columnList = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 
     /// The claimed jobs as records, in run order, their leases now held by this daemon.
     private func took(_ claimed: [PostgresJobQueue.ClaimedJob]) -> [JobRecord] {

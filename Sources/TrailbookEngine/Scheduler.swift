@@ -549,14 +549,9 @@ public final class Scheduler {
     /// The job stored with idempotency key `key`, and its request's digest; read without holding the loop from a
     /// shared store (`JobQuery.idempotencyKey`).
     private func lookUp(key: String, index: Int) async throws(SubmitRefusal) -> (job: JobRecord, digest: String?)? {
-        let found: Result<(job: JobRecord, digest: String?)?, any Error>
-        if let leasing {
-            found = await Self.reading(.idempotencyKey(key), counting: false, from: leasing).map { reading in
-                reading.jobs.first.map { ($0, reading.submitDigest) }
-            }
-        } else {
-            found = Result { try store.job(key: key) }
-        }
+        let found = await answer(
+            .idempotencyKey(key), shared: { reading in reading.jobs.first.map { ($0, reading.submitDigest) } },
+            local: { try store.job(key: key) })
         switch found {
         case .success(let known): return known
         case .failure(let error):
@@ -634,16 +629,12 @@ public final class Scheduler {
         guard !newKeys.isEmpty else { return }
         try refuseClaimed(newKeys, kind: kind.name, submit: submit)
         let keys = Set(newKeys)
-        let query = JobQuery.unfinished(sharing: Array(keys), kind: kind.name)
+        // Claims of submits stored while the read is answered are kept until it ends: seen after it.
         let read = submitClaims.beginRead()
-        let found: Result<[JobRecord], any Error>
-        if let leasing {
-            found = await Self.reading(query, counting: false, from: leasing).map(\.jobs)
-        } else {
-            found = Result { try store.unfinishedJobs(sharing: Array(keys), kind: kind.name) }
-        }
-        // Claims of submits stored while the read was answered are kept until it ends: seen here.
         defer { submitClaims.endRead(read) }
+        let found = await answer(
+            .unfinished(sharing: Array(keys), kind: kind.name), shared: \.jobs,
+            local: { try store.unfinishedJobs(sharing: Array(keys), kind: kind.name) })
         let active: [JobRecord]
         switch found {
         case .success(let jobs): active = jobs
@@ -751,6 +742,15 @@ public final class Scheduler {
         let id = try Self.chosen(matches, for: idOrPrefix)
         if let active = running[id] { return live(active) }
         return current(id, stored: matches.first { $0.id == id })!
+    }
+
+    /// What `query` selects: read from a shared store without holding the loop (`shared` makes the answer of the
+    /// reading), else asked of the SQLite store by `local`, the same question as a call.
+    private func answer<Answer>(
+        _ query: JobQuery, shared: (JobReading) -> Answer, local: () throws -> Answer
+    ) async -> Result<Answer, any Error> {
+        guard let leasing else { return Result { try local() } }
+        return await Self.reading(query, counting: false, from: leasing).map(shared)
     }
 
     /// `leasing.read(query, counting:)`, awaited.

@@ -311,9 +311,7 @@ public final class PostgresJobQueue {
                     .text(job.params), .text(job.progress),
                 ])
         }
-        statements += WorkNotice.notices(for: jobs.map { ($0.queue, $0.pinnedHost) }).map { notice in
-            PostgresStatement("SELECT pg_notify($1, $2)", [.text(Self.jobsChannel), .text(notice.payload)])
-        }
+        statements += WorkNotice.notices(for: jobs.map { ($0.queue, $0.pinnedHost) }).map(\.statement)
         let results = try await connection.pipeline(statements, isolation: isolation)
         return results.prefix(jobs.count).map { $0.rows.first?.int(0) ?? 0 }
     }

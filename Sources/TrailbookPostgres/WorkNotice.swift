@@ -35,6 +35,11 @@ public enum WorkNotice: Equatable, Sendable {
         }
     }
 
+    /// The `NOTIFY` that sends it on `PostgresJobQueue.jobsChannel` (delivered when its transaction commits).
+    public var statement: PostgresStatement {
+        PostgresStatement("SELECT pg_notify($1, $2)", [.text(PostgresJobQueue.jobsChannel), .text(payload)])
+    }
+
     /// Whether a daemon claiming from `queues` on host `host` may take some of the work.
     public func concerns(queues: [String], host: String) -> Bool {
         switch self {
