@@ -14,6 +14,7 @@ enum DaemonCommand {
         let arguments = context.arguments
         if let value = try arguments.integer("concurrency", range: 1...256) { configuration.scheduler.concurrency = value }
         var shared = SharedStoreOptions(leaseSeconds: try arguments.duration("lease").map { try Commands.positive($0, "lease") } ?? 30)
+        if let value = try arguments.duration("store-timeout") { shared.requestTimeoutSeconds = try Commands.positive(value, "store-timeout") }
         if let host = arguments.value("host") {
             guard !host.isEmpty, host.utf8.count <= 255, !host.contains(where: { $0.isWhitespace || $0.isNewline }) else {
                 throw UsageError("--host takes a host name: 1 to 255 characters without spaces")
@@ -35,8 +36,8 @@ enum DaemonCommand {
         }
         configuration.store = try storeLocation(
             arguments.value("store") ?? context.environment["TRAILBOOK_JOBS_STORE"], shared: shared)
-        if configuration.store == .sqlite, let given = ["host", "queues"].first(where: { arguments.value($0) != nil }) {
-            throw UsageError("--\(given) is for daemons sharing a PostgreSQL store (--store postgres://…); the SQLite store has one host and one queue")
+        if configuration.store == .sqlite, let given = ["host", "queues", "lease", "store-timeout"].first(where: { arguments.value($0) != nil }) {
+            throw UsageError("--\(given) is for daemons sharing a PostgreSQL store (--store postgres://…); the SQLite store has one daemon, one host and one queue")
         }
         if let value = try arguments.duration("timeout") { configuration.scheduler.timeoutSeconds = try Commands.positive(value, "timeout") }
         if let value = try arguments.duration("stall-timeout") { configuration.scheduler.stallTimeoutSeconds = try Commands.positive(value, "stall-timeout") }

@@ -42,6 +42,7 @@ package enum Commands {
                 OptionSpec("lease", .value(placeholder: "DUR"), help: "with PostgreSQL: how long a running job's lease lasts unless renewed; a dead daemon's jobs are rescued after it (default 30s)"),
                 OptionSpec("host", .value(placeholder: "NAME"), help: "with PostgreSQL: this daemon's host name, which its leases carry and its submitted uploads and photo jobs are pinned to (default: the machine's host name)"),
                 OptionSpec("queues", .value(placeholder: "NAME,…"), help: "with PostgreSQL: the queues this daemon runs jobs from, comma-separated (default: default)"),
+                OptionSpec("store-timeout", .value(placeholder: "DUR"), help: "with PostgreSQL: how long the database may stay silent before a call fails store_unavailable, or a connection (or an attempt to make one) is given up and made again (default 10s)"),
                 OptionSpec("timeout", .value(placeholder: "DUR"), help: "default deadline of one attempt (default 1h long-running, 30s others)"),
                 OptionSpec("stall-timeout", .value(placeholder: "DUR"), help: "default stall timeout (default 60s)"),
                 OptionSpec("max-attempts", .value(placeholder: "N"), help: "default attempts (default 5)"),

@@ -26,12 +26,20 @@ public struct SharedStoreOptions: Sendable, Equatable {
     public var host: String?
     /// The queues it claims from (`--queues`), at least one.
     public var queues: [String]
+    /// The longest a store call waits for the database's answer, the longest requests in flight may go without a
+    /// byte back before the connection is given up as lost, and the longest a reconnection attempt may take
+    /// (`--store-timeout`), in seconds.
+    public var requestTimeoutSeconds: Double
 
     /// Options; see the members.
-    public init(leaseSeconds: Double = 30, host: String? = nil, queues: [String] = [JobRecord.defaultQueue]) {
+    public init(
+        leaseSeconds: Double = 30, host: String? = nil, queues: [String] = [JobRecord.defaultQueue],
+        requestTimeoutSeconds: Double = 10
+    ) {
         self.leaseSeconds = leaseSeconds
         self.host = host
         self.queues = queues
+        self.requestTimeoutSeconds = requestTimeoutSeconds
     }
 }
 
@@ -57,8 +65,9 @@ public final class PostgresJobStore: LeasingJobStoring {
     public let queues: [String]
     /// The longest a call waits for PostgreSQL's answer before it fails with `JobStoreError.unavailable`, in seconds;
     /// also how long requests in flight may go without a byte from the server before the connection is dropped
-    /// as lost and made again (`PostgresConnection.responseTimeoutSeconds`).
-    public let requestTimeoutSeconds = 10.0
+    /// as lost and made again (`PostgresConnection.responseTimeoutSeconds`), and the longest one reconnection
+    /// attempt may take: `SharedStoreOptions`'s, 10 s by default.
+    public let requestTimeoutSeconds: Double
     /// Where it connects (its description has no password).
     public let connectionString: PostgresConnectionString
     private let database: PostgresStoreActor
@@ -126,6 +135,7 @@ public final class PostgresJobStore: LeasingJobStoring {
     ) throws {
         self.connectionString = connectionString
         self.leaseSeconds = options.leaseSeconds
+        requestTimeoutSeconds = options.requestTimeoutSeconds
         queues = options.queues
         owner = PostgresJobQueue.Owner(host: options.host ?? Self.hostName(), daemonID: daemonID ?? UUID.random())
         let loop = EventLoop()
@@ -142,6 +152,9 @@ public final class PostgresJobStore: LeasingJobStoring {
             // A silent network cut (no FIN) fails the requests in flight and reconnects once a call would have
             // given up anyway, instead of leaving every later request queued behind the lost ones.
             connection.responseTimeoutSeconds = responseTimeout
+            // Likewise a reconnection attempt into the cut: given up after the same silence, so that the next
+            // attempt, once the network is back, comes that much sooner.
+            connection.reconnectPolicy.attemptTimeoutSeconds = responseTimeout
             connection.onNotification = { notification in
                 if notification.channel == PostgresJobQueue.feedChannel {
                     // "<daemon> <number>\n<events>": this daemon's own are not relayed back to it.

@@ -726,6 +726,7 @@ struct SharedStoreEndToEndTests {
         // second with 3 s leases) is what notices the cut.
         let a = try DaemonHarness(arguments: [
             "--store", server.tcpURI(port: proxy.port), "--host", "host-a", "--queues", "elsewhere", "--lease", "3s",
+            "--store-timeout", "2s",
         ])
         let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
         let onA = try FeedRecorder(a)
@@ -794,17 +795,18 @@ struct SharedStoreEndToEndTests {
     }
 
     /// A network cut (no FIN, no RST: the proxy between the daemon and PostgreSQL stops forwarding and keeps the
-    /// socket open) is noticed once the requests in flight went unanswered for the store's request timeout: the
-    /// daemon drops the connection and tries again, its jobs keep running, and meanwhile a submit is refused at
-    /// once with `store_unavailable`. Once the network heals it reconnects; the jobs that ended during the cut are
-    /// written then, each once.
+    /// socket open) is noticed once the requests in flight went unanswered for the store's request timeout
+    /// (`--store-timeout`, 3 s here): the daemon drops the connection and tries again, its jobs keep running (to
+    /// their end), and meanwhile a submit is refused at once with `store_unavailable`. Once the network heals it
+    /// reconnects; the jobs that ended during the cut are written then, each once.
     @Test func aSilentNetworkCutIsNoticedAndTheDaemonReconnectsOnceItHeals() throws {
         let server = try PostgresServer()
         defer { server.stop() }
         let proxy = try CutProxy(unixSocket: server.socketPath)
         defer { proxy.stop() }
-        let a = try DaemonHarness(arguments: ["--store", server.tcpURI(port: proxy.port), "--host", "host-a"])
-        let jobs = try (0..<2).map { _ in try a.submitSleep(units: 30, unitMilliseconds: 500) }
+        // A 3 s `--store-timeout` (10 s by default): the cut must be noticed well before the default would.
+        let a = try DaemonHarness(arguments: ["--store", server.tcpURI(port: proxy.port), "--host", "host-a", "--store-timeout", "3s"])
+        let jobs = try (0..<2).map { _ in try a.submitSleep(units: 20, unitMilliseconds: 300) }
         for id in jobs { _ = try a.waitForState(id, "running") }
         #expect(try proxy.connections() == (1, 0))
 
@@ -823,15 +825,20 @@ struct SharedStoreEndToEndTests {
             usleep(100_000)
         }
         let noticed = Date().timeIntervalSince(cut)
-        #expect(noticed < 20, "noticed after \(noticed) s")
-        // One call may wait out its request timeout (10 s); none waits behind another's.
-        #expect(slowest < 10.5, "a ping waited \(slowest) s")
+        #expect(noticed < 8, "noticed after \(noticed) s")
+        // One call may wait out its request timeout (3 s); none waits behind another's.
+        #expect(slowest < 3.5, "a ping waited \(slowest) s")
         let refusedAt = Date()
         let refused = try a.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
         #expect(refused["error"]?["code"]?.stringValue == "store_unavailable", "\(refused)")
         #expect(Date().timeIntervalSince(refusedAt) < 2)
         #expect(!"\(refused)".contains(server.password))
-        for id in jobs { #expect(try a.show(id)["state"]?.stringValue != nil) }
+        // The jobs run to their end within the cut: kept in memory (and announced in the log) until it heals.
+        let ended = Date().addingTimeInterval(20)
+        func endedInTheCut() -> Bool { jobs.allSatisfy { a.log().contains("job \($0.prefix(8)) sleep running -> succeeded") } }
+        while !endedInTheCut(), Date() < ended { usleep(100_000) }
+        #expect(endedInTheCut(), "\(a.log().suffix(2_000))")
+        #expect(try proxy.connections().forwarding == 0, "still cut")
 
         try proxy.heal()
         let healed = Date().addingTimeInterval(40)
@@ -1158,12 +1165,19 @@ struct SharedStoreEndToEndTests {
         _ = try b.stop()
     }
 
-    @Test func queuesAndHostsAreRefusedWithTheSQLiteStore() throws {
+    @Test func sharedStoreOptionsAreRefusedWithTheSQLiteStore() throws {
         let home = TemporaryDirectory()
         let refused = try DaemonHarness.run(
             Binary.path, ["daemon", "--queues", "gpu"], environment: ["TRAILBOOK_JOBS_HOME": home.path])
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("--queues is for daemons sharing a PostgreSQL store"), "\(refused.stderr)")
+        for option in ["host", "lease", "store-timeout"] {
+            let value = option == "host" ? "b" : "5s"
+            let alone = try DaemonHarness.run(
+                Binary.path, ["daemon", "--\(option)", value], environment: ["TRAILBOOK_JOBS_HOME": home.path])
+            #expect(alone.status == 2, "--\(option)")
+            #expect(alone.stderr.contains("--\(option) is for daemons sharing a PostgreSQL store"), "\(alone.stderr)")
+        }
         let daemon = try DaemonHarness()
         let reply = try daemon.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "gpu"]])
         #expect(reply["error"]?["code"]?.stringValue == "invalid_options")
