@@ -94,9 +94,11 @@ public protocol LeasingJobStoring: JobStoring {
     var queues: [String] { get }
     /// Claims up to `limit` queued jobs of `kinds` for this daemon (atomically `queued` → `running`, each under a
     /// new lease), of its `queues` and pinned to its `host` or to none, in priority then submission order; jobs other daemons are claiming are skipped, not waited for.
-    /// - Returns: the claimed jobs as started (`JobLifecycle`'s `.start` applied), in run order.
-    /// - Throws: the store's error (then nothing was claimed).
-    func claim(limit: Int, kinds: [String]) throws -> [JobRecord]
+    /// Without waiting: `completion` is called on the loop thread with the claimed jobs as started
+    /// (`JobLifecycle`'s `.start` applied), in run order, or with the store's error (then nothing was claimed, or,
+    /// past the store's request timeout, `JobStoreError.unavailable`: a claim under way may still land, and its
+    /// jobs are rescued once their lease expires). Requests made after it are answered after it.
+    func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[JobRecord], any Error>) -> Void)
     /// The heartbeat, without waiting: renews every lease this daemon holds (so a job that reports no progress for
     /// a while, waiting out an outage or on a slow unit, is not rescued), reads the control requests waiting for its
     /// jobs (`requestControl`: their notification may have been lost), puts back in the queue every running job

@@ -782,9 +782,12 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     // MARK: LeasingJobStoring
 
-    public func claim(limit: Int, kinds: [String]) throws -> [JobRecord] {
-        guard limit > 0, !kinds.isEmpty else { return [] }
-        return took(try wait(claimRequest(limit: limit, kinds: kinds)))
+    public func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[JobRecord], any Error>) -> Void) {
+        guard limit > 0, !kinds.isEmpty else { return completion(.success([])) }
+        sendWaitingAtMost(claimRequest(limit: limit, kinds: kinds)) { [weak self] result in
+            guard let self else { return }
+            completion(result.map { self.took($0) })
+        }
     }
 
     /// The request of a claim: the claimed jobs (passing over those under a lease this daemon holds or lost) with

@@ -292,8 +292,10 @@ public final class Scheduler {
     private var groupCommitClosed = false
     /// A shared store's group is sent and not answered yet (`commitGroup`); what comes meanwhile waits for the next.
     private var groupInFlight = false
-    /// A shared store's claim was put off because a group was in flight: the group's answer claims.
-    private var claimPutOff = false
+    /// A shared store's claim (`claim(from:)`): one in flight at a time.
+    private var claimState = ClaimState.none
+    /// `claimSettled()` callers, resumed when the claim in flight is answered.
+    private var claimAnswerWaiters: [CheckedContinuation<Void, Never>] = []
     /// `groupAnswered()` callers, resumed when the group in flight is answered.
     private var groupAnswerWaiters: [CheckedContinuation<Void, Never>] = []
     /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
@@ -973,6 +975,8 @@ public final class Scheduler {
         leaseTimer = nil
         cleanUpTimer?.close()
         cleanUpTimer = nil
+        // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
+        await claimSettled()
         let active = Array(running.values)
         for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }
         let deadline = LoopTimer(loop: .main)
@@ -1049,29 +1053,70 @@ public final class Scheduler {
         preemptIfNeeded()
     }
 
+    /// Where a shared store's claim is.
+    private enum ClaimState {
+        /// None asked for.
+        case none
+        /// Put off because a group was in flight: the group's answer claims.
+        case putOff
+        /// Sent, not answered yet; `again` if something asked for a claim meanwhile (a slot freed, a notice of
+        /// work): its answer claims again.
+        case inFlight(again: Bool)
+    }
+
     /// Shared store: claims as many queued jobs of the kinds this daemon has as it has free slots (the store
-    /// starts them, atomically with the row lock) and runs them. A refused claim is retried by the store retry
-    /// and the lease timer; one put off while a group commit is in flight, by the group's answer.
+    /// starts them, atomically with the row lock) and runs them once the claim is answered. A refused claim is
+    /// retried by the store retry and the lease timer.
     ///
-    /// The claim waits for its round trip. Sent without waiting (tried: one claim in flight at a time), an idle
-    /// daemon's claims, one for each job another daemon queued, held up its reads behind them: a `show` through it
-    /// took 60 ms instead of 23 with the database 10 ms away (`bench/shared_loop.py`).
+    /// The claim does not wait on the loop: the loop answers pings, reads and controls during its round trip.
+    /// One is in flight at a time, its answer claims again if asked to meanwhile, so notices arriving together cost
+    /// two claims, not one each. (A claim sent without waiting once held up an idle daemon's reads, one claim per
+    /// job another daemon queued; the notices now name the queue and pinned host, and a daemon claims only for
+    /// work it may take.)
     private func claim(from leasing: any LeasingJobStoring) {
         let free = options.concurrency - running.count
-        // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
-        // released) before it can be claimed again. The group's answer schedules again.
         guard free > 0 else { return }
-        guard !groupInFlight else {
-            claimPutOff = true
+        if case .inFlight = claimState {
+            claimState = .inFlight(again: true)
             return
         }
-        claimPutOff = false
-        var claimed: [JobRecord] = []
-        guard write("a claim of \(free) jobs", { claimed = try leasing.claim(limit: free, kinds: kindNames) }) == nil else { return }
-        for job in claimed {
-            guard let kind = kinds[job.kind] else { continue }  // claims only registered kinds
-            launch(prepared(job, kind: kind), kind: kind)
+        // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
+        // released) before it can be claimed again. The group's answer schedules again.
+        guard !groupInFlight else {
+            claimState = .putOff
+            return
         }
+        claimState = .inFlight(again: false)
+        leasing.sendClaim(limit: free, kinds: kindNames) { [weak self] result in
+            self?.claimAnswered(result, what: "a claim of \(free) jobs")
+        }
+    }
+
+    /// Runs what a claim took (also while shutting down: `shutdown` waits for the claim, then stops its jobs with
+    /// the others), or settles its refusal; then claims again if asked to meanwhile.
+    private func claimAnswered(_ result: Result<[JobRecord], any Error>, what: String) {
+        guard case .inFlight(let again) = claimState else { return }
+        claimState = .none
+        switch result {
+        case .success(let claimed):
+            _ = settled(what, nil)
+            for job in claimed {
+                guard let kind = kinds[job.kind] else { continue }  // claims only registered kinds
+                launch(prepared(job, kind: kind), kind: kind)
+            }
+        case .failure(let error):
+            _ = settled(what, error)
+        }
+        let waiters = claimAnswerWaiters
+        claimAnswerWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+        if again { schedule() }
+    }
+
+    /// Waits until no claim is in flight.
+    private func claimSettled() async {
+        guard case .inFlight = claimState else { return }
+        await withCheckedContinuation { claimAnswerWaiters.append($0) }
     }
 
     /// Shared store: every third of a lease, renews the leases of this daemon's running jobs (a job whose lease is
@@ -1431,10 +1476,11 @@ public final class Scheduler {
         case .failure: groupRefused(submits, starts, ends)
         }
         armRetryTimer()
-        // A shared store's claim waits on the loop for its round trip: made after a group only when a run's end
-        // freed a slot or a claim waited for the group. Submits alone wake the daemons that may claim their jobs,
+        // A shared store's claim costs a round trip: made after a group only when a run's end freed a slot or a
+        // claim waited for the group. Submits alone wake the daemons that may claim their jobs,
         // this one too, through their notice (`WorkNotice`).
-        if leasing == nil || !ends.isEmpty || claimPutOff { schedule() }
+        if leasing == nil || !ends.isEmpty { return schedule() }
+        if case .putOff = claimState { schedule() }
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).

@@ -564,12 +564,12 @@ struct SharedStoreEndToEndTests {
         _ = try a.stop()
     }
 
-    /// A daemon claims only when a notice says there is work it may take (`WorkNotice`): each claim waits for its
-    /// round trip on the loop, and every daemon hears every submit. While another session holds the jobs table
-    /// locked (a claim would wait for it), notices of work in another queue, or pinned to another host, send no
-    /// claim and leave A's loop free: its pings come straight back (they used to wait up to 10 s each behind the claim). A notice of
-    /// its own queue still wakes it: a job submitted through B to A's queue runs on A at once, long before the
-    /// lease tick (every 40 s here) would have claimed it.
+    /// A daemon claims only when a notice says there is work it may take (`WorkNotice`): each claim costs a round
+    /// trip, and every daemon hears every submit. While another session holds the jobs table locked (a claim would
+    /// wait for it), notices of work in another queue, or pinned to another host, send no claim: none waits for the
+    /// lock, and A's pings come straight back (they used to wait up to 10 s each behind the claim, when claims
+    /// waited on the loop). A notice of its own queue still wakes it: a job submitted through B to A's queue runs
+    /// on A at once, long before the lease tick (every 40 s here) would have claimed it.
     @Test func noticesOfWorkADaemonMayNotClaimCostItNoClaim() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -608,6 +608,64 @@ struct SharedStoreEndToEndTests {
         _ = try b.stop()
     }
 
+    /// A claim does not wait on the loop: while one takes 2 s in the database (a test trigger sleeps in its
+    /// `UPDATE`), the daemon answers pings at once; work noticed meanwhile is claimed right after it (not at the
+    /// lease tick, every 40 s here). A SIGTERM waits for the claim in flight: its job runs and is stopped
+    /// (`resource_reclaim`, back in the queue at once), instead of being left under a lease nobody renews until it
+    /// expires (2 min here). Before, each ping waited for the claim.
+    @Test func aSlowClaimLeavesTheLoopFreeAndAShutdownWaitsForIt() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere", "--lease", "120s"])
+        let b = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "other", "--lease", "120s"])
+        _ = try psql(server, """
+            CREATE FUNCTION tb_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NEW; END $$;
+            CREATE TRIGGER tb_slow_claim BEFORE UPDATE ON trailbook_jobs FOR EACH ROW
+                WHEN (OLD.state = 'queued' AND NEW.state = 'running') EXECUTE FUNCTION tb_slow_claim();
+            """)
+        func submit(units: Int) throws -> String {
+            try #require(try b.job([
+                "op": "submit", "kind": "sleep", "params": ["units": .number(Double(units)), "unit_ms": 10], "options": ["queue": "elsewhere"],
+            ])["id"]?.stringValue)
+        }
+        let sleeping = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%trailbook_jobs%'"
+        func waitForAClaimInTheTrigger() throws {
+            let deadline = Date().addingTimeInterval(10)
+            while try psql(server, sleeping) != "1", Date() < deadline { usleep(20_000) }
+            #expect(try psql(server, sleeping) == "1", "a claim of A's sleeps in the trigger")
+        }
+        let first = try submit(units: 1)
+        try waitForAClaimInTheTrigger()
+        // Submitted while A's claim is in flight: its notice asks for another claim, made once the first is answered.
+        let second = try submit(units: 1)
+        var slowest = 0.0
+        for _ in 0..<10 {
+            let started = Date()
+            #expect(try a.request(["op": "ping"])["ok"]?.boolValue == true)
+            slowest = max(slowest, Date().timeIntervalSince(started))
+            usleep(50_000)
+        }
+        #expect(slowest < 0.5, "a ping waited \(slowest) s for the claim")
+        for id in [first, second] { _ = try a.waitForState(id, "succeeded", timeout: 15) }
+
+        // Nothing else in flight (no run, no group): a SIGTERM during a claim.
+        let third = try submit(units: 400)
+        try waitForAClaimInTheTrigger()
+        let stopped = try a.stop(timeout: 15)
+        #expect(stopped.status == 0)
+        _ = try psql(server, "DROP TRIGGER tb_slow_claim ON trailbook_jobs")
+        #expect(try psql(server, "SELECT state || ' ' || coalesce(lease_daemon, '-') FROM trailbook_jobs WHERE id = '\(third)'") == "queued -")
+        #expect(a.log().contains("job \(third.prefix(8)) sleep running -> queued: resource_reclaim"), "\(a.log().suffix(1_500))")
+        // It runs to its end, once, when A is back.
+        try a.start()
+        _ = try a.waitForState(third, "succeeded", timeout: 40)
+        for id in [first, second, third] { #expect(successLines(id, in: [a, b]) == 1) }
+        _ = try a.stop()
+        _ = try b.stop()
+    }
+
     /// A job put back in the queue by a single write (a `resume` here) wakes the daemons that may claim it, as a
     /// submit does: B runs the job A resumed at once, not at its next lease tick (every 40 s here), which is how
     /// it found it before (no notice was sent but with a group commit's writes).
@@ -635,7 +693,7 @@ struct SharedStoreEndToEndTests {
         _ = try b.stop()
     }
 
-    /// A daemon's own submits cost it no claim (a round trip that waits on its loop) when it may not take their
+    /// A daemon's own submits cost it no claim (a round trip) when it may not take their
     /// jobs: a group commit's answer claims only when a run's end freed a slot or a claim waited for the group;
     /// submits wake the daemons that may claim them through their notice, this one too. Counted in the server's
     /// statement log (each claim is one `WITH picked AS (…) UPDATE`), by the session's `application_name`. Before,
@@ -667,8 +725,11 @@ struct SharedStoreEndToEndTests {
             return found
         }
         func claims() -> Int { statements().filter { $0.contains("WITH picked AS") }.count }
-        _ = try a.request(["op": "ping"])
+        // A claims once as it starts, without waiting on its loop: in the log soon after.
+        let startClaim = Date().addingTimeInterval(10)
+        while claims() == 0, Date() < startClaim { usleep(20_000) }
         let before = claims()
+        #expect(before == 1, "the claim at start")
         for _ in 0..<5 {
             _ = try a.job(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "parked"]])
         }
