@@ -84,6 +84,22 @@ public protocol JobStoring: AnyObject {
 /// A store that several daemons share: a daemon runs a job only while it holds the job's lease (owner + token +
 /// expiry on the store's clock), renewed by its progress writes, and another daemon rescues jobs whose lease
 /// expired (`PostgresJobStore`, docs/postgres-store.md).
+/// A job a shared store's claim took for this daemon: its record as started, and its last checkpoint as the claim
+/// read it under the job's row lock (`nil`: none, or not valid JSON, as `JobStoring.checkpoint(id:)` answers), so
+/// that the run's first `loadCheckpoint` costs no round trip.
+public struct ClaimedRun: Sendable {
+    /// The job, `running` under this daemon's new lease.
+    public var job: JobRecord
+    /// Its last checkpoint when it was claimed.
+    public var checkpoint: JSONValue?
+
+    /// A claimed job and its checkpoint.
+    public init(job: JobRecord, checkpoint: JSONValue?) {
+        self.job = job
+        self.checkpoint = checkpoint
+    }
+}
+
 public protocol LeasingJobStoring: JobStoring {
     /// How long a lease lasts unless renewed, in seconds.
     var leaseSeconds: Double { get }
@@ -95,10 +111,10 @@ public protocol LeasingJobStoring: JobStoring {
     /// Claims up to `limit` queued jobs of `kinds` for this daemon (atomically `queued` → `running`, each under a
     /// new lease), of its `queues` and pinned to its `host` or to none, in priority then submission order; jobs other daemons are claiming are skipped, not waited for.
     /// Without waiting: `completion` is called on the loop thread with the claimed jobs as started
-    /// (`JobLifecycle`'s `.start` applied), in run order, or with the store's error (then nothing was claimed, or,
+    /// (`JobLifecycle`'s `.start` applied) and their checkpoints, in run order, or with the store's error (then nothing was claimed, or,
     /// past the store's request timeout, `JobStoreError.unavailable`: a claim under way may still land, and its
     /// jobs are rescued once their lease expires). Requests made after it are answered after it.
-    func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[JobRecord], any Error>) -> Void)
+    func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[ClaimedRun], any Error>) -> Void)
     /// The heartbeat, without waiting: renews every lease this daemon holds (so a job that reports no progress for
     /// a while, waiting out an outage or on a slow unit, is not rescued), reads the control requests waiting for its
     /// jobs (`requestControl`: their notification may have been lost), puts back in the queue every running job

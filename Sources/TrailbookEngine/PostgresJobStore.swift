@@ -782,7 +782,7 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     // MARK: LeasingJobStoring
 
-    public func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[JobRecord], any Error>) -> Void) {
+    public func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[ClaimedRun], any Error>) -> Void) {
         guard limit > 0, !kinds.isEmpty else { return completion(.success([])) }
         sendWaitingAtMost(claimRequest(limit: limit, kinds: kinds)) { [weak self] result in
             guard let self else { return }
@@ -806,12 +806,14 @@ public final class PostgresJobStore: LeasingJobStoring {
         }
     }
 
-    /// The claimed jobs as records, in run order, their leases now held by this daemon.
-    private func took(_ claimed: [PostgresJobQueue.ClaimedJob]) -> [JobRecord] {
+    /// The claimed jobs as records with their checkpoints, in run order, their leases now held by this daemon.
+    private func took(_ claimed: [PostgresJobQueue.ClaimedJob]) -> [ClaimedRun] {
         claimed.compactMap { claimed in
             leases[claimed.id] = claimed.lease
             lostLeases[claimed.id] = nil
-            return Self.record(claimed.returned)
+            guard let job = Self.record(claimed.returned) else { return nil }
+            let checkpoint = claimed.checkpoint.flatMap { try? JSONCoding.decode(JSONValue.self, from: Array($0.utf8)) }
+            return ClaimedRun(job: job, checkpoint: checkpoint)
         }
     }
 

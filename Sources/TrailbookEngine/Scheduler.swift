@@ -294,6 +294,10 @@ public final class Scheduler {
     private var groupInFlight = false
     /// A shared store's claim (`claim(from:)`): one in flight at a time.
     private var claimState = ClaimState.none
+    /// The checkpoints claims read with their jobs (a value of `nil`: the job had none), by job id, until the run
+    /// first loads its checkpoint, saves one or ends: the first `loadCheckpoint` of a claimed run costs no round
+    /// trip. Once that run saved or ended, the store has the newer state.
+    private var claimedCheckpoints: [String: JSONValue?] = [:]
     /// `claimSettled()` callers, resumed when the claim in flight is answered.
     private var claimAnswerWaiters: [CheckedContinuation<Void, Never>] = []
     /// `groupAnswered()` callers, resumed when the group in flight is answered.
@@ -1094,15 +1098,16 @@ public final class Scheduler {
 
     /// Runs what a claim took (also while shutting down: `shutdown` waits for the claim, then stops its jobs with
     /// the others), or settles its refusal; then claims again if asked to meanwhile.
-    private func claimAnswered(_ result: Result<[JobRecord], any Error>, what: String) {
+    private func claimAnswered(_ result: Result<[ClaimedRun], any Error>, what: String) {
         guard case .inFlight(let again) = claimState else { return }
         claimState = .none
         switch result {
         case .success(let claimed):
             _ = settled(what, nil)
-            for job in claimed {
-                guard let kind = kinds[job.kind] else { continue }  // claims only registered kinds
-                launch(prepared(job, kind: kind), kind: kind)
+            for run in claimed {
+                guard let kind = kinds[run.job.kind] else { continue }  // claims only registered kinds
+                claimedCheckpoints.updateValue(run.checkpoint, forKey: run.job.id)
+                launch(prepared(run.job, kind: kind), kind: kind)
             }
         case .failure(let error):
             _ = settled(what, error)
@@ -1313,6 +1318,7 @@ public final class Scheduler {
     }
 
     private func finish(_ active: RunningJob, _ outcome: Outcome) {
+        claimedCheckpoints.removeValue(forKey: active.record.id)
         if active.leaseLost { return endWithoutLease(active) }
         var job = live(active)
         var lifecycle = job.lifecycle
@@ -2060,6 +2066,7 @@ extension Scheduler: JobHost {
 
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         let id = job.id
+        claimedCheckpoints.removeValue(forKey: id)
         if let leasing {
             // A shared store is a round trip away: the loop (every other job) does not wait for it. A checkpoint
             // describes work already durable, so landing one round trip later is as good; the answer settles it.
@@ -2116,6 +2123,7 @@ extension Scheduler: JobHost {
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
         if let unsaved = unsavedCheckpoints[job.id] { return unsaved.checkpoint }
+        if running[job.id]?.context === job, let claimed = claimedCheckpoints.removeValue(forKey: job.id) { return claimed }
         do {
             return try store.checkpoint(id: job.id)
         } catch {

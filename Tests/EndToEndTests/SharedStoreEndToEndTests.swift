@@ -697,7 +697,8 @@ struct SharedStoreEndToEndTests {
     /// jobs: a group commit's answer claims only when a run's end freed a slot or a claim waited for the group;
     /// submits wake the daemons that may claim them through their notice, this one too. Counted in the server's
     /// statement log (each claim is one `WITH picked AS (…) UPDATE`), by the session's `application_name`. Before,
-    /// each of the submits below was followed by a claim. The claim that runs A's own job is one statement.
+    /// each of the submits below was followed by a claim. The claim that runs A's own job is one statement, and its
+    /// run reads no checkpoint.
     @Test func aDaemonsOwnSubmitsCostItNoClaimUnlessItMayTakeTheirJobs() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -746,6 +747,10 @@ struct SharedStoreEndToEndTests {
         // A claim is one statement: its RETURNING gives the rows (they used to be read in a second round trip).
         let rowReads = statements().filter { $0.contains("WHERE id = ANY($1::text[])") }
         #expect(rowReads.isEmpty, "\(rowReads)")
+        // Nor is its checkpoint read again as the run starts: the claim's RETURNING has it (that read was a round
+        // trip on the loop for every job).
+        let checkpointReads = statements().filter { $0.contains("SELECT checkpoint FROM trailbook_jobs") }
+        #expect(checkpointReads.isEmpty, "\(checkpointReads)")
         _ = try a.stop()
     }
 
