@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A daemon's loop with its shared store across a network (issue 15: the store driven from the loop).
 
-    python3 bench/shared_loop.py [--rtt-ms 10] [--busy 32] [--noop 1000] [--rounds 2] [--binaries BIN1,BIN2]
+    python3 bench/shared_loop.py [--rtt-ms 10] [--busy 32] [--noop 1000] [--cancels 10] [--rounds 2]
+                                 [--binaries BIN1,BIN2] [--phases ping,cancel,noop]
 
 PostgreSQL is reached through a proxy that holds every byte for half of `--rtt-ms` each way, as a database on
 another host would (a throwaway server, as bench/jobs.py shared starts). Daemon B (`--concurrency busy+1`) runs
@@ -14,14 +15,15 @@ shared store renews the run's lease); daemon A serves a queue nobody submits to.
   ping A, submitting: the same while another client submits uploads through A back to back, each with an
           idempotency key (as the CLI sends) and each checked for an unfinished upload doing the same (two store
           reads, then the group commit), to a queue nobody serves.
-  cancel: 10 cancels through A of a job running on B, send to reply (the job as `cancelled`).
+  cancel: `--cancels` (10) cancels through A of a job running on B, send to reply (the job as `cancelled`).
   round trip: a `show` through A (one store read: the "one round trip" of the bound).
   no-op jobs: `--noop` jobs (`sleep`, units 0) submitted singly to a fresh daemon C (`--concurrency 64`, its
           own queue, 4 connections x 32 in flight, as bench/jobs.py), submit -> all `succeeded` (jobs/s), with a
           `ping` to C every 10 ms meanwhile (ms: how long C's loop was kept from answering while it wrote submits
           and ends).
 
-`--binaries` runs each build in turn, round by round, so builds are compared in the same run (default: the release
+`--phases` picks which of them run (ping: the three ping phases; cancel: cancel and round trip; noop: no-op jobs;
+default all). `--binaries` runs each build in turn, round by round, so builds are compared in the same run (default: the release
 build, or $TRAILBOOK_JOBS_BIN). Reports median, p90, p99 and max.
 """
 import os, socket, statistics, sys, threading, time
@@ -52,6 +54,10 @@ class DelayProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            # As libpq and the server do on their own TCP sockets: without it Nagle's algorithm holds a small
+            # write (a notification, a reply) behind the peer's delayed ACK, about 40 ms on Linux, which no
+            # network link between a daemon and its database adds.
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             server = socket.socket(socket.AF_UNIX)
             server.connect(self.target)
             for a, b in ((client, server), (server, client)):
@@ -110,7 +116,7 @@ def percentiles(values):
             "max": round(values[-1], 2), "n": len(values)}
 
 
-def one_round(binary, server, rtt_ms, busy, noop):
+def one_round(binary, server, rtt_ms, busy, noop, cancels_per_round, phases):
     store = server.new_database()
     proxy = DelayProxy(os.path.join(server.dir, f".s.PGSQL.{server.port}"), rtt_ms / 2000)
     remote = store.replace(f"host={server.dir} port={server.port}", f"host=127.0.0.1 port={proxy.port}")
@@ -126,17 +132,20 @@ def one_round(binary, server, rtt_ms, busy, noop):
                 raise RuntimeError("the busy jobs did not all start")
             time.sleep(0.05)
         time.sleep(1.5)  # every busy job past its first saved progress
-        pings = pings_while(b, None)
-        listing_pings = pings_while(a, lambda _: a.call({"op": "list", "limit": 20}))
-        submitting_pings = pings_while(a, lambda i: submitted(a.call(upload_request(a, i))))
+        pings = listing_pings = submitting_pings = []
+        if "ping" in phases:
+            pings = pings_while(b, None)
+            listing_pings = pings_while(a, lambda _: a.call({"op": "list", "limit": 20}))
+            submitting_pings = pings_while(a, lambda i: submitted(a.call(upload_request(a, i))))
         cancels, shows = [], []
-        for _ in range(10):
+        for _ in range(cancels_per_round if "cancel" in phases else 0):
             job = submit_running(b, b)
             shows.append(timed_ms(a, {"op": "show", "job": job})[0])
             cancels.append(cancel_ms(a, job))
         b.stop()
         b = None
-        return pings, listing_pings, submitting_pings, cancels, shows, noop_jobs(binary, remote, noop)
+        noops = noop_jobs(binary, remote, noop) if "noop" in phases else None
+        return pings, listing_pings, submitting_pings, cancels, shows, noops
     finally:
         for d in (a, b):
             if d:
@@ -216,6 +225,8 @@ def main():
     busy = int(arg("--busy", "32"))
     rounds = int(arg("--rounds", "2"))
     noop = int(arg("--noop", "1000"))
+    cancels_per_round = int(arg("--cancels", "10"))
+    phases = set(arg("--phases", "ping,cancel,noop").split(","))
     given = arg("--binaries", None)
     binaries = given.split(",") if given else [os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()]
     print(f"store round trip {rtt_ms} ms (proxy), {busy} busy jobs on B, {rounds} rounds; load before: {os.getloadavg()}")
@@ -224,21 +235,26 @@ def main():
     try:
         for _ in range(rounds):
             for binary in binaries:
-                pings, listing, submitting, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop)
-                measured = (pings, listing, submitting, cancels, shows, [noops["per_second"]], noops["pings"])
+                pings, listing, submitting, cancels, shows, noops = one_round(binary, server, rtt_ms, busy, noop,
+                                                                              cancels_per_round, phases)
+                rates, noop_pings = ([noops["per_second"]], noops["pings"]) if noops else ([], [])
+                measured = (pings, listing, submitting, cancels, shows, rates, noop_pings)
                 for into, values in zip(results[binary], measured):
                     into.extend(values)
     finally:
         server.stop()
     for binary, (pings, listing, submitting, cancels, shows, rates, noop_pings) in results.items():
         print(f"  {binary}")
-        print(f"    ping B (ms): {percentiles(pings)}")
-        print(f"    ping A while a client lists through A (ms): {percentiles(listing)}")
-        print(f"    ping A while a client submits keyed uploads through A (ms): {percentiles(submitting)}")
-        print(f"    cancel through A of a job on B (ms): {percentiles(cancels)}")
-        print(f"    round trip, show through A (ms): {percentiles(shows)}")
-        print(f"    {noop} no-op jobs through C, single submits (jobs/s per round): {[round(r) for r in rates]}")
-        print(f"    ping C meanwhile (ms): {percentiles(noop_pings)}")
+        if "ping" in phases:
+            print(f"    ping B (ms): {percentiles(pings)}")
+            print(f"    ping A while a client lists through A (ms): {percentiles(listing)}")
+            print(f"    ping A while a client submits keyed uploads through A (ms): {percentiles(submitting)}")
+        if "cancel" in phases:
+            print(f"    cancel through A of a job on B (ms): {percentiles(cancels)}")
+            print(f"    round trip, show through A (ms): {percentiles(shows)}")
+        if "noop" in phases:
+            print(f"    {noop} no-op jobs through C, single submits (jobs/s per round): {[round(r) for r in rates]}")
+            print(f"    ping C meanwhile (ms): {percentiles(noop_pings)}")
     print(f"  load after: {os.getloadavg()}")
 
 
