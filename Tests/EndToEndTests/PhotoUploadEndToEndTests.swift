@@ -69,9 +69,8 @@ struct PhotoUploadEndToEndTests {
             var sha: [String: String] = [:]
             for n in 0..<count {
                 let name = "p\(n).jpg"
-                var generator = SystemRandomNumberGenerator()
-                let padding = (0..<max(0, bytes - jpeg.count)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-                PhotoTestSupport.write(jpeg + padding, folder.file(name))
+                let padding = try UploadEndToEndTests.randomBytes(max(0, bytes - jpeg.count))
+                PhotoTestSupport.write(jpeg + [UInt8](padding), folder.file(name))
                 sha[name] = try UploadEndToEndTests.sha256(ofFile: folder.file(name))
                 names.append(name)
             }

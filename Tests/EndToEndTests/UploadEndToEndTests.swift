@@ -12,20 +12,29 @@ struct UploadEndToEndTests {
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         defer { try? handle.close() }
         let digest = SHA256()
-        var generator = SystemRandomNumberGenerator()
         var remaining = bytes
-        var block = [UInt8](repeating: 0, count: 1 << 20)
         while remaining > 0 {
-            let count = min(remaining, block.count)
-            block.withUnsafeMutableBytes { raw in
-                let words = raw.bindMemory(to: UInt64.self)
-                for index in words.indices { words[index] = generator.next() }
-            }
-            digest.update(block[..<count])
-            try handle.write(contentsOf: block[..<count])
-            remaining -= count
+            let block = try randomBytes(min(remaining, 1 << 20))
+            digest.update(block)
+            try handle.write(contentsOf: block)
+            remaining -= block.count
         }
         return digest.hexDigest
+    }
+
+    /// `count` random bytes from the kernel (`/dev/urandom`, one read per call): a word-by-word generator took
+    /// seconds per 100 MiB in a debug build.
+    static func randomBytes(_ count: Int) throws -> Data {
+        guard let urandom = FileHandle(forReadingAtPath: "/dev/urandom") else { throw HarnessError("cannot open /dev/urandom") }
+        defer { try? urandom.close() }
+        var data = Data()
+        while data.count < count {
+            guard let more = try urandom.read(upToCount: count - data.count), !more.isEmpty else {
+                throw HarnessError("/dev/urandom ended")
+            }
+            data += more
+        }
+        return data
     }
 
     static func sha256(ofFile path: String) throws -> String {
