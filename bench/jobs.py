@@ -24,7 +24,7 @@ at priority 0, submit -> `running` on the feed (median of 20). bigbatch: one `su
 
 shared (issue 15): the same durable no-op jobs through 1, 2 and 3 daemons sharing one PostgreSQL database
 (`daemon --store`), submitted round-robin through all of them, first submit -> every job `succeeded` (each daemon's
-`watch` counts the ends it wrote; their sum), beside one daemon on its SQLite store in the same run. Without
+`watch` counts the ends it wrote, the events naming its `--host`; their sum), beside one daemon on its SQLite store in the same run. Without
 `--store` it starts a throwaway PostgreSQL (Debian's `postgresql`; initdb as `nobody` when run as root, default
 settings, so commits are fsynced as SQLite's are) and gives each run a new database.
 
@@ -99,14 +99,16 @@ class Daemon:
 
 
 class Counter:
-    """A `watch` connection counting jobs that reach `state` (and the time of each, by job, if `stamps`)."""
+    """A `watch` connection counting jobs that reach `state` (and the time of each, by job, if `stamps`); with
+    `host`, only the events of jobs that daemon `--host` ran (a watcher on a shared store sees every daemon's)."""
 
-    def __init__(self, daemon, state, stamps=False):
+    def __init__(self, daemon, state, stamps=False, host=None):
         self.sock = daemon.connect()
         self.sock.sendall(b'{"op":"watch"}\n')
         self.file = self.sock.makefile("rb")
         json.loads(self.file.readline())
         self.state, self.count, self.stamps, self.seen = state, 0, stamps, {}
+        self.host = b'"host":%s' % json.dumps(host).encode() if host else None
         self.gap = False
         self.daemon, self.reconnects, self.closing = daemon, 0, False
         self.cond = threading.Condition()
@@ -122,7 +124,7 @@ class Counter:
                     self.gap = True
                 if b'"seq":' in line:
                     seq = json.loads(line).get("seq", seq)
-                if needle in line:
+                if needle in line and (self.host is None or self.host in line):
                     with self.cond:
                         self.count += 1
                         if self.stamps:
@@ -291,9 +293,11 @@ class ThrowawayPostgres:
 def shared_run(binary, store, daemons, n, concurrency, batched):
     """N no-op jobs through `daemons` daemons on `store` (None: one daemon on SQLite); the `daemon_run` figures."""
     args = ["--concurrency", str(concurrency)] + (["--store", store] if store else [])
-    ds = [Daemon(binary, *args) for _ in range(daemons)]
+    # On a shared store each daemon's watcher sees every daemon's ends: each counts those of its own host.
+    hosts = [f"bench-{i}" if store else None for i in range(daemons)]
+    ds = [Daemon(binary, *args, *(["--host", h] if h else [])) for h in hosts]
     try:
-        counters = [Counter(d, "succeeded") for d in ds]
+        counters = [Counter(d, "succeeded", host=h) for d, h in zip(ds, hosts)]
         cpu0 = [benchlib.cpu_seconds(d.proc.pid) for d in ds]
         started = time.monotonic()
         requests = submit_requests(n, batched, {"units": 0})
