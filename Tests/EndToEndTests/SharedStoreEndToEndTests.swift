@@ -573,12 +573,8 @@ struct SharedStoreEndToEndTests {
     @Test func noticesOfWorkADaemonMayNotClaimCostItNoClaim() throws {
         let server = try PostgresServer()
         defer { server.stop() }
-        let a = try DaemonHarness(
-            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere", "--lease", "120s"])
-        // B claims from a queue nobody submits to either (and ticks as seldom): nothing but a claim of A's could
-        // wait for the lock below.
-        let b = try DaemonHarness(
-            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "other", "--lease", "120s"])
+        // B claims from a queue nobody submits to either: nothing but a claim of A's could wait for the lock below.
+        let (a, b) = try daemonsClaimingSeldom(server)
         _ = try a.request(["op": "ping"])
         _ = try b.request(["op": "ping"])
 
@@ -616,10 +612,7 @@ struct SharedStoreEndToEndTests {
     @Test func aSlowClaimLeavesTheLoopFreeAndAShutdownWaitsForIt() throws {
         let server = try PostgresServer()
         defer { server.stop() }
-        let a = try DaemonHarness(
-            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere", "--lease", "120s"])
-        let b = try DaemonHarness(
-            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "other", "--lease", "120s"])
+        let (a, b) = try daemonsClaimingSeldom(server)
         _ = try psql(server, """
             CREATE FUNCTION tb_slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NEW; END $$;
             CREATE TRIGGER tb_slow_claim BEFORE UPDATE ON trailbook_jobs FOR EACH ROW
@@ -926,6 +919,17 @@ struct SharedStoreEndToEndTests {
     /// Runs `sql` in a `psql` session of its own on `server`; its output, trimmed.
     /// Another session holding the jobs table in `EXCLUSIVE` mode (plain reads pass; writes and claims wait for
     /// it), once it holds it, until `releaseJobsTable`.
+    /// Two daemons on `server` that claim only when told of work: A serves queue `elsewhere` on `host-a`, B queue
+    /// `other` (which nobody submits to) on `host-b`, and both tick their leases every 40 s (`--lease 120s`), so no
+    /// tick's claim happens within a test.
+    private func daemonsClaimingSeldom(_ server: PostgresServer) throws -> (a: DaemonHarness, b: DaemonHarness) {
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere", "--lease", "120s"])
+        let b = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "other", "--lease", "120s"])
+        return (a, b)
+    }
+
     private func lockJobsTable(_ server: PostgresServer) throws -> Process {
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: server.psqlPath)
