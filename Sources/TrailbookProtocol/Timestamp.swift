@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -24,7 +26,20 @@ public enum Timestamp {
     /// feed event and log line, and the string interpolation it used was about a tenth of the daemon's
     /// instructions in bench/jobs.py (callgrind).
     public static func iso8601(unixSeconds: Double) -> String {
-        var seconds = time_t(unixSeconds.rounded(.down))
+        let second = unixSeconds.rounded(.down)
+        // Most calls ask for the second before (every event and log line of a busy second): the last text is
+        // kept, so that costs a comparison instead of `gmtime_r` and a new string.
+        if let hit = lastISO8601.withLock({ $0.second == second ? $0.text : nil }) { return hit }
+        let text = formatISO8601(second)
+        lastISO8601.withLock { $0 = (second, text) }
+        return text
+    }
+
+    /// The last second `iso8601(unixSeconds:)` formatted and its text (shared by every thread that asks).
+    private static let lastISO8601 = Mutex<(second: Double, text: String)>((.nan, ""))
+
+    private static func formatISO8601(_ second: Double) -> String {
+        var seconds = time_t(second)
         var parts = tm()
         gmtime_r(&seconds, &parts)
         let year = Int(parts.tm_year) + 1900
