@@ -94,12 +94,15 @@ public final class ProgressFeed {
     /// The sequence number of the last event published, or `firstSeq - 1`.
     public var lastSeq: Int64 { nextSeq - 1 }
 
+    /// The events in the replay buffer, oldest first.
+    var bufferedEvents: ArraySlice<Event> { buffer[bufferStart...] }
+
     /// The oldest sequence number still in the replay buffer, or `nil` if it is empty.
     public var oldestSeq: Int64? { buffer.isEmpty ? nil : buffer[bufferStart].seq }
 
     /// Publishes a `submitted` event.
     public func submitted(_ job: JobRecord) {
-        publish(job: job.id, kind: job.kind, type: "submitted", fields: [("state", .string(job.state.rawValue))])
+        publish(job: job.id, kind: job.kind, type: "submitted", fields: [("state", .value(.string(job.state.rawValue)))])
     }
 
     /// Publishes a `state` event (`from`, `to`, and the cancellation or error when relevant). Never dropped.
@@ -113,26 +116,43 @@ public final class ProgressFeed {
     /// The members of a `state` event of `job` (now in its new state) from state `from`, but the common ones
     /// (`seq`, `at`, `job`, `kind`, `type`).
     public static func stateFields(_ job: JobRecord, from: JobState) -> [String: JSONValue] {
-        Dictionary(uniqueKeysWithValues: stateMembers(job, from: from))
+        Dictionary(uniqueKeysWithValues: stateMembers(job, from: from).map { ($0.key.description, $0.value.json) })
     }
 
-    /// `stateFields` as a list of members (no dictionary to build on the way to the encoded line).
-    static func stateMembers(_ job: JobRecord, from: JobState) -> [(key: String, value: JSONValue)] {
-        var fields: [(key: String, value: JSONValue)] = [
-            ("attempt", .number(Double(job.attempt))), ("from", .string(from.rawValue)),
-            ("to", .string(job.state.rawValue)),
-        ]
-        fields.reserveCapacity(13)
+    /// `stateFields` as a list of members in ascending key order (no dictionary to build on the way to the
+    /// encoded line).
+    static func stateMembers(_ job: JobRecord, from: JobState) -> [Field] {
+        var fields: [Field] = [("attempt", .value(.number(Double(job.attempt))))]
+        fields.reserveCapacity(8)
         if let cancellation = job.cancellation, job.isStopped {
-            fields.append(("cancellation", JSONCoding.value(of: cancellation)))
+            fields.append(("cancellation", .value(JSONCoding.value(of: cancellation))))
         }
-        if let error = job.error { fields.append(("error", JSONCoding.value(of: error))) }
+        if let error = job.error { fields.append(("error", .value(JSONCoding.value(of: error)))) }
+        fields.append(("from", .value(.string(from.rawValue))))
+        if job.state.isTerminal { fields.append(("result", .value(job.result))) }
         if let retryAt = job.retryAt, job.state == .needsRetry {
-            fields.append(("retry_at", .string(Timestamp.iso8601(unixSeconds: retryAt))))
-            fields.append(("retry_in_s", .number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10)))
+            fields.append(("retry_at", .value(.string(Timestamp.iso8601(unixSeconds: retryAt)))))
+            fields.append(("retry_in_s", .value(.number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10))))
         }
-        if job.state.isTerminal { fields.append(("result", job.result)) }
+        fields.append(("to", .value(.string(job.state.rawValue))))
         return fields
+    }
+
+    /// One member of an event beyond the common ones (`at`, `host`, `job`, `kind`, `seq`, `type`).
+    typealias Field = (key: StaticString, value: FieldValue)
+
+    /// A member's value: any JSON value, or an object given as its members in ascending key order (a job's
+    /// progress, written without building its dictionary).
+    enum FieldValue {
+        case value(JSONValue)
+        case sortedObject([(key: String, value: JSONValue)])
+
+        var json: JSONValue {
+            switch self {
+            case .value(let value): value
+            case .sortedObject(let members): .object(Dictionary(uniqueKeysWithValues: members))
+            }
+        }
     }
 
     /// Publishes an event of another daemon sharing the store (`FeedRelay`): its members as that daemon published
@@ -153,7 +173,7 @@ public final class ProgressFeed {
 
     /// Publishes a `log` event.
     public func log(job: String, kind: String, level: LogLevel, message: String) {
-        publish(job: job, kind: kind, type: "log", fields: [("level", .string(level.rawValue)), ("message", .string(message))])
+        publish(job: job, kind: kind, type: "log", fields: [("level", .value(.string(level.rawValue))), ("message", .value(.string(message)))])
     }
 
     /// Offers a `progress` event; published now, or coalesced into one published at most `progressInterval`
@@ -164,7 +184,7 @@ public final class ProgressFeed {
         if now - last >= progressInterval {
             pendingProgress[job] = nil
             lastProgressAt[job] = now
-            publish(job: job, kind: kind, type: "progress", fields: [("progress", progress.json)])
+            publish(job: job, kind: kind, type: "progress", fields: [("progress", .sortedObject(progress.jsonMembers))])
         } else {
             pendingProgress[job] = (kind, progress)
             armFlush(after: last + progressInterval - now)
@@ -246,7 +266,7 @@ public final class ProgressFeed {
     private func flushProgress(job: String) {
         guard let pending = pendingProgress.removeValue(forKey: job) else { return }
         lastProgressAt[job] = Timestamp.monotonic()
-        publish(job: job, kind: pending.kind, type: "progress", fields: [("progress", pending.progress.json)])
+        publish(job: job, kind: pending.kind, type: "progress", fields: [("progress", .sortedObject(pending.progress.jsonMembers))])
     }
 
     private func armFlush(after seconds: Double) {
@@ -268,26 +288,80 @@ public final class ProgressFeed {
         if nextDue.isFinite { armFlush(after: nextDue - now) }
     }
 
-    /// `fields`: the event's own members (distinct keys, none of the common ones), in any order.
-    private func publish(job: String, kind: String, type: String, fields: [(key: String, value: JSONValue)]) {
-        var members = fields
-        members.append(("at", .string(Timestamp.nowISO8601())))
-        members.append(("job", .string(job)))
-        members.append(("kind", .string(kind)))
-        if let host { members.append(("host", .string(host))) }
-        if let onLocalEvent { onLocalEvent(Dictionary(uniqueKeysWithValues: members + [("type", .string(type))])) }
-        members.append(("seq", .number(Double(nextSeq))))
-        members.append(("type", .string(type)))
-        emit(job: job, kind: kind, isProgress: type == "progress", members: members)
+    /// `fields`: the event's own members (distinct keys, none of the common ones), in ascending key order.
+    ///
+    /// The line is written member by member in key order (`JSONObjectWriter`), the common members merged in
+    /// where they sort: the same bytes as encoding the object, without building and sorting a member list (the
+    /// feed's four events a job were a sixth of the daemon's instructions per no-op job, issue 14).
+    private func publish(job: String, kind: String, type: String, fields: [Field]) {
+        let at = Timestamp.nowISO8601()
+        if let onLocalEvent {
+            var members = Dictionary(uniqueKeysWithValues: fields.map { ($0.key.description, $0.value.json) })
+            members["at"] = .string(at)
+            members["job"] = .string(job)
+            members["kind"] = .string(kind)
+            members["type"] = .string(type)
+            if let host { members["host"] = .string(host) }
+            onLocalEvent(members)
+        }
+        var line = EventLine(fields: fields)
+        line.member("at", string: at)
+        if let host { line.member("host", string: host) }
+        line.member("job", string: job)
+        line.member("kind", string: kind)
+        line.member("seq", integer: nextSeq)
+        line.member("type", string: type)
+        emit(job: job, kind: kind, isProgress: type == "progress", line: line.finish())
+    }
+
+    /// An event's line: the common members, written in order by `publish`, merged with the event's own.
+    private struct EventLine {
+        private var writer = JSONObjectWriter()
+        private let fields: [Field]
+        private var next = 0
+
+        init(fields: [Field]) { self.fields = fields }
+
+        /// Writes the event's own members that sort before `key`.
+        private mutating func fields(before key: StaticString) {
+            while next < fields.count, Self.precedes(fields[next].key, key) {
+                switch fields[next].value {
+                case .value(let value): writer.member(fields[next].key, value)
+                case .sortedObject(let members): writer.member(fields[next].key, sortedObject: members)
+                }
+                next += 1
+            }
+        }
+
+        mutating func member(_ key: StaticString, string: String) {
+            fields(before: key)
+            writer.member(key, string: string)
+        }
+
+        mutating func member(_ key: StaticString, integer: Int64) {
+            fields(before: key)
+            writer.member(key, integer: integer)
+        }
+
+        /// The line with its newline; `null` (as `JSONCoding.encode` gives) if a number was not finite.
+        consuming func finish() -> [UInt8] {
+            fields(before: "\u{7F}")
+            guard writer.isValid else { return Array("null\n".utf8) }
+            return writer.finish(appending: 0x0A)
+        }
+
+        private static func precedes(_ a: StaticString, _ b: StaticString) -> Bool {
+            a.withUTF8Buffer { a in b.withUTF8Buffer { b in a.lexicographicallyPrecedes(b) } }
+        }
     }
 
     private func emit(job: String, kind: String, isProgress: Bool, members: [String: JSONValue]) {
-        emit(job: job, kind: kind, isProgress: isProgress, members: Array(members.lazy.map { (key: $0.key, value: $0.value) }))
+        var line = JSONCoding.encode(members: Array(members.lazy.map { (key: $0.key, value: $0.value) }))
+        line.append(0x0A)
+        emit(job: job, kind: kind, isProgress: isProgress, line: line)
     }
 
-    private func emit(job: String, kind: String, isProgress: Bool, members: [(key: String, value: JSONValue)]) {
-        var line = JSONCoding.encode(members: members)
-        line.append(0x0A)
+    private func emit(job: String, kind: String, isProgress: Bool, line: [UInt8]) {
         let event = Event(seq: nextSeq, job: job, kind: kind, isProgress: isProgress, line: line)
         nextSeq += 1
         append(event)

@@ -68,4 +68,67 @@ struct JSONWriterTests {
             #expect(progress.jsonMembers.map(\.key) == progress.jsonMembers.map(\.key).sorted(), "in sorted order")
         }
     }
+
+    /// An object written member by member in key order (`JSONObjectWriter`) is the object's JSON.
+    @Test func anObjectWrittenMemberByMemberIsTheObjectsJSON() {
+        var writer = JSONObjectWriter()
+        writer.member("a", .array([1, "x"]))
+        writer.member("b_c", integer: -42)
+        writer.member("d", sortedObject: [("k", "v\n"), ("z", .null)])
+        writer.member("e", string: "\u{1}\"quoted\" é/😀")
+        writer.member("f", 0.25)
+        #expect(writer.isValid)
+        let expected: JSONValue = [
+            "a": [1, "x"], "b_c": -42, "d": ["k": "v\n", "z": .null], "e": "\u{1}\"quoted\" é/😀", "f": 0.25,
+        ]
+        #expect(writer.finish(appending: 0x0A) == Self.foundation(expected) + [0x0A])
+        var empty = JSONObjectWriter()
+        empty.member("n", .number(.infinity))
+        #expect(!empty.isValid, "no JSON for an infinite number")
+    }
+}
+
+/// Every feed event line, written member by member (`ProgressFeed.publish`), is its members' JSON: the bytes the
+/// generic encoder gives, keys sorted, for each type and each optional member.
+struct FeedLineTests {
+    @Test func eachEventLineIsItsMembersJSON() async throws {
+        try await onLoop {
+            let feed = ProgressFeed(firstSeq: 41)
+            var published: [[String: JSONValue]] = []
+            feed.host = "host-\"a\""
+            feed.onLocalEvent = { published.append($0) }
+            let options = JobOptions(priority: 0, timeoutSeconds: 30, stallTimeoutSeconds: 30, maxAttempts: 3)
+            var job = JobRecord(
+                id: "9b2f0000-0000-4000-8000-000000000001", kind: "upload", state: .queued, options: options, attempt: 0,
+                progress: JobProgress(unit: .bytes), createdAt: "2026-12-06T00:00:00Z", updatedAt: "2026-12-06T00:00:00Z",
+                params: ["files": ["/p/a.jpg"]], result: .null, sequence: 7)
+            feed.submitted(job)
+            job.state = .running
+            job.attempt = 1
+            feed.stateChanged(job, from: .queued)
+            feed.progress(job: job.id, kind: job.kind, JobProgress(completed: 5, total: 10, unit: .bytes, current: "a.jpg"))
+            feed.log(job: job.id, kind: job.kind, level: .warning, message: "slow \"server\"\n")
+            job.state = .needsRetry
+            job.error = JobError(code: "http_503", message: "busy", retryable: true)
+            job.cancellation = Cancellation(reason: .timeout, at: "2026-12-06T00:00:01Z", detail: "no progress")
+            job.retryAt = Timestamp.now() + 30
+            feed.stateChanged(job, from: .running)
+            job.state = .succeeded
+            job.error = nil
+            job.result = ["bytes": 10, "files": ["a.jpg"]]
+            feed.stateChanged(job, from: .running)
+            job.state = .cancelled
+            job.cancellation = Cancellation(reason: .userStop, at: "2026-12-06T00:00:02Z", detail: "cancelled by user")
+            feed.stateChanged(job, from: .queued)
+            let events = Array(feed.bufferedEvents)
+            #expect(events.count == 7 && published.count == 7)
+            for (event, members) in zip(events, published) {
+                var members = members
+                members["seq"] = .number(Double(event.seq))
+                #expect(event.line == JSONWriterTests.foundation(.object(members)) + [0x0A], "\(String(decoding: event.line, as: UTF8.self))")
+            }
+            #expect(events.map(\.seq) == Array(41...47))
+            #expect(published[4]["retry_in_s"] != nil && published[5]["result"]?["bytes"] == 10)
+        }
+    }
 }
