@@ -1,3 +1,4 @@
+import Synchronization
 import TrailbookLoop
 
 #if canImport(Glibc)
@@ -48,6 +49,8 @@ public final class Daemon {
     private var watchdogTimer: LoopTimer?
     /// Coalesces `STATUS=` updates after state changes to at most one a second; armed only after a change.
     private var statusTimer: LoopTimer?
+    /// Writes the loop turn's log lines before each poll (`DaemonLog.bufferUntilPoll`).
+    private var logFlush: PrepareHandle?
     /// On a shared store: sends this daemon's feed events to the other daemons and theirs to its watchers.
     private var relay: FeedRelay?
     /// The running daemon, kept alive until the loop stops.
@@ -105,6 +108,7 @@ public final class Daemon {
             }
         }
         EventLoop.main.run()
+        DaemonLog.flush()
         return status.value
     }
 
@@ -162,6 +166,7 @@ public final class Daemon {
             throw error
         }
         daemon.retention.start()
+        daemon.logFlush = DaemonLog.bufferUntilPoll(on: .main)
         let listening = activationSocket.map { "the socket passed by the service manager (descriptor \($0))" }
         DaemonLog.write(
             "listening on \(listening ?? configuration.socketPath); store \(storeName); "
@@ -264,6 +269,7 @@ public final class Daemon {
     private func shutDown(signal: Int32) {
         guard !stopping else {
             DaemonLog.write("second signal: exiting now; running jobs resume on the next start")
+            DaemonLog.flush()
             _exit(0)
         }
         stopping = true
@@ -282,6 +288,7 @@ public final class Daemon {
                 // A job that ignores its stop must not keep the daemon past its 2 s promise; it stays `running`
                 // in the store and resumes from its checkpoint on the next start, as after a crash.
                 DaemonLog.write("\(scheduler.runningCount) job(s) did not stop in time; they resume on the next start")
+                DaemonLog.flush()
                 // _exit, not exit: atexit handlers (OpenSSL's cleanup among them) may wait on a pool thread that
                 // is stuck in the very call that did not stop. Committed SQLite transactions are already in the WAL.
                 _exit(0)
@@ -298,6 +305,8 @@ public final class Daemon {
             for watcher in signals { watcher.close() }
             signals.removeAll()
             DaemonLog.write("stopped")
+            DaemonLog.endBuffering(logFlush)
+            logFlush = nil
             Daemon.current = nil
             EventLoop.main.stop()
         }
@@ -310,11 +319,71 @@ private final class StatusBox: @unchecked Sendable {
 }
 
 /// The daemon's log: one line per message on stderr, with an ISO 8601 time.
+///
+/// While the daemon runs (`bufferUntilPoll`), lines written on the loop thread are collected and written together
+/// just before the loop next waits for I/O: a busy loop turn logs many lines (three per job: submitted, started,
+/// ended), and one `write(2)` each was a syscall per line on the loop thread (issue 14). A line never waits past the
+/// turn that wrote it, or past a line from another thread (which writes everything before it, in order). The cost:
+/// a `kill -9` or a crash in the middle of a turn loses that turn's lines.
 public enum DaemonLog {
-    /// Writes `message` to stderr.
+    private static let pending = Mutex<[UInt8]>([])
+    private static let buffering = Atomic<Bool>(false)
+    /// Past this many bytes the lines go out at once, even mid-turn.
+    private static let flushBytes = 64 * 1024
+
+    /// Writes `message` as one line to stderr (now, or before the loop next polls; see the type's comment).
     public static func write(_ message: String) {
-        let line = "\(Timestamp.nowISO8601()) trailbook-jobs: \(message)\n"
-        fputs(line, stderr)
+        let time = Timestamp.nowISO8601()
+        let inTurn = buffering.load(ordering: .relaxed) && EventLoop.main.inLoopThread
+        pending.withLock { buffer in
+            buffer.append(contentsOf: time.utf8)
+            buffer.append(contentsOf: " trailbook-jobs: ".utf8)
+            buffer.append(contentsOf: message.utf8)
+            buffer.append(0x0A)
+            if !inTurn || buffer.count >= flushBytes { writeOut(&buffer) }
+        }
+    }
+
+    /// Writes the lines collected so far.
+    public static func flush() {
+        pending.withLock { writeOut(&$0) }
+    }
+
+    private static func writeOut(_ buffer: inout [UInt8]) {
+        var written = 0
+        buffer.withUnsafeBytes { bytes in
+            while written < bytes.count {
+                let count = Glibc.write(STDERR_FILENO, bytes.baseAddress! + written, bytes.count - written)
+                if count > 0 {
+                    written += count
+                } else if count < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break  // stderr closed or full: the lines are lost, as with fputs
+                }
+            }
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// From now on lines written on `loop`'s thread (the daemon's) wait for the end of the loop iteration: the
+    /// returned handle writes them before each poll. Closing it (`endBuffering`) writes what is left and goes back
+    /// to writing each line at once.
+    @LoopActor
+    static func bufferUntilPoll(on loop: EventLoop) -> PrepareHandle {
+        let handle = PrepareHandle(loop: loop)
+        handle.keepsLoopAlive = false
+        handle.start { DaemonLog.flush() }
+        buffering.store(true, ordering: .relaxed)
+        return handle
+    }
+
+    /// Ends `bufferUntilPoll`: closes its handle and writes what is left.
+    @LoopActor
+    static func endBuffering(_ handle: PrepareHandle?) {
+        buffering.store(false, ordering: .relaxed)
+        handle?.close()
+        flush()
     }
 }
 

@@ -532,6 +532,7 @@ public final class Scheduler {
             // Test hook (TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT): die as a kill would, after the commit and before
             // the reply, so tests can show that a retried key finds the job.
             DaemonLog.write("test hook: exiting with status \(hook) after committing a submit, before its reply")
+            DaemonLog.flush()
             _exit(hook)
         }
         for (job, entry) in zip(jobs, fresh) { results[entry.index] = Submitted(job: job, existing: false) }

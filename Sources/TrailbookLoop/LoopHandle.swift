@@ -187,6 +187,38 @@ public final class CheckHandle: LoopHandle {
     }
 }
 
+/// Calls its callback once per loop iteration, right before the loop polls for I/O (`uv_prepare_t`,
+/// https://docs.libuv.org/en/v1.x/prepare.html): the last thing an iteration does before it may sleep, so work
+/// collected during the iteration (log lines) can go out in one piece without waiting.
+public final class PrepareHandle: LoopHandle {
+    private var onPrepare: (() -> Void)?
+
+    /// Makes a stopped prepare handle on `loop`. Call on the loop thread.
+    public init(loop: EventLoop) {
+        super.init(loop: loop, type: UV_PREPARE)
+        precondition(uv_prepare_init(loop.raw, UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_prepare_t.self)) == 0)
+        adopt()
+    }
+
+    /// Starts calling `body` before every poll, until `stop()` or `close()`.
+    public func start(_ body: @escaping () -> Void) {
+        guard !isClosing else { return }
+        onPrepare = body
+        uv_prepare_start(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_prepare_t.self)) { raw in
+            PrepareHandle.owner(of: raw).onPrepare?()
+        }
+    }
+
+    /// Stops the calls.
+    public func stop() {
+        guard !isClosing else { return }
+        uv_prepare_stop(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_prepare_t.self))
+        onPrepare = nil
+    }
+
+    override func dropCallbacks() { onPrepare = nil }
+}
+
 /// Keeps the loop from blocking in its poll for I/O while it is started (`uv_idle_t`,
 /// https://docs.libuv.org/en/v1.x/idle.html: "when there are active idle handles the loop will perform a zero
 /// timeout poll instead of blocking for I/O"). Every `CheckHandle` has one, so that its next call does not wait

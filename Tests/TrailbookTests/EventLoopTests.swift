@@ -194,4 +194,35 @@ struct EventLoopTests {
         #expect(seconds < 1, "the second check handle ran after \(seconds) s")
         #expect(runner.finish())
     }
+
+    /// A prepare handle runs once per iteration before the poll, so what a timer's callback leaves for it (the
+    /// daemon's log lines of the turn) is handled before the loop sleeps; unreferenced, it does not keep the loop
+    /// running on its own.
+    @Test func aPrepareHandleRunsBeforeTheLoopSleepsAndDoesNotKeepItAlive() async throws {
+        let runner = LoopThread()
+        let bound = LoopBound(runner.loop)
+        let seen = await bound.run { bound -> [String] in
+            await withCheckedContinuation { (continuation: CheckedContinuation<[String], Never>) in
+                var seen: [String] = []
+                let prepare = PrepareHandle(loop: bound.loop)
+                prepare.keepsLoopAlive = false
+                let first = LoopTimer(loop: bound.loop)
+                let second = LoopTimer(loop: bound.loop)
+                prepare.start { seen.append("prepare") }
+                first.start(milliseconds: 10) {
+                    seen.append("first")
+                    // Due long after: between the two the loop sleeps, and the prepare handle ran just before.
+                    second.start(milliseconds: 200) {
+                        seen.append("second")
+                        for handle in [prepare, first, second] as [LoopHandle] { handle.close() }
+                        continuation.resume(returning: seen)
+                    }
+                }
+            }
+        }
+        let afterFirst = try #require(seen.firstIndex(of: "first"))
+        #expect(seen[afterFirst + 1] == "prepare", "\(seen)")
+        #expect(seen.filter { $0 == "prepare" }.count <= 6, "once per iteration, not in a busy loop: \(seen)")
+        #expect(runner.finish())
+    }
 }
