@@ -60,6 +60,10 @@ public protocol JobStoring: AnyObject {
     /// not load their rows).
     /// - Throws: the store's error.
     func queuedJobs(limit: Int, skipping: Set<String>) throws -> [JobRecord]
+    /// The priority of the first queued job in run order not in `skipping`, `nil` if none waits (whether a
+    /// waiting job outranks a running one). A store need not read the job itself.
+    /// - Throws: the store's error.
+    func highestQueuedPriority(skipping: Set<String>) throws -> Int?
     /// How many jobs are in each state (states with none are absent).
     /// - Throws: the store's error.
     func countsByState() throws -> [JobState: Int]

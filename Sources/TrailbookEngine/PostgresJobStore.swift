@@ -724,6 +724,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         return Array(queued.lazy.filter { !skipping.contains($0.id) }.prefix(limit))
     }
 
+    public func highestQueuedPriority(skipping: Set<String>) throws -> Int? {
+        try queuedJobs(limit: 1, skipping: skipping).first?.options.priority
+    }
+
     public func countsByState() throws -> [JobState: Int] {
         Self.counts(try run([Self.countsStatement])[0].rows)
     }

@@ -1224,7 +1224,7 @@ public final class Scheduler {
         guard leasing == nil, running.count >= options.concurrency else { return }
         // The usual case first, from one row: the most urgent waiting job outranks no running one.
         let lowest = running.values.lazy.filter { $0.context.stopReason == nil }.map(\.record.options.priority).min()
-        guard let lowest, let first = queuedJobs(limit: 1)?.first, first.options.priority > lowest,
+        guard let lowest, let first = highestQueuedPriority(), first > lowest,
             let waiting = queuedJobs(limit: options.concurrency), !waiting.isEmpty
         else { return }
         var freeing = running.values.filter { $0.context.stopReason != nil }.count
@@ -1808,6 +1808,14 @@ public final class Scheduler {
         var skipping = Set(unsavedRecords.keys)
         skipping.formUnion(pendingStarts.keys)
         return try? store.queuedJobs(limit: limit, skipping: skipping)
+    }
+
+    /// `store.highestQueuedPriority` past the same jobs `queuedJobs(limit:)` skips; `nil` if none waits or the
+    /// store cannot be read.
+    private func highestQueuedPriority() -> Int? {
+        var skipping = Set(unsavedRecords.keys)
+        skipping.formUnion(pendingStarts.keys)
+        return (try? store.highestQueuedPriority(skipping: skipping)) ?? nil
     }
 
     private func live(_ active: RunningJob) -> JobRecord {

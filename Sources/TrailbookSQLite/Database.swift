@@ -271,11 +271,7 @@ public final class Statement {
         let rc = sqlite3_step(raw)
         switch rc {
         case SQLITE_ROW:
-            let count = sqlite3_column_count(raw)
-            var values: [SQLiteValue] = []
-            values.reserveCapacity(Int(count))
-            for column in 0..<count { values.append(value(at: column)) }
-            return Row(values: values)
+            return row()
         case SQLITE_DONE:
             return nil
         default:
@@ -358,6 +354,22 @@ public final class Statement {
     /// Column `column` (0-based) of the row `next()` made ready, as an integer; `nil` when it is NULL.
     public func int64(at column: Int32) -> Int64? {
         sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : sqlite3_column_int64(raw, column)
+    }
+
+    /// Column `column` (0-based) of the row `next()` made ready, as text; `nil` when it is NULL.
+    public func text(at column: Int32) -> String? {
+        guard sqlite3_column_type(raw, column) != SQLITE_NULL, let text = sqlite3_column_text(raw, column) else { return nil }
+        return String(cString: text)
+    }
+
+    /// Every column of the row `next()` made ready, as `step()` would have returned it: for a loop that reads a
+    /// column or two of each row first and copies only the rows it keeps.
+    public func row() -> Row {
+        let count = sqlite3_column_count(raw)
+        var values: [SQLiteValue] = []
+        values.reserveCapacity(Int(count))
+        for column in 0..<count { values.append(value(at: column)) }
+        return Row(values: values)
     }
 
     /// Rewinds the statement to run again, keeping its bindings (unlike `reset()`).

@@ -136,6 +136,34 @@ struct JobStoreTests {
         let skipping: Set = ["0b000000-0000-4000-8000-000000000001", "0b000000-0000-4000-8000-000000000000"]
         #expect(try store.queuedJobs(limit: 2, skipping: skipping).map { $0.id.suffix(1) } == ["3", "2"])
         #expect(try store.queuedJobs(limit: 1, skipping: skipping).map { $0.id.suffix(1) } == ["3"])
+        #expect(try store.highestQueuedPriority(skipping: []) == 10)
+        #expect(try store.highestQueuedPriority(skipping: skipping) == 10)
+        #expect(try store.highestQueuedPriority(skipping: skipping.union(["0b000000-0000-4000-8000-000000000003"])) == 0)
+        // A job that leaves the queue leaves its index; the next start comes from the index, never a sort.
+        var started = try #require(try store.job(id: "0b000000-0000-4000-8000-000000000001"))
+        started.state = .running
+        try store.update(started)
+        #expect(try store.queuedJobs(limit: 10, skipping: []).map { $0.id.suffix(1) } == ["3", "0", "2"])
+        let plan = try store.database.query("EXPLAIN QUERY PLAN " + JobStore.queueSelect)
+            .compactMap { $0.text(3) }.joined(separator: "; ")
+        #expect(plan.contains("jobs_queue") && !plan.contains("TEMP B-TREE"), "\(plan)")
+    }
+
+    /// A lifecycle write goes to the record's row by its sequence (rowid), and still by id when the sequence it
+    /// carries is not its row's.
+    @Test func aLifecycleWriteReachesItsRowByRowidOrById() throws {
+        let store = try JobStore(path: temporaryPath())
+        var first = makeJob("0d000000-0000-4000-8000-000000000001")
+        var second = makeJob("0d000000-0000-4000-8000-000000000002")
+        try store.insert(&first)
+        try store.insert(&second)
+        first.state = .running
+        try store.update(first)
+        second.state = .paused
+        second.sequence = first.sequence  // wrong: must not touch the first job's row
+        try store.update(second)
+        #expect(try store.job(id: first.id)?.state == .running)
+        #expect(try store.job(id: second.id)?.state == .paused)
     }
 
     /// `list --state S --limit N`: the newest N of the given states (and kind), merged in submission order, each
