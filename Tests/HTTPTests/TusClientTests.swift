@@ -123,6 +123,16 @@ struct TusClientTests {
             let created = try await tus.create(length: 4, metadata: Self.metadata)
             let path = "/files/" + (created.url.split(separator: "/").last.map(String.init) ?? "")
             try await arm(server, http, "/__fault/delete?path=\(path)")
+            // The server may finish removing the upload after it answered the DELETE (its PATCH then fails with a
+            // 500, retryable): wait until a HEAD finds it gone, then the PATCH must say so too.
+            for _ in 0..<40 {
+                do {
+                    _ = try await tus.status(of: created.url)
+                } catch {
+                    if (error as? TusError)?.code == .gone { break }
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
             do {
                 _ = try await tus.upload([1, 2, 3, 4], to: created.url, at: 0)
                 Issue.record("expected gone")
