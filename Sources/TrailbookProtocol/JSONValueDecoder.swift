@@ -103,8 +103,29 @@ struct JSONValueDecoder {
             return Node(value: value)
         }
 
+        /// The member's node unless it is absent or `null`: what `decodeIfPresent` decodes, found with one lookup
+        /// (the protocol's default asks `contains`, then `decodeNil`, then `decode`: three).
+        private func present(_ key: Key) -> Node? {
+            guard let value = members[key.stringValue], !value.isNull else { return nil }
+            return Node(value: value)
+        }
+
         func decodeNil(forKey key: Key) throws -> Bool { try node(key).value.isNull }
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try node(key).decode(type) }
+        // The scalar types straight to the node's own methods, past the generic `decode`'s type tests.
+        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try node(key).decode(type) }
+        func decode(_ type: String.Type, forKey key: Key) throws -> String { try node(key).decode(type) }
+        func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try node(key).decode(type) }
+        func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try node(key).decode(type) }
+        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try node(key).decode(type) }
+        func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try present(key)?.decode(type) }
+        func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try present(key)?.decode(type) }
+        func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try present(key)?.decode(type) }
+        func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try present(key)?.decode(type) }
+        func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try present(key)?.decode(type) }
+        func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+            try present(key)?.decode(type)
+        }
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
             -> KeyedDecodingContainer<NestedKey>
         { try node(key).container(keyedBy: type) }
