@@ -131,10 +131,57 @@ public final class JobStore {
         database.setBusyTimeout(milliseconds: 0)
     }
 
-    /// Adds a new job; fills in its `sequence` (submission order).
+    /// Adds a new job; fills in its `sequence` (submission order) and its timestamps as stored.
     /// - Throws: `SQLiteError` (for example, a duplicate id or idempotency key, or a full disk).
     public func insert(_ job: inout JobRecord, digest: String? = nil) throws {
-        job.sequence = try insertRow(job, digest: digest)
+        let now = Timestamp.now()
+        job.sequence = try insertRow(job, digest: digest, at: now)
+        inserted(&job, at: now)
+    }
+
+    // MARK: Jobs inserted and not written since
+
+    /// A job as this store inserted it, and the time it wrote as its `updated_at` then.
+    private struct FreshJob {
+        var record: JobRecord
+        var insertedAt: Double
+    }
+
+    /// The jobs this store inserted and has not written since, as a read would decode them (at most
+    /// `freshCapacity`, the oldest forgotten first): `queuedJobs` takes such a job from here instead of decoding its
+    /// row, which is most of the reads of a busy queue (jobs start soon after they are submitted). Any write to
+    /// a job's row forgets it; a row whose `updated_at` or attempt is not what this store wrote (another writer)
+    /// is decoded. Bounded, so a million queued jobs are not held in memory (issue 14).
+    private var fresh: [String: FreshJob] = [:]
+    /// The ids in `fresh`, oldest first, from `freshStart` (an id may have been forgotten already).
+    private var freshOrder: [String] = []
+    private var freshStart = 0
+    static let freshCapacity = 2_048
+
+    /// After a commit that stored `job` at `now`: gives it the timestamps a read would (`createdAt`, `updatedAt`)
+    /// and remembers it as fresh when its progress reads back as it is (a job's first progress always does).
+    private func inserted(_ job: inout JobRecord, at now: Double) {
+        let time = Timestamp.iso8601(unixSeconds: now)
+        job.createdAt = time
+        job.updatedAt = time
+        let progress = job.progress
+        guard progress.ratePerSecond == nil, progress.etaSeconds == nil, progress.items.isEmpty, !progress.isFinished
+        else { return }
+        fresh[job.id] = FreshJob(record: job, insertedAt: now)
+        freshOrder.append(job.id)
+        while fresh.count > Self.freshCapacity, freshStart < freshOrder.count {
+            fresh[freshOrder[freshStart]] = nil
+            freshStart += 1
+        }
+        if freshStart > Self.freshCapacity {
+            freshOrder.removeFirst(freshStart)
+            freshStart = 0
+        }
+    }
+
+    /// The row of job `id` is being written: a read must decode it again.
+    private func written(_ id: String) {
+        if !fresh.isEmpty { fresh[id] = nil }
     }
 
     private func addDuplicateKeys(_ keys: [String], of id: String) throws {
@@ -174,7 +221,7 @@ public final class JobStore {
         }
     }
 
-    private func insertRow(_ job: JobRecord, digest: String?) throws -> Int64 {
+    private func insertRow(_ job: JobRecord, digest: String?, at now: Double) throws -> Int64 {
         try database.query(
             """
             INSERT INTO jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params,
@@ -185,7 +232,7 @@ public final class JobStore {
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
                 .real(job.options.timeoutSeconds), .real(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(Self.text(job.params)),
-                .text(job.progress.jsonText), .real(Timestamp.now()), .real(Timestamp.now()),
+                .text(job.progress.jsonText), .real(now), .real(now),
                 .real(job.options.giveUpAfterSeconds), job.key.map { .text($0) } ?? .null,
                 digest.map { .text($0) } ?? .null,
             ])
@@ -198,12 +245,15 @@ public final class JobStore {
     /// `duplicateKeys[i]` is what `jobs[i]` works on (`JobKind.duplicateKeys`), recorded with it.
     public func insert(_ jobs: inout [JobRecord], digests: [String?], duplicateKeys: [[String]] = []) throws {
         var inserted = jobs
+        let now = Timestamp.now()
         try database.transaction {
             for index in inserted.indices {
-                try insert(&inserted[index], digest: index < digests.count ? digests[index] : nil)
+                inserted[index].sequence = try insertRow(
+                    inserted[index], digest: index < digests.count ? digests[index] : nil, at: now)
                 if index < duplicateKeys.count { try addDuplicateKeys(duplicateKeys[index], of: inserted[index].id) }
             }
         }
+        for index in inserted.indices { self.inserted(&inserted[index], at: now) }
         jobs = inserted
     }
 
@@ -243,6 +293,7 @@ public final class JobStore {
     }
 
     private func write(_ job: JobRecord) throws {
+        written(job.id)
         // An ended job no longer stands in the way of another doing the same.
         if job.state.isTerminal { try database.query("DELETE FROM duplicate_keys WHERE job_id = ?", [.text(job.id)]) }
         var values: [SQLiteValue] = [
@@ -285,9 +336,10 @@ public final class JobStore {
         if durable { try database.execute("PRAGMA synchronous = FULL") }
         defer { if durable { try? database.execute("PRAGMA synchronous = NORMAL") } }
         var sequences: [Int64] = []
+        let now = Timestamp.now()
         try database.transaction {
             for (index, job) in inserting.enumerated() {
-                sequences.append(try insertRow(job, digest: index < digests.count ? digests[index] : nil))
+                sequences.append(try insertRow(job, digest: index < digests.count ? digests[index] : nil, at: now))
                 if index < duplicateKeys.count, !duplicateKeys[index].isEmpty { try addDuplicateKeys(duplicateKeys[index], of: job.id) }
             }
             let now = Timestamp.now()
@@ -299,12 +351,16 @@ public final class JobStore {
                     [.text(job.id), .real(now), .real(now)])
             }
         }
-        for index in inserting.indices { inserting[index].sequence = sequences[index] }
+        for index in inserting.indices {
+            inserting[index].sequence = sequences[index]
+            inserted(&inserting[index], at: now)
+        }
     }
 
     /// Replaces a job's params (a paused job given new credentials on `resume`).
     /// - Throws: `SQLiteError`.
     public func updateParams(id: String, _ params: JSONValue) throws {
+        written(id)
         try database.query(
             "UPDATE jobs SET params = ?, updated_at = ? WHERE id = ?",
             [.text(Self.text(params)), .real(Timestamp.now()), .text(id)])
@@ -313,6 +369,7 @@ public final class JobStore {
     /// Writes a job's latest progress (throttled by the caller).
     /// - Throws: `SQLiteError`.
     public func saveProgress(id: String, _ progress: JobProgress) throws {
+        written(id)
         try database.query(
             "UPDATE jobs SET progress = ?, updated_at = ? WHERE id = ?",
             [.text(progress.jsonText), .real(Timestamp.now()), .text(id)])
@@ -321,6 +378,7 @@ public final class JobStore {
     /// Replaces a job's checkpoint (its resumable state, opaque JSON) and progress in one transaction.
     /// - Throws: `SQLiteError`.
     public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
+        written(id)
         try database.query(
             "UPDATE jobs SET checkpoint = ?, progress = ?, updated_at = ? WHERE id = ?",
             [.text(Self.text(checkpoint)), .text(progress.jsonText), .real(Timestamp.now()), .text(id)])
@@ -390,9 +448,15 @@ public final class JobStore {
         let statement = try database.prepare(Self.queueSelect)
         defer { statement.reset() }
         var jobs: [JobRecord] = []
-        // Row by row, the id first: a skipped row (a job starting this turn) is not copied out.
+        // Row by row, the id first: a skipped row (a job starting this turn) is not copied out, a fresh one
+        // (inserted here, untouched since) is taken as it was inserted.
         while jobs.count < limit, try statement.next() {
-            if !skipping.isEmpty, let id = statement.text(at: 0), skipping.contains(id) { continue }
+            guard let id = statement.text(at: 0) else { continue }
+            if !skipping.isEmpty, skipping.contains(id) { continue }
+            if let known = fresh[id], statement.int64(at: 7) == 0, statement.double(at: 15) == known.insertedAt {
+                jobs.append(known.record)
+                continue
+            }
             if let job = Self.record(statement.row()) { jobs.append(job) }
         }
         return jobs

@@ -535,12 +535,8 @@ public final class Scheduler {
             DaemonLog.flush()
             _exit(hook)
         }
+        // As stored: the store gave them back with their sequence numbers and timestamps (no read of each).
         for (job, entry) in zip(jobs, fresh) { results[entry.index] = Submitted(job: job, existing: false) }
-        // As stored (its timestamps), except for a batch, whose records are already exact but for those. A shared
-        // store's group gave them back with the sequence numbers (no second round trip on the loop).
-        if jobs.count == 1, leasing == nil, let stored = try? store.job(id: jobs[0].id), let index = fresh.first?.index {
-            results[index] = Submitted(job: stored, existing: false)
-        }
         return results.map { $0! }
     }
 

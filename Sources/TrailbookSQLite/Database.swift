@@ -356,6 +356,11 @@ public final class Statement {
         sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : sqlite3_column_int64(raw, column)
     }
 
+    /// Column `column` (0-based) of the row `next()` made ready, as a floating-point number; `nil` when it is NULL.
+    public func double(at column: Int32) -> Double? {
+        sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : sqlite3_column_double(raw, column)
+    }
+
     /// Column `column` (0-based) of the row `next()` made ready, as text; `nil` when it is NULL.
     public func text(at column: Int32) -> String? {
         guard sqlite3_column_type(raw, column) != SQLITE_NULL, let text = sqlite3_column_text(raw, column) else { return nil }
