@@ -149,6 +149,35 @@ struct JobStoreTests {
         #expect(plan.contains("jobs_queue") && !plan.contains("TEMP B-TREE"), "\(plan)")
     }
 
+    /// A queued job this store inserted is read back as a decode of its row would read it (the store keeps it
+    /// rather than decode it), and once its row is written the row is what is read.
+    @Test func aJobReadBackFromTheQueueIsItsRowWhetherKeptOrDecoded() throws {
+        let path = temporaryPath()
+        let store = try JobStore(path: path)
+        var jobs = (0..<3).map { makeJob("0e000000-0000-4000-8000-00000000000\($0)", priority: $0) }
+        jobs[1].params = ["units": 3, "unit_ms": 1.5, "note": "ü \"q\"", "list": [1, .null, true]]
+        jobs[2].key = "k-2"
+        var one = makeJob("0e000000-0000-4000-8000-000000000009")
+        try store.insert(&jobs, digests: [nil, nil, "d"])
+        try store.insert(&one)
+        #expect(jobs.allSatisfy { !$0.createdAt.isEmpty && $0.updatedAt == $0.createdAt && $0.sequence > 0 })
+        let kept = try store.queuedJobs(limit: 10, skipping: [])
+        let decoded = try JobStore(path: path).queuedJobs(limit: 10, skipping: [])
+        #expect(kept == decoded)
+        #expect(kept.map(\.id) == [jobs[2].id, jobs[1].id, jobs[0].id, one.id])
+        #expect(kept.first == jobs[2], "the inserted record, as the insert gave it back")
+        // Paused with new params and queued again: the row's new params, not the kept ones.
+        var changed = try #require(try store.job(id: jobs[1].id))
+        changed.state = .paused
+        try store.update(changed)
+        try store.updateParams(id: changed.id, ["units": 9])
+        changed.state = .queued
+        try store.update(changed)
+        let again = try store.queuedJobs(limit: 10, skipping: [])
+        #expect(again.first { $0.id == jobs[1].id }?.params == ["units": 9])
+        #expect(again == (try JobStore(path: path).queuedJobs(limit: 10, skipping: [])))
+    }
+
     /// A lifecycle write goes to the record's row by its sequence (rowid), and still by id when the sequence it
     /// carries is not its row's.
     @Test func aLifecycleWriteReachesItsRowByRowidOrById() throws {
