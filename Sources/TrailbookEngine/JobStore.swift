@@ -148,35 +148,26 @@ public final class JobStore {
     }
 
     /// The jobs this store inserted and has not written since, as a read would decode them (at most
-    /// `freshCapacity`, the oldest forgotten first): `queuedJobs` takes such a job from here instead of decoding its
-    /// row, which is most of the reads of a busy queue (jobs start soon after they are submitted). Any write to
-    /// a job's row forgets it; a row whose `updated_at` or attempt is not what this store wrote (another writer)
-    /// is decoded. Bounded, so a million queued jobs are not held in memory (issue 14).
+    /// `freshCapacity`): `queuedJobs` takes such a job from here instead of decoding its row, which is most of the
+    /// reads of a busy queue (jobs start soon after they are submitted). Any write to a job's row forgets it; a
+    /// row whose `updated_at` or attempt is not what this store wrote (another writer) is decoded. When it is full
+    /// new jobs are not kept: the queue runs the older ones first, so those are the ones to keep. Bounded, so a
+    /// million queued jobs are not held in memory (issue 14).
     private var fresh: [String: FreshJob] = [:]
-    /// The ids in `fresh`, oldest first, from `freshStart` (an id may have been forgotten already).
-    private var freshOrder: [String] = []
-    private var freshStart = 0
-    static let freshCapacity = 2_048
+    static let freshCapacity = 4_096
 
     /// After a commit that stored `job` at `now`: gives it the timestamps a read would (`createdAt`, `updatedAt`)
-    /// and remembers it as fresh when its progress reads back as it is (a job's first progress always does).
+    /// and keeps it as fresh when there is room and its progress reads back as it is (a job's first progress
+    /// always does).
     private func inserted(_ job: inout JobRecord, at now: Double) {
         let time = Timestamp.iso8601(unixSeconds: now)
         job.createdAt = time
         job.updatedAt = time
         let progress = job.progress
-        guard progress.ratePerSecond == nil, progress.etaSeconds == nil, progress.items.isEmpty, !progress.isFinished
+        guard fresh.count < Self.freshCapacity, progress.ratePerSecond == nil, progress.etaSeconds == nil,
+            progress.items.isEmpty, !progress.isFinished
         else { return }
         fresh[job.id] = FreshJob(record: job, insertedAt: now)
-        freshOrder.append(job.id)
-        while fresh.count > Self.freshCapacity, freshStart < freshOrder.count {
-            fresh[freshOrder[freshStart]] = nil
-            freshStart += 1
-        }
-        if freshStart > Self.freshCapacity {
-            freshOrder.removeFirst(freshStart)
-            freshStart = 0
-        }
     }
 
     /// The row of job `id` is being written: a read must decode it again.
