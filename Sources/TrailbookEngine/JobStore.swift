@@ -164,11 +164,22 @@ public final class JobStore {
         job.createdAt = time
         job.updatedAt = time
         let progress = job.progress
+        if checkpointless.count < Self.freshCapacity { checkpointless.insert(job.id) }
         guard fresh.count < Self.freshCapacity, progress.ratePerSecond == nil, progress.etaSeconds == nil,
             progress.items.isEmpty, !progress.isFinished
         else { return }
         fresh[job.id] = FreshJob(record: job, insertedAt: now)
     }
+
+    /// Whether `duplicate_keys` holds any row (its first B-tree entry).
+    private func anyDuplicateKeys() throws -> Bool {
+        try database.query("SELECT EXISTS (SELECT 1 FROM duplicate_keys)").first?.int(0) == 1
+    }
+
+    /// Jobs this store inserted that have had no checkpoint written since (at most `freshCapacity`): their first
+    /// `checkpoint(id:)`, at their first start, answers `nil` without reading the row. A checkpoint written,
+    /// the first read or the job's end forgets one.
+    private var checkpointless: Set<String> = []
 
     /// The row of job `id` is being written: a read must decode it again.
     private func written(_ id: String) {
@@ -283,10 +294,19 @@ public final class JobStore {
         }
     }
 
-    private func write(_ job: JobRecord) throws {
+    /// Writes `job`'s lifecycle fields. `duplicateKeysStored`: whether `duplicate_keys` holds any row, when the
+    /// caller has asked (`anyDuplicateKeys`) for a group of writes; else asked here for an end.
+    private func write(_ job: JobRecord, duplicateKeysStored: Bool? = nil) throws {
         written(job.id)
-        // An ended job no longer stands in the way of another doing the same.
-        if job.state.isTerminal { try database.query("DELETE FROM duplicate_keys WHERE job_id = ?", [.text(job.id)]) }
+        if job.state.isTerminal {
+            checkpointless.remove(job.id)
+            // An ended job no longer stands in the way of another doing the same. Most kinds record none (the
+            // `sleep` and tag jobs): then the table is empty and a delete per end is one statement per end for
+            // nothing.
+            if try duplicateKeysStored ?? anyDuplicateKeys() {
+                try database.query("DELETE FROM duplicate_keys WHERE job_id = ?", [.text(job.id)])
+            }
+        }
         var values: [SQLiteValue] = [
             .text(job.state.rawValue), .integer(Int64(job.attempt)),
             job.cancellation.map { .text(Self.text(JSONCoding.value(of: $0))) } ?? .null,
@@ -334,8 +354,9 @@ public final class JobStore {
                 if index < duplicateKeys.count, !duplicateKeys[index].isEmpty { try addDuplicateKeys(duplicateKeys[index], of: job.id) }
             }
             let now = Timestamp.now()
+            let duplicateKeysStored = try updating.contains { $0.job.state.isTerminal } ? anyDuplicateKeys() : false
             for (job, addingCleanUp) in updating {
-                try write(job)
+                try write(job, duplicateKeysStored: duplicateKeysStored)
                 guard addingCleanUp else { continue }
                 try database.query(
                     "INSERT OR IGNORE INTO cleanups (job_id, tries, next_at, created_at) VALUES (?, 0, ?, ?)",
@@ -370,6 +391,7 @@ public final class JobStore {
     /// - Throws: `SQLiteError`.
     public func saveCheckpoint(id: String, _ checkpoint: JSONValue, progress: JobProgress) throws {
         written(id)
+        checkpointless.remove(id)
         try database.query(
             "UPDATE jobs SET checkpoint = ?, progress = ?, updated_at = ? WHERE id = ?",
             [.text(Self.text(checkpoint)), .text(progress.jsonText), .real(Timestamp.now()), .text(id)])
@@ -378,6 +400,7 @@ public final class JobStore {
     /// A job's checkpoint, or `nil` if it has none yet.
     /// - Throws: `SQLiteError`.
     public func checkpoint(id: String) throws -> JSONValue? {
+        if !checkpointless.isEmpty, checkpointless.remove(id) != nil { return nil }
         guard let text = try database.query("SELECT checkpoint FROM jobs WHERE id = ?", [.text(id)]).first?.text(0)
         else { return nil }
         return try? JSONCoding.decode(JSONValue.self, from: Array(text.utf8))
