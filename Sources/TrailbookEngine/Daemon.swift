@@ -333,12 +333,18 @@ public enum DaemonLog {
 
     /// Writes `message` as one line to stderr (now, or before the loop next polls; see the type's comment).
     public static func write(_ message: String) {
+        var message = message
+        message.withUTF8 { write(utf8: $0) }
+    }
+
+    /// `write(_:)` of a message given as UTF-8 bytes (built without a `String` on a hot path).
+    public static func write(utf8 message: some Collection<UInt8>) {
         let time = Timestamp.nowISO8601()
         let inTurn = buffering.load(ordering: .relaxed) && EventLoop.main.inLoopThread
         pending.withLock { buffer in
             buffer.append(contentsOf: time.utf8)
             buffer.append(contentsOf: " trailbook-jobs: ".utf8)
-            buffer.append(contentsOf: message.utf8)
+            buffer.append(contentsOf: message)
             buffer.append(0x0A)
             if !inTurn || buffer.count >= flushBytes { writeOut(&buffer) }
         }

@@ -1771,13 +1771,17 @@ public final class Scheduler {
             if !job.state.isTerminal { activeCounts[job.state, default: 0] += 1 }
         }
         feed.stateChanged(job, from: previous)
-        var line = "job \(job.id.prefix(8)) \(job.kind) \(previous.rawValue) -> \(job.state.rawValue)"
-        if job.state == .running { line += " (attempt \(job.attempt) of \(job.options.maxAttempts))" }
+        // Two of these a job: written as bytes, not by string interpolation (a tenth of `announce`'s cost).
+        var line: [UInt8] = []
+        line.reserveCapacity(96)
+        func append(_ parts: String...) { for part in parts { line.append(contentsOf: part.utf8) } }
+        append("job ", String(job.id.prefix(8)), " ", job.kind, " ", previous.rawValue, " -> ", job.state.rawValue)
+        if job.state == .running { append(" (attempt ", String(job.attempt), " of ", String(job.options.maxAttempts), ")") }
         if let cancellation = job.cancellation, job.state != .running, job.state != .succeeded {
-            line += ": \(cancellation.reason.rawValue), \(cancellation.detail)"
+            append(": ", cancellation.reason.rawValue, ", ", cancellation.detail)
         }
-        if let error = job.error, job.state == .failed || job.state == .needsRetry { line += ": \(error.code): \(error.message)" }
-        DaemonLog.write(line)
+        if let error = job.error, job.state == .failed || job.state == .needsRetry { append(": ", error.code, ": ", error.message) }
+        DaemonLog.write(utf8: line)
     }
 
     /// Publishes a log line of the scheduler's own about a job, on the feed and in the daemon's log.
