@@ -154,8 +154,23 @@ public struct JobProgress: Sendable, Equatable {
     /// `items` (sub-rows for `watch --expand`).
     public var json: JSONValue { .object(Dictionary(uniqueKeysWithValues: jsonMembers)) }
 
-    /// `json` as compact JSON text (the stored form), written without building its dictionary.
-    public var jsonText: String { String(decoding: JSONCoding.encode(members: jsonMembers), as: UTF8.self) }
+    /// `json` as compact JSON text (the stored form), written member by member in key order, as `jsonMembers`
+    /// lists them (one of these per lifecycle write and per insert of a job: its member list was a third of
+    /// its cost).
+    public var jsonText: String {
+        var writer = JSONObjectWriter(capacity: 160)
+        writer.member("completed", .number(Double(completed)))
+        writer.member("current", .string(current))
+        writer.member("eta_s", etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null)
+        writer.member("fraction", .number((fraction * 10_000).rounded() / 10_000))
+        if let inFlight { writer.member("in_flight", .number(Double(inFlight))) }
+        if !items.isEmpty { writer.member("items", JSONCoding.value(of: items)) }
+        writer.member("rate_per_s", ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null)
+        writer.member("total", .number(Double(total)))
+        writer.member("unit", string: unit.rawValue)
+        guard writer.isValid else { return "null" }
+        return String(decoding: writer.finish(), as: UTF8.self)
+    }
 
     /// The members of `json`, in sorted order: the one definition of the shape.
     public var jsonMembers: [(key: String, value: JSONValue)] {

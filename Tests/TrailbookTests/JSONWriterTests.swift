@@ -63,10 +63,13 @@ struct JSONWriterTests {
         var finished = JobProgress(unit: .bytes)
         finished.isFinished = true
         samples.append(finished)
+        samples.append(JobProgress(completed: 1 << 60, total: (1 << 60) + 1, unit: .bytes, ratePerSecond: 1e300))
         for progress in samples {
             #expect(Array(progress.jsonText.utf8) == Self.foundation(progress.json), "\(progress)")
+            #expect(Array(progress.jsonText.utf8) == JSONCoding.encode(members: progress.jsonMembers), "\(progress)")
             #expect(progress.jsonMembers.map(\.key) == progress.jsonMembers.map(\.key).sorted(), "in sorted order")
         }
+        #expect(JobProgress(unit: .bytes, etaSeconds: .nan).jsonText == "null", "as the member list encodes it")
     }
 
     /// An object written member by member in key order (`JSONObjectWriter`) is the object's JSON.
