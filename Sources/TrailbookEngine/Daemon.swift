@@ -98,7 +98,7 @@ public final class Daemon {
         sigaddset(&unblock, SIGCHLD)
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         let status = StatusBox()
-        Task { @LoopActor in
+        Task.onLoop {
             do {
                 current = try Daemon.start(configuration, register: register)
             } catch {
@@ -282,7 +282,7 @@ public final class Daemon {
         scheduler.feed.onStateChange = nil
         server.close()
         retention.close()
-        Task { @LoopActor in
+        Task.onLoop { [self] in
             await scheduler.shutdown()
             if scheduler.runningCount > 0 {
                 // A job that ignores its stop must not keep the daemon past its 2 s promise; it stays `running`

@@ -264,7 +264,7 @@ public final class JobContext {
         _ operation: @escaping @Sendable @LoopActor () async throws -> R
     ) async throws -> R {
         try checkCancellation()
-        let task = Task { @LoopActor in try await operation() }
+        let task = Task.onLoop { try await operation() }
         let key = nextStopHandler
         nextStopHandler += 1
         stopHandlers[key] = { task.cancel() }

@@ -115,7 +115,7 @@ public final class Retention {
         timer.start(seconds: seconds) { [weak self] in
             LoopIsolation.assume {
                 guard let self, !self.sweeping else { return }
-                Task { @LoopActor in await self.sweep() }
+                Task.onLoop { await self.sweep() }
             }
         }
     }

@@ -990,7 +990,7 @@ public final class Scheduler {
                 }
             }
             deadline.start(milliseconds: UInt64(options.shutdownGraceSeconds * 1000)) { finish() }
-            Task { @LoopActor in
+            Task.onLoop {
                 for job in active { await self.waitUntilStopped(job) }
                 finish()
             }
@@ -1282,7 +1282,7 @@ public final class Scheduler {
         running[job.id] = active
         announce(job, from: .queued)
         armWatchdog(active)
-        Task { @LoopActor in
+        Task.onLoop {
             let outcome = await self.execute(active)
             self.finish(active, outcome)
         }
@@ -1373,7 +1373,7 @@ public final class Scheduler {
                 return
             }
             // The first clean-up try before `cancel` answers, so a cancelled upload is gone from the server by then.
-            Task { @LoopActor in
+            Task.onLoop {
                 await self.tryCleanUp(ended.id)
                 active.kind.jobEnded(ended.id, ended.state)
                 for waiter in waiters { waiter.resume() }
@@ -1534,7 +1534,7 @@ public final class Scheduler {
         }
         for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp) == .written) }
         for submit in submits {
-            Task { @LoopActor in
+            Task.onLoop {
                 var jobs = submit.jobs
                 do throws(JobError) {
                     try await self.insertWaitingForLock(&jobs, digests: submit.digests, duplicateKeys: submit.duplicateKeys)
@@ -1607,7 +1607,7 @@ public final class Scheduler {
         if due.isEmpty { return armCleanUpTimer() }
         for id in due where !cleaningUp.contains(id) {
             cleanUpDueAt[id] = nil
-            Task { @LoopActor in await self.tryCleanUp(id) }
+            Task.onLoop { await self.tryCleanUp(id) }
         }
     }
 
@@ -1925,7 +1925,7 @@ extension Scheduler {
             unsavedCleanUps.remove(job.id)
             let cancelled = cancelledWhileWaiting.remove(job.id) != nil
             guard job.state.isTerminal else { continue }
-            Task { @LoopActor in await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
+            Task.onLoop { await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
         }
         storeRecovered()
         armRetryTimer()

@@ -106,10 +106,20 @@ public final class EventLoop: @unchecked Sendable {
     }
 }
 
-extension EventLoop: SerialExecutor {
+/// The loop is both the serial executor of `LoopActor` and a task executor (SE-0417): a task started with the loop
+/// as its executor preference (`Task.onLoop`) resumes here directly from wherever it waited. Without it, every
+/// continuation resumed on the loop (a timer, a pool call's answer, a group commit) sent the task to Swift's
+/// global executor first, whose thread then handed it back to the loop: two thread wake-ups per `await`.
+extension EventLoop: SerialExecutor, TaskExecutor {
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        execute { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+        // Whichever role it came through, a job here runs on the loop thread, isolated to the loop: the actor's
+        // code then needs no further hop.
+        execute { job.runSynchronously(isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor()) }
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -120,6 +130,24 @@ extension EventLoop: SerialExecutor {
 
     public func checkIsolated() {
         precondition(inLoopThread, "expected to run on the event loop thread")
+    }
+}
+
+extension Task where Failure == Never {
+    /// Starts `operation` on the daemon's loop (`LoopActor`) with the loop as the task's executor preference, so
+    /// each of its resumptions comes straight back to the loop (see `EventLoop`'s `TaskExecutor` conformance).
+    /// Use it instead of `Task { @LoopActor in … }` for the daemon's own tasks.
+    @discardableResult
+    public static func onLoop(_ operation: sending @escaping @LoopActor () async -> Success) -> Task<Success, Never> {
+        Task(executorPreference: EventLoop.main, operation: operation)
+    }
+}
+
+extension Task where Failure == any Error {
+    /// `onLoop` for an operation that throws.
+    @discardableResult
+    public static func onLoop(_ operation: sending @escaping @LoopActor () async throws -> Success) -> Task<Success, any Error> {
+        Task(executorPreference: EventLoop.main, operation: operation)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TrailbookEngine
 import TrailbookLoop
 
 struct EventLoopTests {
@@ -224,5 +225,31 @@ struct EventLoopTests {
         #expect(seen[afterFirst + 1] == "prepare", "\(seen)")
         #expect(seen.filter { $0 == "prepare" }.count <= 6, "once per iteration, not in a busy loop: \(seen)")
         #expect(runner.finish())
+    }
+
+    /// A task started with `Task.onLoop` prefers the loop as its executor: what it awaits resumes on the loop
+    /// thread, and nonisolated async code it calls runs there too (a plain `Task { @LoopActor in }` runs that
+    /// code on Swift's global executor, and resumes each wait through it: two thread wake-ups an `await`).
+    @Test func aTaskStartedOnTheLoopStaysOnTheLoopThread() async throws {
+        _ = TestEventLoop.started
+        let threads = await Task.onLoop { () async -> [Bool] in
+            var seen: [Bool] = [EventLoop.main.inLoopThread]
+            seen.append(await Self.nonisolatedStep())
+            await Scheduler.nextTurn()
+            seen.append(EventLoop.main.inLoopThread)
+            seen.append(await Self.nonisolatedStep())
+            return seen
+        }.value
+        #expect(threads == [true, true, true, true], "on the loop thread at each step: \(threads)")
+        let plain = await Task { @LoopActor () async -> Bool in await Self.nonisolatedStep() }.value
+        #expect(!plain, "without the preference nonisolated code runs elsewhere (this test's premise)")
+    }
+
+    /// Whether nonisolated async code runs on the loop thread (after a suspension of its own).
+    nonisolated static func nonisolatedStep() async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async { continuation.resume() }
+        }
+        return EventLoop.main.inLoopThread
     }
 }
