@@ -172,8 +172,9 @@ public struct TagJob: JobKind {
             checkpoint = next
             if let sidecars { try await checkpoint.xmp?.writePending(naming: sidecars, in: job) }
             job.reportProgress(completed: checkpoint.processed, total: max(checkpoint.total, checkpoint.processed))
-            // Let the control socket and the feed run between batches.
-            await Task.yield()
+            // Let the control socket and the feed run between batches: a loop turn (`Task.yield()` would send
+            // the task through Swift's global executor and back).
+            await Scheduler.nextTurn()
         }
         checkpoint.finished = true
         checkpoint = try PhotoLibraryService.commit(checkpoint, job: job.id, in: store, what: "the end of the job")
