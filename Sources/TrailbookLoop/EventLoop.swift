@@ -24,6 +24,10 @@ public final class EventLoop: @unchecked Sendable {
     /// The loop the daemon runs on its main thread; `LoopActor` is pinned to it.
     public static let main = EventLoop()
 
+    /// This loop as a task executor (SE-0417), for tasks that are to come back here whenever they resume
+    /// (`Task.onLoop`).
+    public let taskExecutor = LoopTaskExecutor()
+
     /// Makes a new loop. Run it with `run()` on the thread that is to own it.
     public init() {
         raw = .allocate(capacity: 1)
@@ -35,6 +39,7 @@ public final class EventLoop: @unchecked Sendable {
         }
         // The wakeup handle holds the loop alive (+1) until `stop()` closes it.
         wakeup.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        taskExecutor.loop = self
     }
 
     /// Runs the loop on the calling thread until `stop()` has been called and every handle is closed.
@@ -106,20 +111,10 @@ public final class EventLoop: @unchecked Sendable {
     }
 }
 
-/// The loop is both the serial executor of `LoopActor` and a task executor (SE-0417): a task started with the loop
-/// as its executor preference (`Task.onLoop`) resumes here directly from wherever it waited. Without it, every
-/// continuation resumed on the loop (a timer, a pool call's answer, a group commit) sent the task to Swift's
-/// global executor first, whose thread then handed it back to the loop: two thread wake-ups per `await`.
-extension EventLoop: SerialExecutor, TaskExecutor {
+extension EventLoop: SerialExecutor {
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        // Whichever role it came through, a job here runs on the loop thread, isolated to the loop: the actor's
-        // code then needs no further hop.
-        execute { job.runSynchronously(isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor()) }
-    }
-
-    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: self)
+        execute { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -133,13 +128,40 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     }
 }
 
+/// An event loop as a task executor (SE-0417). A task that prefers it (`Task.onLoop`) has every job that is not
+/// bound to an actor run on the loop too: a continuation resumed on the loop (a timer, a pool call's answer, a
+/// group commit) hands its task to Swift's generic executor, which for such a task is this one, so the task comes
+/// straight back to the loop. Without the preference it went to Swift's global executor first, whose thread
+/// handed it back to the loop: two thread wake-ups per `await` (issue 14).
+///
+/// A separate object from the loop's serial executor on purpose: a job of a task that did not ask for the loop as
+/// its task executor must not run as if it had (the runtime would then move that task at every actor-isolated
+/// call, and the requests a `PostgresStoreActor` starts in order would reach the server out of it).
+public final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+    /// The loop; set once by its `init`, before the loop is shared (weak: the loop owns this).
+    fileprivate weak var loop: EventLoop?
+
+    fileprivate init() {}
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        guard let loop else { preconditionFailure("a job enqueued on the task executor of a loop that is gone") }
+        // On the loop thread, so also isolated to the loop: a `LoopActor` function it calls needs no hop.
+        loop.execute { job.runSynchronously(isolatedTo: loop.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor()) }
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+}
+
 extension Task where Failure == Never {
     /// Starts `operation` on the daemon's loop (`LoopActor`) with the loop as the task's executor preference, so
-    /// each of its resumptions comes straight back to the loop (see `EventLoop`'s `TaskExecutor` conformance).
+    /// each of its resumptions comes straight back to the loop (`LoopTaskExecutor`).
     /// Use it instead of `Task { @LoopActor in … }` for the daemon's own tasks.
     @discardableResult
     public static func onLoop(_ operation: sending @escaping @LoopActor () async -> Success) -> Task<Success, Never> {
-        Task(executorPreference: EventLoop.main, operation: operation)
+        Task(executorPreference: EventLoop.main.taskExecutor, operation: operation)
     }
 }
 
@@ -147,7 +169,7 @@ extension Task where Failure == any Error {
     /// `onLoop` for an operation that throws.
     @discardableResult
     public static func onLoop(_ operation: sending @escaping @LoopActor () async throws -> Success) -> Task<Success, any Error> {
-        Task(executorPreference: EventLoop.main, operation: operation)
+        Task(executorPreference: EventLoop.main.taskExecutor, operation: operation)
     }
 }
 

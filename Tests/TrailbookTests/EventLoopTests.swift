@@ -243,6 +243,22 @@ struct EventLoopTests {
         #expect(threads == [true, true, true, true], "on the loop thread at each step: \(threads)")
         let plain = await Task { @LoopActor () async -> Bool in await Self.nonisolatedStep() }.value
         #expect(!plain, "without the preference nonisolated code runs elsewhere (this test's premise)")
+        // A task that does not prefer the loop is not treated as if it did: its isolated calls run in order, each
+        // to its first suspension, as `PostgresStoreActor` relies on for the order of its requests.
+        let order = await Task { @LoopActor () async -> [Int] in
+            var order: [Int] = []
+            let first = Task { @LoopActor in order.append(await Self.isolatedSteps(1, count: 5)) }
+            let second = Task { @LoopActor in order.append(await Self.isolatedSteps(2, count: 1)) }
+            await first.value
+            await second.value
+            return order
+        }.value
+        #expect(order == [1, 2], "\(order)")
+    }
+
+    /// Passes through `count` nested `LoopActor` async functions without suspending, then returns `tag`.
+    @LoopActor static func isolatedSteps(_ tag: Int, count: Int) async -> Int {
+        count == 0 ? tag : await isolatedSteps(tag, count: count - 1)
     }
 
     /// Whether nonisolated async code runs on the loop thread (after a suspension of its own).
