@@ -16,6 +16,8 @@ struct SchedulerEndToEndTests {
         #expect(final["attempt"]?.intValue == 3)
         #expect(final["error"]?["code"]?.stringValue == "timeout")
         #expect(final["cancellation"]?["reason"]?.stringValue == "timeout")
+        // The daemon may answer a `show` that finds the job ended before the recorder has read the end's event.
+        _ = try events.waitFor(id, "failed", timeout: 10)
         let states = events.states(of: id)
         #expect(states.filter { $0 == "needs_retry" }.count == 2, "states: \(states)")
         #expect(states.last == "failed")
@@ -107,7 +109,7 @@ struct SchedulerEndToEndTests {
         let events = try FeedRecorder(daemon)
         let id = try daemon.submitSleep(units: 20, unitMilliseconds: 10)
         try daemon.waitForState(id, "succeeded")
-        usleep(100_000)
+        _ = try events.waitFor(id, "succeeded", timeout: 10)
         let seen = events.events(of: id)
         let seqs = seen.compactMap { $0["seq"]?.intValue }
         #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "seq increases")
@@ -155,7 +157,7 @@ struct SchedulerEndToEndTests {
         let events = try FeedRecorder(daemon)
         let id = try daemon.submitSleep(units: 150, unitMilliseconds: 10)
         try daemon.waitForState(id, "succeeded", timeout: 30)
-        usleep(200_000)
+        _ = try events.waitFor(id, "succeeded", timeout: 10)
         let mine = events.events(of: id)
         let progress = mine.filter { $0["type"]?.stringValue == "progress" }
         let end = try #require(mine.firstIndex { $0["to"]?.stringValue == "succeeded" })

@@ -594,6 +594,7 @@ struct TaggingEndToEndTests {
             "tag", ["tag": "trip", "all": true, "max_rate": 50_000],
             options: ["timeout_s": 1.2, "max_attempts": 5])
         let final = try daemon.waitForState(id, "succeeded", timeout: 60)
+        _ = try events.waitFor(id, "succeeded", timeout: 10)
         let states = events.states(of: id)
         #expect(states.contains("needs_retry"), "states: \(states)")
         let retry = events.events(of: id).first { $0["to"]?.stringValue == "needs_retry" }
