@@ -364,8 +364,13 @@ public enum DaemonLog {
                     written += count
                 } else if count < 0 && errno == EINTR {
                     continue
+                } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    // A non-blocking stderr that is full (a pipe its reader is slow to drain): wait for room a
+                    // little, rather than drop a whole turn's lines; a reader gone for 100 ms loses them.
+                    var ready = pollfd(fd: STDERR_FILENO, events: Int16(POLLOUT), revents: 0)
+                    if poll(&ready, 1, 100) <= 0 { break }
                 } else {
-                    break  // stderr closed or full: the lines are lost, as with fputs
+                    break  // stderr closed: the lines are lost, as with fputs
                 }
             }
         }
