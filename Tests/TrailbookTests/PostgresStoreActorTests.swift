@@ -19,8 +19,11 @@ import Testing
         }
         let state = Mutex(State())
 
-        func request(_ index: Int) -> PostgresStoreActor.Request {
-            { _ in
+        /// A request that first passes through `hops` isolated async calls on the actor (as a real request does
+        /// through the queue's and the connection's functions) before it records its start.
+        func request(_ index: Int, hops: Int = 0) -> PostgresStoreActor.Request {
+            { actor in
+                for _ in 0..<hops { await actor.isolatedStep() }
                 self.state.withLock {
                     $0.started.append(index)
                     $0.inFlight += 1
@@ -64,7 +67,9 @@ import Testing
         let actor = PostgresStoreActor(loop: thread.loop)
         let record = Record()
         let count = PostgresStoreActor.maxInFlight + 36
-        for index in 0..<count { actor.submit(record.request(index)) }
+        // Requests that reach their first suspension through different numbers of isolated calls still start in
+        // order: each runs on the store's loop, FIFO, up to there.
+        for index in 0..<count { actor.submit(record.request(index, hops: index % 5)) }
         try record.waitUntil { $0.started.count == PostgresStoreActor.maxInFlight }
         usleep(50_000)
         #expect(record.state.withLock { $0.started } == Array(0..<PostgresStoreActor.maxInFlight))
@@ -110,4 +115,9 @@ import Testing
         let started = Array(record.state.withLock { $0.started }.dropFirst(PostgresStoreActor.maxInFlight))
         #expect(started == [100, 101, 102, 200, 201, 103, 104, 105], "\(started)")
     }
+}
+
+extension PostgresStoreActor {
+    /// An isolated call that does nothing (a step a request takes before it sends anything).
+    func isolatedStep() async {}
 }
