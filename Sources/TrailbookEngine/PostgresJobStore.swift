@@ -1033,19 +1033,23 @@ actor PostgresStoreActor {
         loop.execute { self.assumeIsolated { $0.startWaiting() } }
     }
 
-    /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are in flight. Each task runs on this
-    /// actor's serial executor (the loop, FIFO) up to its first real suspension, which is the sending of its first
-    /// statements, so requests are sent in the order they start.
+    /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are in flight. Each task runs on the
+    /// store's loop (FIFO) up to its first real suspension, which is the sending of its first statements, so
+    /// requests are sent in the order they start.
     private func startWaiting() {
         while inFlight < Self.maxInFlight {
             guard let next = waiting.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return }
             inFlight += 1
-            Task {
-                await next.request(self)
-                self.inFlight -= 1
-                self.startWaiting()
-            }
+            // Started on the store loop's task executor, FIFO like the actor's own queue: what a request awaits
+            // resumes straight back on the loop (`LoopTaskExecutor`), not through Swift's global executor.
+            Task(executorPreference: loop.taskExecutor) { [self] in await run(next) }
         }
+    }
+
+    private func run(_ next: Waiting) async {
+        await next.request(self)
+        inFlight -= 1
+        startWaiting()
     }
 }
 
