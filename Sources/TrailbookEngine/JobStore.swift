@@ -353,7 +353,6 @@ public final class JobStore {
                 sequences.append(try insertRow(job, digest: index < digests.count ? digests[index] : nil, at: now))
                 if index < duplicateKeys.count, !duplicateKeys[index].isEmpty { try addDuplicateKeys(duplicateKeys[index], of: job.id) }
             }
-            let now = Timestamp.now()
             let duplicateKeysStored = try updating.contains { $0.job.state.isTerminal } ? anyDuplicateKeys() : false
             for (job, addingCleanUp) in updating {
                 try write(job, duplicateKeysStored: duplicateKeysStored)
@@ -478,15 +477,16 @@ public final class JobStore {
 
     /// The queued jobs in run order, read from `jobs_queue`. `INDEXED BY`: without statistics SQLite would read
     /// them through `jobs_by_state_sequence` and sort every queued job (a million, issue 14) to start the first few.
-    static let queueSelect =
-        "SELECT \(columns) FROM jobs INDEXED BY jobs_queue WHERE state = 'queued' ORDER BY priority DESC, sequence"
+    private static let queueInRunOrder =
+        "FROM jobs INDEXED BY jobs_queue WHERE state = 'queued' ORDER BY priority DESC, sequence"
+    /// Every column of the queued jobs in run order (`queueInRunOrder`).
+    static let queueSelect = "SELECT \(columns) \(queueInRunOrder)"
 
     /// The priority of the first queued job in run order that is not in `skipping`, or `nil` when none waits: the
     /// scheduler's check for preemption, from the queue index without reading the job.
     /// - Throws: `SQLiteError`.
     public func highestQueuedPriority(skipping: Set<String>) throws -> Int? {
-        let statement = try database.prepare(
-            "SELECT id, priority FROM jobs INDEXED BY jobs_queue WHERE state = 'queued' ORDER BY priority DESC, sequence")
+        let statement = try database.prepare("SELECT id, priority \(Self.queueInRunOrder)")
         defer { statement.reset() }
         while try statement.next() {
             if !skipping.isEmpty, let id = statement.text(at: 0), skipping.contains(id) { continue }
@@ -495,7 +495,7 @@ public final class JobStore {
         return nil
     }
 
-    /// How many jobs are in each state (states with none are absent). An index-only scan of `jobs_by_state`.
+    /// How many jobs are in each state (states with none are absent). An index-only scan of `jobs_by_state_sequence`.
     /// - Throws: `SQLiteError`.
     public func countsByState() throws -> [JobState: Int] {
         var counts: [JobState: Int] = [:]

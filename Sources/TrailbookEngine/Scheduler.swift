@@ -1805,17 +1805,19 @@ public final class Scheduler {
     /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
     /// cannot be read.
     private func queuedJobs(limit: Int) -> [JobRecord]? {
-        var skipping = Set(unsavedRecords.keys)
-        skipping.formUnion(pendingStarts.keys)
-        return try? store.queuedJobs(limit: limit, skipping: skipping)
+        try? store.queuedJobs(limit: limit, skipping: queuedButNotWaiting)
     }
 
     /// `store.highestQueuedPriority` past the same jobs `queuedJobs(limit:)` skips; `nil` if none waits or the
     /// store cannot be read.
     private func highestQueuedPriority() -> Int? {
-        var skipping = Set(unsavedRecords.keys)
-        skipping.formUnion(pendingStarts.keys)
-        return (try? store.highestQueuedPriority(skipping: skipping)) ?? nil
+        (try? store.highestQueuedPriority(skipping: queuedButNotWaiting)) ?? nil
+    }
+
+    /// The jobs the store still has queued whose newer state is not written yet (refused writes, starts waiting
+    /// for the turn's group commit): the queue reads pass over them.
+    private var queuedButNotWaiting: Set<String> {
+        Set(unsavedRecords.keys).union(pendingStarts.keys)
     }
 
     private func live(_ active: RunningJob) -> JobRecord {

@@ -143,6 +143,8 @@ public final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 
     fileprivate init() {}
 
+    /// Runs `job` on the loop's thread, after the work already queued there (`EventLoop.execute`), isolated to the
+    /// loop's serial executor as well. Traps if the loop has been released (no task can prefer a loop that is gone).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         guard let loop else { preconditionFailure("a job enqueued on the task executor of a loop that is gone") }
@@ -150,6 +152,7 @@ public final class LoopTaskExecutor: TaskExecutor, @unchecked Sendable {
         loop.execute { job.runSynchronously(isolatedTo: loop.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor()) }
     }
 
+    /// This executor as the runtime refers to it (`runSynchronously(isolatedTo:taskExecutor:)`).
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
         UnownedTaskExecutor(ordinary: self)
     }
