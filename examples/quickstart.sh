@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Quick start: installs what is missing, builds, starts a daemon in a temporary state directory, uploads a few
-# sample files to a file:// directory while `watch` shows their progress, checks the copies, and stops the daemon.
+# Quick start: the steps of docs/tutorial.md, end to end. Installs what is missing, builds, starts a daemon in a
+# temporary state directory, uploads sample files to a file:// directory while showing their progress, cancels an
+# upload, kills the daemon with kill -9 in the middle of another and shows it resume, checks the copies, and stops
+# the daemon.
 #
 #   examples/quickstart.sh            # about 30 s on a 2-core machine after the first build
 #
@@ -10,33 +12,60 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 swift build -c release 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
-bin="$(swift build -c release --show-bin-path)/trailbook-jobs"
+PATH="$(swift build -c release --show-bin-path):$PATH"
 
 demo="$(mktemp -d "${TMPDIR:-/tmp}/trailbook-demo.XXXXXX")"
 export TRAILBOOK_JOBS_HOME="$demo/state"
 mkdir -p "$demo/photos" "$demo/uploaded"
+cd "$demo"
 
 # Sample files: any JPEGs of the folder named by TRAILBOOK_EXTRA_PHOTOS, plus three larger files of random bytes so
 # the progress bars have something to show.
 extra="${TRAILBOOK_EXTRA_PHOTOS:-}"
-if [ -n "$extra" ] && [ -d "$extra" ]; then cp "$extra"/*.jpg "$demo/photos/" 2>/dev/null || true; fi
-for n in 1 2 3; do head -c $((16 * 1024 * 1024)) /dev/urandom > "$demo/photos/VID_000$n.mov"; done
+if [ -n "$extra" ] && [ -d "$extra" ]; then cp "$extra"/*.jpg photos/ 2>/dev/null || true; fi
+for n in 1 2 3; do head -c $((16 * 1024 * 1024)) /dev/urandom > "photos/VID_000$n.mov"; done
+head -c $((64 * 1024 * 1024)) /dev/urandom > big.mov
 
-"$bin" daemon 2> "$demo/daemon.log" &
-daemon=$!
+start_daemon() {
+  trailbook-jobs daemon 2>> daemon.log &
+  daemon=$!
+  for _ in $(seq 50); do trailbook-jobs list >/dev/null 2>&1 && return; sleep 0.1; done
+  echo "the daemon did not start; see $demo/daemon.log" >&2
+  exit 1
+}
+start_daemon
 trap 'kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true' EXIT
-for _ in $(seq 50); do "$bin" list >/dev/null 2>&1 && break; sleep 0.1; done
 
-echo "== uploading $(ls "$demo/photos" | wc -l) files to file://$demo/uploaded at 24 MiB/s"
-"$bin" submit upload "$demo"/photos/* --to "file://$demo/uploaded" --max-rate 24MiB --chunk-size 4MiB --watch
+echo "== 1. uploading $(ls photos | wc -l) files to file://$demo/uploaded at 24 MiB/s"
+trailbook-jobs submit upload photos/* --to uploaded --max-rate 24MiB --watch
 
 echo
-echo "== the job"
-"$bin" list
+echo "== 2. the jobs"
+trailbook-jobs list
+
 echo
-echo "== checking every copy against its source"
-(cd "$demo/photos" && sha256sum -- *) > "$demo/source.sha256"
-(cd "$demo/uploaded" && sha256sum -c --quiet "$demo/source.sha256") && echo "all $(wc -l < "$demo/source.sha256") copies match"
+echo "== 3. cancelling an upload"
+id=$(trailbook-jobs submit upload big.mov --to uploaded --max-rate 8MiB)
+sleep 1
+trailbook-jobs cancel "$id"
+if ls uploaded | grep -q '\.part$'; then echo "a partial file is left"; else echo "no partial file left"; fi
+
+echo
+echo "== 4. kill -9 in the middle of an upload, then resume"
+id=$(trailbook-jobs submit upload big.mov --to uploaded --max-rate 16MiB --chunk-size 4MiB)
+sleep 2
+kill -9 "$daemon"
+wait "$daemon" 2>/dev/null || true
+trailbook-jobs show "$id" || echo "(no daemon: the CLI exits 3)"
+start_daemon
+trailbook-jobs watch "$id"
+trailbook-jobs show "$id"
+
+echo
+echo "== 5. checking every copy against its source"
+cp big.mov photos/
+(cd photos && sha256sum -- *) > source.sha256
+(cd uploaded && sha256sum -c --quiet ../source.sha256) && echo "all $(wc -l < source.sha256) copies match"
 
 kill -TERM "$daemon"
 wait "$daemon" || true
