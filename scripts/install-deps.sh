@@ -22,6 +22,7 @@ packages=(
   faketime              # libfaketime: clock-step tests of the scheduler (retry waits, due-time clamping)
   libpq-dev             # PostgreSQL client library: the shared job store (issue 15)
   postgresql            # PostgreSQL 15 server: the test harness starts a throwaway one (initdb, pg_ctl)
+  jq                    # the docs' examples (docs/how-to), which DocsExamplesEndToEndTests runs
 )
 
 missing=()
