@@ -130,7 +130,7 @@ class Counter:
                         if self.stamps:
                             self.seen[json.loads(line)["job"]] = time.monotonic()
                         self.cond.notify_all()
-            # The daemon disconnects a watcher that stops reading (README: 4 MiB queued for it), as this Python
+            # The daemon disconnects a watcher that stops reading (docs/reference/protocol.md: 4 MiB queued for it), as this Python
             # reader can when 100 000 single submits' events outrun it: come back after the last event seen, as
             # `watch --since` does; the daemon replays from its buffer or says `gap`.
             with self.cond:

@@ -37,7 +37,7 @@ What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards 
 Prints one summary line and exits 0 when every check held, 1 otherwise (each failed check is printed), 2 when it
 could not run (no venv, no binary).
 
-CI runs it with a small count (scripts/test.sh); README gives the figure of the longest run made.
+CI runs it with a small count (scripts/test.sh); CONTRIBUTING.md gives the figure of the longest run made.
 """
 
 import argparse
@@ -61,7 +61,7 @@ TUS = os.path.join(ROOT, "Tests", "Support", "tus-server")
 S3 = os.path.join(ROOT, "Tests", "Support", "s3-server")
 S3_BUCKET = "crash"
 CHUNK = 1024 * 1024
-# The daemon's default parts in flight for one s3:// upload (README, "Parallel parts"); parts here are CHUNK bytes.
+# The daemon's default parts in flight for one s3:// upload (docs/explanation/uploads.md, "Parts"); parts here are CHUNK bytes.
 S3_PARTS_IN_FLIGHT = 4
 
 

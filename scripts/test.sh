@@ -10,7 +10,7 @@ if [ -x Tests/Support/s3-server/setup.sh ]; then Tests/Support/s3-server/setup.s
 
 swift build --build-tests
 # kill -9 at random moments during tus, s3:// and file:// uploads (with injected faults), then check nothing was lost,
-# corrupted or orphaned; a small count here, long runs by hand (README, "Crash loop").
+# corrupted or orphaned; a small count here, long runs by hand (CONTRIBUTING.md, "Crash loop").
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
 # Serially: the end-to-end tests measure latencies and CPU, which parallel suites on 2 cores would distort.
 swift test --skip-build --no-parallel "$@"

@@ -3,7 +3,7 @@
 
 /// A problem with the command line: an unknown option or command, a missing value, a bad size or duration.
 ///
-/// The CLI prints `message` to stderr and exits with status 2 (docs/design.md, CLI, exit codes).
+/// The CLI prints `message` to stderr and exits with status 2 (docs/reference/errors.md).
 public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong, for people; names the option, command or argument concerned.
     public var message: String

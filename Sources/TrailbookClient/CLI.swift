@@ -4,7 +4,7 @@ import TrailbookProtocol
     @preconcurrency import Glibc
 #endif
 
-/// Process exit codes (docs/design.md, "Exit codes").
+/// Process exit codes (docs/reference/errors.md).
 public enum ExitCode {
     /// Success.
     public static let success: Int32 = 0

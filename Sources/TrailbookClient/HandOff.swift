@@ -58,7 +58,7 @@ package struct HandOff: Error {
         if let from = getenv(marker).map({ String(cString: $0) }) {
             CLI.printError(
                 "'\(command)' was handed to \(from), which is not the full binary (it handed the command back); install "
-                    + "the \(fullBinaryName) of this build beside trailbook-jobs (README, \"Using it\")")
+                    + "the \(fullBinaryName) of this build beside trailbook-jobs (README, \"Install\")")
             return ExitCode.jobFailed
         }
         let words: [[UInt8]] = [Array(path.utf8)] + (rawArguments ?? arguments.map { Array($0.utf8) })
@@ -74,7 +74,7 @@ package struct HandOff: Error {
         let failure = errno
         unsetenv(marker)
         for word in argv { word?.deallocate() }
-        let advice = failure == ENOENT ? "install both binaries together (README, \"Using it\")" : "check that it is the \(fullBinaryName) of this build and executable"
+        let advice = failure == ENOENT ? "install both binaries together (README, \"Install\")" : "check that it is the \(fullBinaryName) of this build and executable"
         CLI.printError(
             "'\(command)' runs in \(fullBinaryName), which should be beside this binary at \(path): "
                 + "\(String(cString: strerror(failure))); \(advice)")

@@ -1,4 +1,4 @@
-// Sizes and durations as people type them on the command line (docs/design.md, "The command line": sizes are
+// Sizes and durations as people type them on the command line (docs/reference/configuration.md, "Units": sizes are
 // plain bytes or IEC suffixes …; durations take 500ms, 30s, 5m, 1h).
 
 /// Byte counts on the command line: parsing sizes such as `8MiB` and formatting them for people.
@@ -8,7 +8,7 @@
 /// | unit | bytes |
 /// |---|---|
 /// | none, `B` | 1 |
-/// | `KiB`, `MiB`, `GiB`, `TiB` | 1024ⁿ (IEC, as docs/design.md asks) |
+/// | `KiB`, `MiB`, `GiB`, `TiB` | 1024ⁿ (IEC, as docs/reference/configuration.md says) |
 /// | `K`, `M`, `G`, `T` | 1024ⁿ as well (shorthand for the IEC units, like `dd` and `sort -S`) |
 /// | `KB`, `MB`, `GB`, `TB` | 1000ⁿ (SI decimal, like `dd`), for sizes copied from a spec sheet |
 ///

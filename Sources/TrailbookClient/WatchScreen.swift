@@ -83,7 +83,7 @@ struct WatchScreen {
 
     // MARK: - Input
 
-    /// Adds or refreshes a job from its JSON (docs/design.md, "Job as JSON"), e.g. the snapshot taken when watching
+    /// Adds or refreshes a job from its JSON (docs/reference/json.md, "Job"), e.g. the snapshot taken when watching
     /// starts or the reply of `show` for a job first seen in an event.
     mutating func apply(job: JSONValue, now: Double) {
         guard let id = job["id"]?.stringValue else { return }
@@ -103,7 +103,7 @@ struct WatchScreen {
         setState(id, state)
     }
 
-    /// Applies one feed event (docs/design.md, "Feed events"). Events of unknown jobs make a bare row; callers
+    /// Applies one feed event (docs/reference/protocol.md, "The feed"). Events of unknown jobs make a bare row; callers
     /// usually `apply(job:)` the job's JSON first to get its label and attempts.
     mutating func apply(event: JSONValue, now: Double) {
         guard let id = event["job"]?.stringValue, let type = event["type"]?.stringValue else {

@@ -1,6 +1,6 @@
 import TrailbookLoop
 
-/// The live feed across daemons sharing a store (docs/postgres-store.md, "The feed across daemons"): sends the
+/// The live feed across daemons sharing a store (docs/explanation/shared-store.md, "The feed across daemons"): sends the
 /// events this daemon publishes to the others, and publishes theirs on this daemon's feed, so a watcher of any
 /// daemon sees every host's jobs.
 ///

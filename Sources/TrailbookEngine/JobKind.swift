@@ -1,6 +1,6 @@
 import TrailbookLoop
 
-/// Where a job kind's code may run (docs/design.md, "Execution targets").
+/// Where a job kind's code may run (docs/explanation/design.md, "Execution targets").
 public enum ExecutionTarget: String, Sendable, Codable, CaseIterable {
     /// On the daemon's loop thread: the single writer of the stores. Only short, non-blocking steps.
     case daemonLoop = "daemon_loop"
@@ -14,7 +14,7 @@ public enum ExecutionTarget: String, Sendable, Codable, CaseIterable {
 public struct JobKindTraits: Sendable {
     /// The unit its progress counts.
     public var unit: ProgressUnit
-    /// Long-running kinds get a 1 h default deadline; others the classic 30 s (docs/design.md).
+    /// Long-running kinds get a 1 h default deadline; others the classic 30 s (docs/explanation/design.md).
     public var isLongRunning: Bool
     /// Where its code may run; the engine refuses the others (`execution_target_not_allowed`).
     public var executionTargets: Set<ExecutionTarget>

@@ -23,7 +23,7 @@ public enum JobEvent: Sendable, Equatable {
     case recoverAfterCrash
 }
 
-/// The job lifecycle of docs/design.md as a value: the one place that decides state transitions.
+/// The job lifecycle of docs/explanation/design.md as a value: the one place that decides state transitions.
 ///
 /// `handle(_:)` returns the next state and what the scheduler must do, or `nil` if the event is not allowed in
 /// the current state (for example `resume` of a running job), so an illegal transition cannot be written to the

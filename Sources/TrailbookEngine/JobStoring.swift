@@ -2,7 +2,7 @@
 /// the PostgreSQL `PostgresJobStore` (several daemons sharing one queue, issue 15) both provide it.
 ///
 /// Calls are made on the loop thread and answer synchronously: a SQLite call waits for its commit (and fsync), a
-/// PostgreSQL call for its round trip (docs/postgres-store.md), except where a call says it does not wait. Errors
+/// PostgreSQL call for its round trip (docs/explanation/shared-store.md), except where a call says it does not wait. Errors
 /// are the store's own (`SQLiteError`, `JobStoreError`); the scheduler treats any error as a refused write (kept in
 /// memory and retried) unless it is a lost lease (`JobStoreError.leaseLost`).
 public protocol JobStoring: AnyObject {
@@ -87,7 +87,7 @@ public protocol JobStoring: AnyObject {
 
 /// A store that several daemons share: a daemon runs a job only while it holds the job's lease (owner + token +
 /// expiry on the store's clock), renewed by its progress writes, and another daemon rescues jobs whose lease
-/// expired (`PostgresJobStore`, docs/postgres-store.md).
+/// expired (`PostgresJobStore`, docs/explanation/shared-store.md).
 /// A job a shared store's claim took for this daemon: its record as started, and its last checkpoint as the claim
 /// read it under the job's row lock (`nil`: none, or not valid JSON, as `JobStoring.checkpoint(id:)` answers), so
 /// that the run's first `loadCheckpoint` costs no round trip.

@@ -43,7 +43,7 @@ public struct SharedStoreOptions: Sendable, Equatable {
     }
 }
 
-/// The job store on PostgreSQL, shared by several daemons (docs/postgres-store.md): the SQLite store's contract
+/// The job store on PostgreSQL, shared by several daemons (docs/explanation/shared-store.md): the SQLite store's contract
 /// (`JobStoring`) plus leases (`LeasingJobStoring`): a daemon claims queued jobs with `FOR UPDATE SKIP LOCKED`,
 /// holds a lease (token + expiry on the database's clock) on each job it runs, renews it with progress writes
 /// and a heartbeat, and every write about a running job is fenced by its token, so a daemon that lost a lease

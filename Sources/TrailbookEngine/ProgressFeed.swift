@@ -1,6 +1,6 @@
 import TrailbookLoop
 
-/// The live progress feed (docs/design.md, "Feed events"): every job change as a numbered event, kept in a replay
+/// The live progress feed (docs/reference/protocol.md, "The feed"): every job change as a numbered event, kept in a replay
 /// buffer and pushed to subscribers.
 ///
 /// Progress events are coalesced to at most one per job per `progressInterval`; state events are never dropped or
@@ -237,7 +237,7 @@ public final class ProgressFeed {
         if !subscribers.isEmpty { scheduleWrite() }
     }
 
-    /// The feed's `gap` line, `{"type": "gap", "message": …}` and a newline (docs/design.md, "Feed events").
+    /// The feed's `gap` line, `{"type": "gap", "message": …}` and a newline (docs/reference/protocol.md, "The feed").
     nonisolated public static func gapLine(_ message: String) -> [UInt8] {
         JSONCoding.encode(["type": "gap", "message": .string(message)] as JSONValue) + [0x0A]
     }

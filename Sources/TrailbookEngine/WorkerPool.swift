@@ -26,7 +26,7 @@ public struct WorkerPoolOptions: Sendable {
 }
 
 /// A pool of worker processes that run named tasks (`WorkerTask`) on JSON payloads, one request at a time per
-/// worker, so that decoding untrusted files can crash or hang without taking the daemon down (docs/design.md,
+/// worker, so that decoding untrusted files can crash or hang without taking the daemon down (docs/explanation/design.md,
 /// "Execution targets").
 ///
 /// Protocol: NDJSON over the worker's stdin/stdout. The pool writes `{"id": N, "task": NAME, "payload": …}`; the

@@ -1,6 +1,6 @@
 /// The shared job queue's SQL on PostgreSQL: schema migrations, submission, claiming with leases, lease renewal,
 /// rescue of expired leases, and fenced writes of a run's end. The model is the one of Oban, River, Solid Queue
-/// and GoodJob; docs/postgres-store.md explains the design.
+/// and GoodJob; docs/explanation/shared-store.md explains the design.
 ///
 /// Columns mirror the SQLite `JobStore` (JSON kept as text, exactly as the engine encodes it) plus what sharing
 /// needs: `queue` (a label only daemons started with it claim), `pinned_host` (a job whose files live on one

@@ -6,7 +6,7 @@
 
 /// A JSON value: what the control protocol, the feed and a job's params, result and checkpoint are made of.
 ///
-/// Unlike a `Codable` struct with optionals, `.null` is written out as `null`, so the shapes of docs/design.md keep
+/// Unlike a `Codable` struct with optionals, `.null` is written out as `null`, so the shapes of docs/reference/json.md keep
 /// every key (`"cancellation": null`).
 public enum JSONValue: Sendable, Equatable, Codable {
     case null

@@ -1,4 +1,4 @@
-/// A job's lifecycle state (docs/design.md, "Job states").
+/// A job's lifecycle state (docs/explanation/design.md, "Job states").
 ///
 /// `queued → running → succeeded | failed | cancelled | needs_retry | queued`, plus `paused`.
 /// `succeeded`, `failed` and `cancelled` are terminal.
@@ -25,7 +25,7 @@ extension JobState {
     public static let ended: [JobState] = [.succeeded, .failed, .cancelled]
 }
 
-/// Why a running job is told to stop (docs/design.md, "Every stop has a reason").
+/// Why a running job is told to stop (docs/explanation/design.md, "Every stop has a reason").
 public enum CancellationReason: String, Codable, Sendable, CaseIterable {
     /// A person asked. Clean up for good; terminal state `cancelled`.
     case userStop = "user_stop"
@@ -51,7 +51,7 @@ public struct Cancellation: Codable, Sendable, Equatable {
     }
 }
 
-/// A job's failure: a stable machine code and a message for people (docs/design.md, "Job as JSON").
+/// A job's failure: a stable machine code and a message for people (docs/reference/json.md, "Job").
 ///
 /// Codes are part of the contract; scripts match on them. Job kinds throw these from `run`.
 public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
@@ -85,7 +85,7 @@ public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvert
     public var description: String { "\(code): \(message)" }
 }
 
-/// The unit a job's progress counts (docs/design.md: "Progress is the heartbeat").
+/// The unit a job's progress counts (docs/explanation/design.md: "Progress is the heartbeat").
 public enum ProgressUnit: String, Codable, Sendable {
     case bytes
     case photos
@@ -150,7 +150,7 @@ public struct JobProgress: Sendable, Equatable {
         total > 0 ? min(1, max(0, Double(completed) / Double(total))) : isFinished ? 1 : 0
     }
 
-    /// The docs/design.md shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
+    /// The docs/reference/json.md "Progress" shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
     /// `items` (sub-rows for `watch --expand`).
     public var json: JSONValue { .object(Dictionary(uniqueKeysWithValues: jsonMembers)) }
 
@@ -324,7 +324,7 @@ public struct JobRecord: Sendable, Equatable {
         }
     }
 
-    /// The docs/design.md "Job as JSON" shape, plus `last_stop`: `cancellation` is the stop that put the job in its
+    /// The docs/reference/json.md "Job" shape, plus `last_stop`: `cancellation` is the stop that put the job in its
     /// current state (`null` for a running or succeeded job, so `cancellation != null` means "stopped"), and
     /// `last_stop` the most recent stop whatever the state (`null` if it was never stopped).
     public var json: JSONValue {

@@ -142,7 +142,7 @@ struct TerminalTextTests {
         #expect(WatchScreen.label(kind: "upload", params: ["photos": ["ids_file": "/photos/picks.txt"]]) == "photos in picks.txt")
     }
 
-    /// At 20 columns the state word stays whole (README: "the percent and the state or reason stay").
+    /// At 20 columns the state word stays whole (docs/explanation/watch.md, "Narrow terminals": "the percent and the state stay").
     @Test func stateWordStaysAtTwentyColumns() {
         var screen = WatchScreen()
         screen.apply(job: Self.job("narrow", files: ["/p/a-long-file-name.jpg"]), now: Self.t0)

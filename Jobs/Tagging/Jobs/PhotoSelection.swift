@@ -15,7 +15,7 @@ import TrailbookSQLite
 
 /// Which photos a bulk job works on: stable IDs given inline (`--ids`), in a file (`--ids-file`, one a line), or
 /// every photo (`--all`). Exactly one must be given. Identifiers only: nothing else about a photo is read to
-/// select it (docs/design.md, "Bulk work takes identifiers").
+/// select it (docs/explanation/design.md, "Bulk work carries identifiers").
 public struct PhotoSelection: Codable, Sendable, Equatable {
     /// Stable IDs, in full (the CLI turns `--ids` prefixes into full IDs before it submits).
     public var ids: [String]?

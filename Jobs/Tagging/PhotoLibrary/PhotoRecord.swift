@@ -7,7 +7,7 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// A photo's device-local ID: its SQLite rowid. Never leaves the machine (docs/design.md "Stable identity").
+/// A photo's device-local ID: its SQLite rowid. Never leaves the machine (docs/explanation/design.md, "Stable identity").
 public typealias PhotoLocalID = Int64
 
 /// One photo as stored: both IDs, the file's stamp, its metadata and its tags.
@@ -42,7 +42,7 @@ public struct PhotoRecord: Hashable, Sendable {
     /// Tags, sorted, each once.
     public var tags: [String]
 
-    /// The docs/design.md "Photo as JSON" value of this record.
+    /// The docs/reference/json.md "Photo" value of this record.
     public var json: PhotoJSON {
         PhotoJSON(
             id: stableID.text, localID: localID, path: path, bytes: stamp.bytes, width: width, height: height,
@@ -53,7 +53,7 @@ public struct PhotoRecord: Hashable, Sendable {
     }
 }
 
-/// A photo in the exact JSON shape of docs/design.md "Photo as JSON" (`photos show --json`, one element of
+/// A photo in the exact JSON shape of docs/reference/json.md "Photo" (`photos show --json`, one element of
 /// `photos list --json`). Absent values encode as `null`, never as missing keys; `tags` is sorted, no repeats.
 /// `camera` is `null` when both make and model are unknown, otherwise an object whose unknown half is `null`.
 /// `warnings` (after `tags`) lists what reading the photo noticed, in words; `[]` when nothing.
@@ -145,7 +145,7 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         try c.encodeIfPresent(uploads, forKey: .uploads)
     }
 
-    /// One line of compact JSON (no trailing newline), keys in docs/design.md's order.
+    /// One line of compact JSON (no trailing newline), keys in docs/reference/json.md's order.
     ///
     /// `JSONEncoder` does not keep key order, so each value is encoded by it (escaping, number format) and the
     /// object is assembled here in the documented order.

@@ -238,7 +238,7 @@ public final class PhotoStore {
         // 64 MiB of page cache (SQLite's default is 2 MiB): a bulk tag batch's IDs (content hashes, sorted per
         // batch) are spread over the whole `stable_id` index, about 4.5 MB at 100 000 photos and 45 MB at
         // 1 000 000, so a cache smaller than the index re-reads much of it from the OS each batch. Measured on
-        // 1 000 000 IDs (bench/README.md): 2.43 s with 32 MiB, 2.06 s with 64, 1.95 s with 96. The cache fills
+        // 1 000 000 IDs (bench/results/2026-11-29_to_2026-12-06-log.md): 2.43 s with 32 MiB, 2.06 s with 64, 1.95 s with 96. The cache fills
         // only as pages are used, so a small library costs no more.
         try store {
             try database.execute("PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536")
