@@ -4,7 +4,8 @@ import TrailbookEngine
 
 /// Daemons whose wall clocks disagree with the database's (libfaketime, ±2 h) sharing one PostgreSQL store
 /// (issue 41, item 3): everything compared across hosts (retention's cutoffs, `retry_at`, leases) takes the
-/// database's clock, so a daemon ahead prunes no fresh end and one behind waits a retry's backoff out.
+/// database's clock, so a daemon ahead prunes no fresh end and one behind waits a retry's backoff out. And an idle
+/// daemon whose database is down says so once, not 19 times a second (item 4).
 @Suite(.serialized)
 struct SharedStoreClockTests {
     /// A daemon on `server` whose wall clock is the real one plus `offset` (libfaketime's syntax: `+2h`, `-2h`).
@@ -153,5 +154,39 @@ struct SharedStoreClockTests {
             #expect(!daemon.log().contains("lease was lost") && !daemon.log().contains("lost the job's lease"), "\(daemon.log())")
         }
         for daemon in [ahead, behind, rescuer] { _ = try daemon.stop() }
+    }
+
+    /// An idle daemon whose PostgreSQL is down for 10 s: one line when the outage starts, one when writes succeed
+    /// again (once logged 19 pairs a second, 1 150 lines in 20 s, though the database never came back); it claims
+    /// work again once the server is back.
+    @Test func anIdleDaemonLogsAStoreOutageOnceAndResumesWhenItEnds() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let daemon = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--lease", "1s"])
+        let warmUp = try daemon.submitSleep(units: 1, unitMilliseconds: 1)
+        try daemon.waitForState(warmUp, "succeeded")
+        // Log entries (a message may span lines: libpq's have a second one).
+        func entries() -> [Substring] { daemon.log().split(separator: "\n").filter { $0.contains(" trailbook-jobs: ") } }
+        let before = entries().count
+        try server.shutDown()
+        defer { try? server.startUp() }
+        // The outage is noticed (a claim at the next lease tick is refused).
+        #expect(daemon.logShows("the job store refused a write", within: 5), "\(daemon.log())")
+        usleep(10_000_000)
+        let during = entries().dropFirst(before)
+        #expect(!during.contains { $0.contains("takes writes again") }, "\(during.joined(separator: "\n"))")
+        #expect(during.filter { $0.contains("refused a write") }.count == 1, "\(during.joined(separator: "\n"))")
+        // Besides it, at most retention's own warning (once per outage too) if a sweep fell in it.
+        let others = during.filter { !$0.contains("refused a write") && !$0.contains("retention could not prune") }
+        #expect(others.isEmpty && during.count <= 2, "\(during.count) entries in 10 s of outage:\n\(during.joined(separator: "\n"))")
+        try server.startUp()
+        // Written again: said once, and work submitted now runs.
+        #expect(daemon.logShows("the job store takes writes again", within: 30), "\(daemon.log())")
+        let after = try daemon.submitSleep(units: 1, unitMilliseconds: 1)
+        try daemon.waitForState(after, "succeeded", timeout: 30)
+        let all = entries().dropFirst(before)
+        #expect(all.filter { $0.contains("takes writes again") }.count == 1, "\(all.joined(separator: "\n"))")
+        #expect(all.filter { $0.contains("refused a write") }.count == 1, "\(all.joined(separator: "\n"))")
+        _ = try daemon.stop()
     }
 }
