@@ -362,8 +362,8 @@ public final class PostgresJobStore: LeasingJobStoring {
             INSERT INTO trailbook_jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt,
                 params, progress, created_at, updated_at, give_up_after_s, idempotency_key, submit_digest, queue,
                 pinned_host)
-            VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10, \(DatabaseClock.now),
-                \(DatabaseClock.now), $11::float8, $12, $13, $14, $15)
+            VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10,
+                \(DatabaseClock.now), \(DatabaseClock.now), $11::float8, $12, $13, $14, $15)
             RETURNING sequence, created_at
             """,
             [
@@ -583,7 +583,10 @@ public final class PostgresJobStore: LeasingJobStoring {
         guard lostLeases[id] == nil else { return }
         guard let lease = leases[id] else {
             _ = try rows(
-                "UPDATE trailbook_jobs SET progress = $2, updated_at = \(DatabaseClock.now) WHERE id = $1 AND lease_token IS NULL",
+                """
+                UPDATE trailbook_jobs SET progress = $2, updated_at = \(DatabaseClock.now)
+                WHERE id = $1 AND lease_token IS NULL
+                """,
                 [.text(id), .text(progress.jsonText)])
             return
         }
@@ -774,7 +777,8 @@ public final class PostgresJobStore: LeasingJobStoring {
         ).compactMap { row in
             row.text(0).map {
                 PendingCleanUp(
-                    jobID: $0, tries: Int(row.int(1) ?? 0), createdAt: DatabaseClock.local(remaining: row.double(2)) ?? 0,
+                    jobID: $0, tries: Int(row.int(1) ?? 0),
+                    createdAt: DatabaseClock.local(remaining: row.double(2)) ?? 0,
                     nextAt: DatabaseClock.local(remaining: row.double(3)) ?? 0)
             }
         }
@@ -783,7 +787,10 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// `nextAt` is the daemon's wall clock, kept on the database's (`DatabaseClock`).
     public func rescheduleCleanUp(jobID: String, tries: Int, nextAt: Double, error: String) throws {
         _ = try rows(
-            "UPDATE trailbook_cleanups SET tries = $2::integer, next_at = \(DatabaseClock.at(3)), last_error = $4 WHERE job_id = $1",
+            """
+            UPDATE trailbook_cleanups SET tries = $2::integer, next_at = \(DatabaseClock.at(3)), last_error = $4
+            WHERE job_id = $1
+            """,
             [.text(jobID), .integer(Int64(tries)), DatabaseClock.offset(of: nextAt), .text(error)])
     }
 
@@ -952,7 +959,8 @@ extension PostgresJobStore: PruningJobStoring {
             """
             WITH doomed AS (
                 SELECT id FROM trailbook_jobs j
-                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1 AND updated_at <= \(DatabaseClock.at(2))
+                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1
+                    AND updated_at <= \(DatabaseClock.at(2))
                     AND NOT EXISTS (SELECT 1 FROM trailbook_cleanups c WHERE c.job_id = j.id)
                 LIMIT $3::bigint FOR UPDATE SKIP LOCKED
             ), keys AS (

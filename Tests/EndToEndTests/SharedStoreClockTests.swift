@@ -9,7 +9,9 @@ import TrailbookEngine
 @Suite(.serialized)
 struct SharedStoreClockTests {
     /// A daemon on `server` whose wall clock is the real one plus `offset` (libfaketime's syntax: `+2h`, `-2h`).
-    private func daemon(_ server: PostgresServer, clock offset: String?, _ arguments: [String]) throws -> (DaemonHarness, FakeClock?) {
+    private func daemon(
+        _ server: PostgresServer, clock offset: String?, _ arguments: [String]
+    ) throws -> (DaemonHarness, FakeClock?) {
         let clock = try offset.map { offset in
             let clock = try FakeClock()
             try clock.set(offset)
@@ -106,7 +108,9 @@ struct SharedStoreClockTests {
         // B serves another queue: it runs nothing of A's, but its lease tick (every third of a second) moves due
         // retries.
         let b = try DaemonHarness(
-            arguments: ["--store", server.socketConnectionString, "--host", "host-b", "--queues", "elsewhere", "--lease", "1s"])
+            arguments: [
+                "--store", server.socketConnectionString, "--host", "host-b", "--queues", "elsewhere", "--lease", "1s",
+            ])
         let onA = try FeedRecorder(a)
         let onB = try FeedRecorder(b)
         let id = try a.submitSleep(
@@ -151,7 +155,8 @@ struct SharedStoreClockTests {
         }
         #expect(!rescuer.log().contains("rescued"), "\(rescuer.log())")
         for daemon in [ahead, behind] {
-            #expect(!daemon.log().contains("lease was lost") && !daemon.log().contains("lost the job's lease"), "\(daemon.log())")
+            let log = daemon.log()
+            #expect(!log.contains("lease was lost") && !log.contains("lost the job's lease"), "\(log)")
         }
         for daemon in [ahead, behind, rescuer] { _ = try daemon.stop() }
     }
@@ -166,7 +171,9 @@ struct SharedStoreClockTests {
         let warmUp = try daemon.submitSleep(units: 1, unitMilliseconds: 1)
         try daemon.waitForState(warmUp, "succeeded")
         // Log entries (a message may span lines: libpq's have a second one).
-        func entries() -> [Substring] { daemon.log().split(separator: "\n").filter { $0.contains(" trailbook-jobs: ") } }
+        func entries() -> [Substring] {
+            daemon.log().split(separator: "\n").filter { $0.contains(" trailbook-jobs: ") }
+        }
         let before = entries().count
         try server.shutDown()
         defer { try? server.startUp() }
@@ -178,7 +185,9 @@ struct SharedStoreClockTests {
         #expect(during.filter { $0.contains("refused a write") }.count == 1, "\(during.joined(separator: "\n"))")
         // Besides it, at most retention's own warning (once per outage too) if a sweep fell in it.
         let others = during.filter { !$0.contains("refused a write") && !$0.contains("retention could not prune") }
-        #expect(others.isEmpty && during.count <= 2, "\(during.count) entries in 10 s of outage:\n\(during.joined(separator: "\n"))")
+        #expect(
+            others.isEmpty && during.count <= 2,
+            "\(during.count) entries in 10 s of outage:\n\(during.joined(separator: "\n"))")
         try server.startUp()
         // Written again: said once, and work submitted now runs.
         #expect(daemon.logShows("the job store takes writes again", within: 30), "\(daemon.log())")

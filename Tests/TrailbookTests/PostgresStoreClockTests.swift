@@ -14,7 +14,8 @@ struct PostgresStoreClockTests {
         let server = try PostgresServer()
         defer { server.stop() }
         let store = try PostgresJobStore(
-            connectionString: try PostgresConnectionString(server.socketConnectionString), options: SharedStoreOptions())
+            connectionString: try PostgresConnectionString(server.socketConnectionString),
+            options: SharedStoreOptions())
         var jobs = [JobStoreTests().makeJob("0a000000-0000-4000-8000-0000000000e1")]
         try store.insert(&jobs, digests: [nil], duplicateKeys: [[]])
         var job = jobs[0]
