@@ -23,9 +23,9 @@ struct SharedStoreClockTests {
     }
 
     /// How far `daemon`'s wall clock is from the test's, in seconds, read from the time stamp of its log's last
-    /// line (written at most a few seconds ago): proves the fake clock took.
+    /// entry (written a few seconds ago at most): proves the fake clock took.
     private func clockOffset(of daemon: DaemonHarness) throws -> Double {
-        let line = try #require(daemon.log().split(separator: "\n").last)
+        let line = try #require(daemon.log().split(separator: "\n").last { $0.contains(" trailbook-jobs: ") })
         let stamp = String(line.prefix { $0 != " " })
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -46,7 +46,8 @@ struct SharedStoreClockTests {
         // B (the real clock) runs the jobs; A (its clock off by 2 h) serves another queue and prunes.
         let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString])
         let (a, clock) = try daemon(server, clock: offset, ["--queues", "elsewhere", "--keep-succeeded", "1h"])
-        _ = clock
+        // Its file holds the offset libfaketime reads: kept until the test ends.
+        defer { withExtendedLifetime(clock) {} }
         #expect(try isOff(a, by: offset == "+2h" ? 2 : -2), "\(a.log())")
         // Ended seconds ago with an idempotency key: a daemon 2 h ahead pruned it at once, and the key then made a
         // new job that ran it again.
@@ -64,11 +65,12 @@ struct SharedStoreClockTests {
             "op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:], "key": "clock-41",
         ])
         #expect(again["job"]?["id"]?.stringValue == id, "the key names the job that ran: \(again)")
-        // A daemon behind prunes what is older than asked on the database's clock (before: 2 h too late).
+        // What is older than asked is pruned, by the database's clock (a daemon behind once pruned it 2 h late).
         usleep(1_500_000)
         let pruned = try a.request(["op": "prune", "older_than_s": 1])
         #expect(pruned["pruned"]?["succeeded"]?.intValue == 1, "\(pruned)")
         #expect(try a.request(["op": "show", "job": .string(id)])["error"]?["code"]?.stringValue == "no_such_job")
+        #expect(try isOff(a, by: offset == "+2h" ? 2 : -2), "\(a.log())")
         _ = try a.stop()
         _ = try b.stop()
     }
@@ -80,7 +82,8 @@ struct SharedStoreClockTests {
         let server = try PostgresServer()
         defer { server.stop() }
         let (a, clock) = try daemon(server, clock: "-2h", ["--lease", "1s", "--retry-base", "6s"])
-        _ = clock
+        // Its file holds the offset libfaketime reads: kept until the test ends.
+        defer { withExtendedLifetime(clock) {} }
         #expect(try isOff(a, by: -2), "\(a.log())")
         let events = try FeedRecorder(a)
         // Stalls after 2 units: stopped for `timeout` after 0.5 s without progress, retried after 3-6 s.
@@ -94,6 +97,7 @@ struct SharedStoreClockTests {
         let waited = Date().timeIntervalSince(waitingSince)
         #expect(waited >= backoff - 0.5, "retried after \(waited) s of a \(backoff) s backoff")
         #expect(waited <= backoff + 3, "retried after \(waited) s of a \(backoff) s backoff")
+        #expect(try isOff(a, by: -2), "\(a.log())")
         _ = try a.stop()
     }
 
@@ -103,7 +107,8 @@ struct SharedStoreClockTests {
         let server = try PostgresServer()
         defer { server.stop() }
         let (a, clock) = try daemon(server, clock: "+2h", ["--host", "host-a", "--retry-base", "6s"])
-        _ = clock
+        // Its file holds the offset libfaketime reads: kept until the test ends.
+        defer { withExtendedLifetime(clock) {} }
         #expect(try isOff(a, by: 2), "\(a.log())")
         // B serves another queue: it runs nothing of A's, but its lease tick (every third of a second) moves due
         // retries.
@@ -136,7 +141,7 @@ struct SharedStoreClockTests {
         defer { server.stop() }
         let (ahead, aheadClock) = try daemon(server, clock: "+2h", ["--queues", "ahead", "--lease", "1s"])
         let (behind, behindClock) = try daemon(server, clock: "-2h", ["--queues", "behind", "--lease", "1s"])
-        _ = (aheadClock, behindClock)
+        defer { withExtendedLifetime((aheadClock, behindClock)) {} }
         #expect(try isOff(ahead, by: 2) && isOff(behind, by: -2), "\(ahead.log() + behind.log())")
         // The real clock; it claims neither queue, and rescues any expired lease at its ticks.
         let rescuer = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--lease", "1s"])
@@ -154,6 +159,7 @@ struct SharedStoreClockTests {
             #expect(watcher.states(of: id) == ["running", "succeeded"], "job \(id): \(watcher.events(of: id))")
         }
         #expect(!rescuer.log().contains("rescued"), "\(rescuer.log())")
+        #expect(try isOff(ahead, by: 2) && isOff(behind, by: -2), "\(ahead.log() + behind.log())")
         for daemon in [ahead, behind] {
             let log = daemon.log()
             #expect(!log.contains("lease was lost") && !log.contains("lost the job's lease"), "\(log)")
