@@ -328,7 +328,8 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// The SQLite store's columns, in its order (`JobStore.record` decodes both).
     private static let columns = """
         id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
-        cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt::int, give_up_after_s,
+        cancellation, error, result, retry_at - extract(epoch FROM clock_timestamp()), created_at, updated_at, sequence,
+        resumes_attempt::int, give_up_after_s,
         idempotency_key, queue, pinned_host
         """
     /// `columns`, one by one.
@@ -336,9 +337,11 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// How many columns `columns` names: a statement's own columns come after them.
     private static let columnCount = columnList.count
 
-    /// A row of `columns` (the SQLite store's, then the shared store's own `queue` and `pinned_host`).
+    /// A row of `columns` (the SQLite store's, then the shared store's own `queue` and `pinned_host`). Its
+    /// `retry_at` comes as seconds from the database's now (`DatabaseClock`) and is made the daemon's time.
     private static func record(_ row: PostgresRow) -> JobRecord? {
         guard var job = JobStore.record(row) else { return nil }
+        job.retryAt = DatabaseClock.local(remaining: job.retryAt)
         job.queue = row.text(20) ?? JobRecord.defaultQueue
         job.pinnedHost = row.text(21)
         return job
@@ -359,15 +362,15 @@ public final class PostgresJobStore: LeasingJobStoring {
             INSERT INTO trailbook_jobs (id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt,
                 params, progress, created_at, updated_at, give_up_after_s, idempotency_key, submit_digest, queue,
                 pinned_host)
-            VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10, $11::float8,
-                $11::float8, $12::float8, $13, $14, $15, $16)
+            VALUES ($1, $2, $3, $4::integer, $5::float8, $6::float8, $7::integer, $8::integer, $9, $10,
+                \(DatabaseClock.now), \(DatabaseClock.now), $11::float8, $12, $13, $14, $15)
             RETURNING sequence, created_at
             """,
             [
                 .text(job.id), .text(job.kind), .text(job.state.rawValue), .integer(Int64(job.options.priority)),
                 .double(job.options.timeoutSeconds), .double(job.options.stallTimeoutSeconds),
                 .integer(Int64(job.options.maxAttempts)), .integer(Int64(job.attempt)), .text(JobStore.text(job.params)),
-                .text(job.progress.jsonText), .double(Timestamp.now()), .double(job.options.giveUpAfterSeconds),
+                .text(job.progress.jsonText), .double(job.options.giveUpAfterSeconds),
                 job.key.map { .text($0) } ?? .null, digest.map { .text($0) } ?? .null, .text(job.queue),
                 job.pinnedHost.map { .text($0) } ?? .null,
             ])
@@ -385,14 +388,14 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// `needs_retry`): not while another daemon runs it, nor once it ended (a cancel read the job queued, and
     /// another daemon ran it to its end before the cancel's write). An end drops the
     /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened. Its
-    /// result has one row when written, none when fenced off.
+    /// result has one row when written, none when fenced off. Times are the database's (`DatabaseClock`).
     private func writeStatement(_ job: JobRecord, addingCleanUp: Bool) -> PostgresStatement {
         let token = fenceToken(of: job.id)
         let releases = job.state != .running
         let fence =
             token != nil
-            ? "lease_token = $11::bigint AND state = 'running'"
-            : "lease_token IS NULL AND state IN ('queued', 'paused', 'needs_retry') AND $11::bigint IS NULL"
+            ? "lease_token = $10::bigint AND state = 'running'"
+            : "lease_token IS NULL AND state IN ('queued', 'paused', 'needs_retry') AND $10::bigint IS NULL"
         let release =
             releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL, control = NULL" : ""
         // A run that ends with a control request pending tells the daemon waiting for it (`onControlledEnd`).
@@ -407,14 +410,15 @@ public final class PostgresJobStore: LeasingJobStoring {
                 SELECT 1 FROM trailbook_jobs WHERE id = $1 AND control IS NOT NULL
             ), written AS (
                 UPDATE trailbook_jobs SET state = $2, attempt = $3::integer, cancellation = $4, error = $5, result = $6,
-                    retry_at = $7::float8, progress = $8, updated_at = $9::float8, resumes_attempt = $10::boolean\(release)
+                    retry_at = \(DatabaseClock.at(7)), progress = $8, updated_at = \(DatabaseClock.now),
+                    resumes_attempt = $9::boolean\(release)
                 WHERE id = $1 AND \(fence)
                 RETURNING id
             ), dropped AS (
-                DELETE FROM trailbook_duplicate_keys WHERE $12::boolean AND job_id IN (SELECT id FROM written)
+                DELETE FROM trailbook_duplicate_keys WHERE $11::boolean AND job_id IN (SELECT id FROM written)
             ), cleanup AS (
                 INSERT INTO trailbook_cleanups (job_id, tries, next_at, created_at)
-                SELECT id, 0, $9::float8, $9::float8 FROM written WHERE $13::boolean
+                SELECT id, 0, \(DatabaseClock.now), \(DatabaseClock.now) FROM written WHERE $12::boolean
                 ON CONFLICT DO NOTHING
             )
             SELECT id\(told) FROM written
@@ -423,8 +427,8 @@ public final class PostgresJobStore: LeasingJobStoring {
                 .text(job.id), .text(job.state.rawValue), .integer(Int64(job.attempt)),
                 Self.optionalText(job.cancellation.map { JSONCoding.value(of: $0) }),
                 Self.optionalText(job.error.map { JSONCoding.value(of: $0) }), Self.optionalText(job.result),
-                job.retryAt.map { .double($0) } ?? .null, .text(job.progress.jsonText), .double(Timestamp.now()),
-                .bool(job.resumesAttempt), token.map { .integer($0) } ?? .null, .bool(job.state.isTerminal),
+                DatabaseClock.offset(of: job.retryAt), .text(job.progress.jsonText), .bool(job.resumesAttempt),
+                token.map { .integer($0) } ?? .null, .bool(job.state.isTerminal),
                 .bool(addingCleanUp),
             ])
     }
@@ -564,10 +568,10 @@ public final class PostgresJobStore: LeasingJobStoring {
     public func updateParams(id: String, _ params: JSONValue) throws {
         let written = try rows(
             """
-            UPDATE trailbook_jobs SET params = $2, updated_at = $3::float8
+            UPDATE trailbook_jobs SET params = $2, updated_at = \(DatabaseClock.now)
             WHERE id = $1 AND state = 'paused' AND lease_token IS NULL RETURNING id
             """,
-            [.text(id), .text(JobStore.text(params)), .double(Timestamp.now())])
+            [.text(id), .text(JobStore.text(params))])
         if written.isEmpty { throw JobStoreError.leaseLost(id: id) }
     }
 
@@ -579,8 +583,11 @@ public final class PostgresJobStore: LeasingJobStoring {
         guard lostLeases[id] == nil else { return }
         guard let lease = leases[id] else {
             _ = try rows(
-                "UPDATE trailbook_jobs SET progress = $2, updated_at = $3::float8 WHERE id = $1 AND lease_token IS NULL",
-                [.text(id), .text(progress.jsonText), .double(Timestamp.now())])
+                """
+                UPDATE trailbook_jobs SET progress = $2, updated_at = \(DatabaseClock.now)
+                WHERE id = $1 AND lease_token IS NULL
+                """,
+                [.text(id), .text(progress.jsonText)])
             return
         }
         let renewal = PostgresJobQueue.Renewal(lease: lease, progress: progress.jsonText)
@@ -759,22 +766,32 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// "tbfeed" in ASCII: the advisory lock of `reserveSequenceBlock`.
     static let feedSequenceLockKey: Int64 = 0x7462_6665_6564
 
+    /// `now` and the times returned are the daemon's wall clock; the rows' are the database's (`DatabaseClock`).
     public func dueCleanUps(now: Double) throws -> [PendingCleanUp] {
         try rows(
-            "SELECT job_id, tries, created_at, next_at FROM trailbook_cleanups WHERE next_at <= $1::float8 ORDER BY next_at",
-            [.double(now.isFinite ? now : Double.greatestFiniteMagnitude)]
+            """
+            SELECT job_id, tries, \(DatabaseClock.remaining("created_at")), \(DatabaseClock.remaining("next_at"))
+            FROM trailbook_cleanups WHERE $1::float8 IS NULL OR next_at <= \(DatabaseClock.at(1)) ORDER BY next_at
+            """,
+            [now.isFinite ? DatabaseClock.offset(of: now) : .null]
         ).compactMap { row in
             row.text(0).map {
                 PendingCleanUp(
-                    jobID: $0, tries: Int(row.int(1) ?? 0), createdAt: row.double(2) ?? 0, nextAt: row.double(3) ?? 0)
+                    jobID: $0, tries: Int(row.int(1) ?? 0),
+                    createdAt: DatabaseClock.local(remaining: row.double(2)) ?? 0,
+                    nextAt: DatabaseClock.local(remaining: row.double(3)) ?? 0)
             }
         }
     }
 
+    /// `nextAt` is the daemon's wall clock, kept on the database's (`DatabaseClock`).
     public func rescheduleCleanUp(jobID: String, tries: Int, nextAt: Double, error: String) throws {
         _ = try rows(
-            "UPDATE trailbook_cleanups SET tries = $2::integer, next_at = $3::float8, last_error = $4 WHERE job_id = $1",
-            [.text(jobID), .integer(Int64(tries)), .double(nextAt), .text(error)])
+            """
+            UPDATE trailbook_cleanups SET tries = $2::integer, next_at = \(DatabaseClock.at(3)), last_error = $4
+            WHERE job_id = $1
+            """,
+            [.text(jobID), .integer(Int64(tries)), DatabaseClock.offset(of: nextAt), .text(error)])
     }
 
     public func removeCleanUp(jobID: String) throws {
@@ -934,14 +951,16 @@ extension PostgresJobStore: PruningJobStoring {
 
     /// One statement (one transaction): the batch's rows are locked `SKIP LOCKED`, so a row another transaction
     /// holds waits for a later batch; the jobs' duplicate keys go with them. Uses the partial index of schema
-    /// migration 4.
+    /// migration 4. `endedBefore` is the daemon's wall clock; it is compared as an age on the database's clock
+    /// (`DatabaseClock`), the clock that wrote `updated_at`, so a daemon whose clock is ahead prunes no fresh end.
     public func pruneEnded(state: JobState, endedBefore: Double, limit: Int) throws -> [PrunedJob] {
         precondition(state.isTerminal, "only ended jobs are pruned")
         return try rows(
             """
             WITH doomed AS (
                 SELECT id FROM trailbook_jobs j
-                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1 AND updated_at <= $2::float8
+                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1
+                    AND updated_at <= \(DatabaseClock.at(2))
                     AND NOT EXISTS (SELECT 1 FROM trailbook_cleanups c WHERE c.job_id = j.id)
                 LIMIT $3::bigint FOR UPDATE SKIP LOCKED
             ), keys AS (
@@ -949,20 +968,22 @@ extension PostgresJobStore: PruningJobStoring {
             )
             DELETE FROM trailbook_jobs WHERE id IN (SELECT id FROM doomed) RETURNING id, kind
             """,
-            [.text(state.rawValue), .double(endedBefore), .integer(Int64(limit))]
+            [.text(state.rawValue), DatabaseClock.offset(of: endedBefore), .integer(Int64(limit))]
         ).compactMap { row in
             guard let id = row.text(0), let kind = row.text(1) else { return nil }
             return PrunedJob(id: id, kind: kind)
         }
     }
 
+    /// `endedBefore` as `pruneEnded` takes it.
     public func endedJobsAwaitingCleanUp(state: JobState, endedBefore: Double) throws -> Int {
         Int(
             try rows(
                 """
                 SELECT count(*) FROM trailbook_jobs j JOIN trailbook_cleanups c ON c.job_id = j.id
-                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1 AND updated_at <= $2::float8
-                """, [.text(state.rawValue), .double(endedBefore)]
+                WHERE state IN ('succeeded', 'failed', 'cancelled') AND state = $1
+                    AND j.updated_at <= \(DatabaseClock.at(2))
+                """, [.text(state.rawValue), DatabaseClock.offset(of: endedBefore)]
             ).first?.int(0) ?? 0)
     }
 

@@ -1894,9 +1894,12 @@ extension Scheduler {
         storeRetryDelay = min(storeRetryDelay * 2, Self.longestStoreRetryDelay)
     }
 
-    /// Writes what the store refused, oldest job first, then lets waiting work start.
+    /// Writes what the store refused, oldest job first, then lets waiting work start. The fault is over only once
+    /// a write succeeded: with nothing to write here (an idle daemon whose claim was refused), the next write
+    /// proves it, the claim `schedule()` sends on a shared store; until then the retries back off.
     fileprivate func retryStoreWrites() {
         storeRetryArmed = false
+        let writing = !unsavedCheckpoints.isEmpty || !unsavedRecords.isEmpty
         for (id, unsaved) in unsavedCheckpoints {
             let refusal = write("the checkpoint of job \(id.prefix(8))", {
                 try store.saveCheckpoint(id: id, unsaved.checkpoint, progress: unsaved.progress)
@@ -1929,7 +1932,7 @@ extension Scheduler {
             guard job.state.isTerminal else { continue }
             Task.onLoop { await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
         }
-        storeRecovered()
+        if writing { storeRecovered() }
         armRetryTimer()
         schedule()
     }

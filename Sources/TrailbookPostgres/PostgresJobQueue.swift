@@ -118,7 +118,8 @@ public final class PostgresJobQueue {
         public var result: String?
         public var cancellation: String?
         public var progress: String?
-        /// When a `needs_retry` job is due, Unix seconds.
+        /// When a `needs_retry` job is due, Unix seconds of the database's clock (`queueDueRetries` compares it
+        /// with `clock_timestamp()`), not the caller's.
         public var retryAt: Double?
 
         public init(
