@@ -22,6 +22,9 @@ packages=(
   faketime              # libfaketime: clock-step tests of the scheduler (retry waits, due-time clamping)
   libpq-dev             # PostgreSQL client library: the shared job store (issue 15)
   postgresql            # PostgreSQL 15 server: the test harness starts a throwaway one (initdb, pg_ctl)
+  zsh                   # syntax check of the generated zsh completion
+  fish                  # syntax check of the generated fish completion
+  man-db                # man -l: the generated man page renders
 )
 
 missing=()
