@@ -42,7 +42,7 @@ enum CommandReference {
                 if option.repeatable { help += " (repeatable)" }
                 text += "| \(short)`\(cell(option.synopsis))` | \(help) |\n"
             }
-            if let details = spec.details, !details.isEmpty {
+            if let details = notes(spec) {
                 text += "\n```text\n\(details)\n```\n"
             }
         }
@@ -67,6 +67,15 @@ enum CommandReference {
         }
         text += "\nThe stable error codes, with the exit code of each, are in [errors.md](errors.md).\n"
         return text
+    }
+
+    /// A command's `details` without the exit code line, which the reference has once, at its end; `nil` when
+    /// nothing is left.
+    static func notes(_ spec: CommandSpec) -> String? {
+        guard let details = spec.details else { return nil }
+        let lines = details.split(separator: "\n", omittingEmptySubsequences: false).filter { $0 != ExitStatus.summaryLine }
+        let text = lines.joined(separator: "\n")
+        return text.isEmpty ? nil : text
     }
 
     /// The GitHub anchor of a command's heading, e.g. `trailbook-jobs-submit-upload`.

@@ -41,7 +41,7 @@ enum ManPage {
                 if option.repeatable { help += " (repeatable)" }
                 lines += [".TP", term, text(help)]
             }
-            if let details = spec.details, !details.isEmpty {
+            if let details = CommandReference.notes(spec) {
                 lines += [".PP", ".nf"] + details.split(separator: "\n", omittingEmptySubsequences: false).map { text(String($0)) }
                 lines.append(".fi")
             }
