@@ -104,6 +104,39 @@ import TrailbookEngine
         #expect(try Self.fish("trailbook-jobs show \(id.prefix(6))", home: daemon.statePath) == [id])
     }
 
+    /// What zsh's completion function offers for `words` (the last one is being completed), with `compadd` and
+    /// `_files` standing in for the completion system's: `compadd` prints the candidates that start with the word,
+    /// as the real one keeps; `_files` prints `<files ARGUMENTS>`.
+    static func zsh(_ words: [String], home: String) throws -> [String] {
+        let directory = TemporaryDirectory()
+        let script = try script("zsh", in: directory)
+        let program = """
+            compdef() { : }
+            source \(quoted(script))
+            compadd() { [[ $1 == -- ]] && shift; local w; for w in "$@"; do [[ $w == ${words[CURRENT]}* ]] && print -r -- $w; done }
+            _files() { print -r -- "<files $*>" }
+            words=(\(words.map(quoted).joined(separator: " "))); CURRENT=\(words.count)
+            _trailbook_jobs
+            """
+        let result = try DaemonHarness.run("/usr/bin/zsh", ["-f", "-c", program], environment: environment(home: home))
+        try #require(result.status == 0 && result.stderr.isEmpty, "zsh: \(result.stderr)")
+        // Empty candidates kept: an empty job ID offered when no daemon runs is a fault.
+        guard !result.stdout.isEmpty else { return [] }
+        return result.stdout.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
+    @Test func zshCompletesCommandsValuesAndJobIDs() throws {
+        let daemon = try DaemonHarness()
+        let home = daemon.statePath
+        #expect(try Self.zsh(["trailbook-jobs", "sub"], home: home) == ["submit"])
+        #expect(try Self.zsh(["trailbook-jobs", "submit", "up"], home: home) == ["upload"])
+        #expect(try Self.zsh(["trailbook-jobs", "list", "--state", "needs"], home: home) == ["needs_retry"])
+        #expect(try Self.zsh(["trailbook-jobs", "submit", "upload", "--to", ""], home: home) == ["<files -/>"])
+        #expect(try Self.zsh(["trailbook-jobs", "show", ""], home: home).isEmpty, "no jobs, no candidates")
+        let id = try daemon.submitSleep(units: 1000, unitMilliseconds: 100)
+        #expect(try Self.zsh(["trailbook-jobs", "show", String(id.prefix(6))], home: home) == [id])
+    }
+
     /// zsh: the script parses, and compinit loads it (it registers itself with compdef) without a word on stderr.
     @Test func zshLoadsTheScript() throws {
         let directory = TemporaryDirectory()

@@ -16,7 +16,11 @@ enum ZshCompletion {
             case $kind in
                 file) _files ;;
                 directory) _files -/ ;;
-                jobid) compadd -- ${(f)"$(${~words[1]} list --quiet $socket 2>/dev/null)"} ;;
+                jobid)
+                    local -a ids
+                    ids=(${(f)"$(${~words[1]} list --quiet $socket 2>/dev/null)"})
+                    compadd -- $ids
+                    ;;
                 choices) compadd -- "$@" ;;
             esac
         }
