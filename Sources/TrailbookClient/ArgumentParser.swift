@@ -91,6 +91,8 @@ public enum CompletionKind: Sendable, Equatable {
     case jobID
     /// One of these words, e.g. the job states.
     case choices([String])
+    /// A command's first word (`help COMMAND`).
+    case command
 }
 
 /// One positional argument of a command, e.g. `FILE…` for `submit upload`.

@@ -66,6 +66,7 @@ import TrailbookEngine
         #expect(try Self.bash(["trailbook-jobs", "list", "--state", "needs"], home: home.path).candidates == ["needs_retry"])
         #expect(try Self.bash(["trailbook-jobs", "watch", "--kind", "auto"], home: home.path).candidates == ["autotag"])
         #expect(try Self.bash(["trailbook-jobs", "completions", ""], home: home.path).candidates == ["bash", "zsh", "fish"])
+        #expect(try Self.bash(["trailbook-jobs", "help", "pho"], home: home.path).candidates == ["photos"])
         #expect(try Self.bash(["trailbook-jobs", "submit", "upload", "--checksum", ""], home: home.path).candidates == ["sha256", "md5"])
         // A file argument: the files there.
         try "x".write(toFile: home.file("photo-one.jpg"), atomically: true, encoding: .utf8)

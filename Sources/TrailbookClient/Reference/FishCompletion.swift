@@ -63,7 +63,7 @@ enum FishCompletion {
     /// The `complete` flags that offer a value of `kind`.
     static func values(_ kind: CompletionKind) -> String {
         switch kind {
-        case .none: "-x"
+        case .none, .command: "-x"
         case .file: "-r -F"
         case .directory: "-x -a '(__fish_complete_directories)'"
         case .jobID: "-x -a '(__trailbook_jobs_ids)'"

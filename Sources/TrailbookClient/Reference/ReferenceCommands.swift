@@ -8,7 +8,7 @@ enum ReferenceCommands {
     static let specs: [CommandSpec] = [
         CommandSpec(
             path: ["help"], summary: "show a command's help, or print the reference: Markdown, man page, error codes",
-            positionals: [PositionalSpec(name: "COMMAND", min: 0, max: nil, completion: .none, help: "the command words, e.g. submit upload")],
+            positionals: [PositionalSpec(name: "COMMAND", min: 0, max: nil, completion: .command, help: "the command words, e.g. submit upload")],
             options: [
                 OptionSpec("markdown", help: "print the command-line reference as Markdown (docs/reference/cli.md)"),
                 OptionSpec("man", help: "print the man page as roff (view it with: trailbook-jobs help --man | man -l -)"),

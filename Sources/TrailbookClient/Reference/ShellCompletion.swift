@@ -57,18 +57,26 @@ struct CompletionTable {
             {
                 subcommands.append((child.last!, "\(child.joined(separator: " ")) commands"))
             }
+            let commandWords = paths.filter { $0.count == 1 }.map { $0[0] }
             let options = spec?.allOptions ?? (path.isEmpty ? [OptionSpec("help", short: "h", help: "Show the help."), OptionSpec("version", help: "Show the version.")] : [])
             commands.append(
                 Command(
-                    path: path.joined(separator: " "), summary: spec?.summary ?? "", options: options,
-                    argument: spec?.positionals.first?.completion, subcommands: subcommands))
+                    path: path.joined(separator: " "), summary: spec?.summary ?? "",
+                    options: options.map { option in
+                        var option = option
+                        if option.completion == .command { option.completion = .choices(commandWords) }
+                        return option
+                    },
+                    argument: spec?.positionals.first.map { $0.completion == .command ? .choices(commandWords) : $0.completion },
+                    subcommands: subcommands))
         }
     }
 
-    /// The word a script uses for a completion kind: `none`, `file`, `directory`, `jobid`, or `choices`.
+    /// The word a script uses for a completion kind: `none`, `file`, `directory`, `jobid`, or `choices` (`.command`
+    /// is made `.choices` of the command words when the table is built).
     static func word(_ kind: CompletionKind) -> String {
         switch kind {
-        case .none: "none"
+        case .none, .command: "none"
         case .file: "file"
         case .directory: "directory"
         case .jobID: "jobid"
