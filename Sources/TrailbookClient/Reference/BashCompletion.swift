@@ -25,6 +25,12 @@ enum BashCompletion {
             local -a socket=()
             COMPREPLY=()
             (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}
+            # --state=que: bash splits it at '=' into --state, =, que (or --state, = with nothing typed yet).
+            if [[ $cur == = ]]; then
+                cur=''
+            elif [[ $prev == = ]] && (( COMP_CWORD > 1 )); then
+                prev=${COMP_WORDS[COMP_CWORD-2]}
+            fi
             # The command: the longest run of leading words that is a command's path.
             for ((i = 1; i < COMP_CWORD; i++)); do
                 word=${COMP_WORDS[i]}
