@@ -76,6 +76,27 @@ import TrailbookEngine
         #expect(try Self.bash(["trailbook-jobs", "submit", "upload", home.file("photo-o")], home: home.path).candidates == [home.file("photo-one.jpg")])
     }
 
+    /// Tab in an interactive bash in a real terminal (tmux): `trailbook-jobs sub<TAB>` becomes `submit`, and a job
+    /// ID prefix the running daemon's job's ID.
+    @Test func tabInAnInteractiveBashCompletesACommandAndAJobID() throws {
+        let harness = try WatchHarness()
+        defer { harness.stop() }
+        let id = try harness.submitSleep(["units": 1000, "unit_ms": 100])
+        let script = harness.home + "/completion.bash"
+        try DaemonHarness.run(Binary.path, ["completions", "bash"]).stdout.write(toFile: script, atomically: true, encoding: .utf8)
+        let folder = URL(fileURLWithPath: Binary.path).deletingLastPathComponent().path
+        try harness.tmux([
+            "new-session", "-d", "-s", harness.session, "-x", "150", "-y", "30",
+            "env -i HOME='\(harness.home)' TERM=xterm PATH='\(folder)':/usr/bin:/bin TRAILBOOK_JOBS_HOME='\(harness.home)' bash --norc --noprofile",
+        ])
+        try harness.keys("source '\(script)'", "Enter")
+        try harness.keys("trailbook-jobs sub", "Tab")
+        try harness.waitForScreen("sub completed to submit") { $0.contains("trailbook-jobs submit") }
+        try harness.keys("C-u")
+        try harness.keys("trailbook-jobs show \(id.prefix(6))", "Tab")
+        try harness.waitForScreen("the ID prefix completed") { $0.contains("trailbook-jobs show \(id)") }
+    }
+
     @Test func bashOffersNoJobIDsAndNoErrorWhenNoDaemonRuns() throws {
         let home = TemporaryDirectory()
         let (candidates, stderr) = try Self.bash(["trailbook-jobs", "show", ""], home: home.path)
