@@ -32,6 +32,20 @@ import TrailbookEngine
         #expect(rendered.stdout.contains("trailbook-jobs photos import DIR [options]"), "\(rendered.stdout.prefix(3000))")
     }
 
+    /// The job kinds `--kind` completes and the table's `duplicate_<kind>` codes are those the daemon runs (its
+    /// `unknown_kind` reply lists them; `sleep` is the tests' own).
+    @Test func theCommandLinesJobKindsAreTheDaemons() throws {
+        let daemon = try DaemonHarness()
+        let reply = try daemon.request(["op": "submit", "kind": "no-such-kind", "params": [:]])
+        let message = try #require(reply["error"]?["message"]?.stringValue)
+        let known = try #require(message.split(separator: ":").last).split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "sleep" }
+        let completed = try DaemonHarness.run(Binary.path, ["completions", "bash"]).stdout
+        let line = try #require(completed.split(separator: "\n").first { $0.contains("'list|--kind'") })
+        #expect(Set(known) == Set(line.split(separator: "'")[3].split(separator: " ").dropFirst().map(String.init)), "\(known) vs \(line)")
+        for kind in known { #expect(ErrorCodes.entry(for: "duplicate_\(kind)") != nil, "duplicate_\(kind)") }
+    }
+
     @Test func helpShowsACommandsHelpAndRefusesWhatItCannotDo() throws {
         let show = try DaemonHarness.run(Binary.path, ["help", "show"])
         #expect(show.status == 0 && show.stdout.hasPrefix("Usage: trailbook-jobs show ID [options]"))
