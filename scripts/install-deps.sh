@@ -23,6 +23,9 @@ packages=(
   libpq-dev             # PostgreSQL client library: the shared job store (issue 15)
   postgresql            # PostgreSQL 15 server: the test harness starts a throwaway one (initdb, pg_ctl)
   jq                    # the docs' examples (docs/how-to), which DocsExamplesEndToEndTests runs
+  zsh                   # syntax check of the generated zsh completion
+  fish                  # syntax check of the generated fish completion
+  man-db                # man -l: the generated man page renders
 )
 
 missing=()

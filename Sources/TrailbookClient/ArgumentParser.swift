@@ -43,6 +43,9 @@ public struct OptionSpec: Sendable {
     /// Whether the value may hold a secret (an `Authorization` header, a connection string's password): no
     /// message ever shows it.
     public var holdsSecret: Bool
+    /// What shell completion offers for the value: by default files for an option that takes a path, else
+    /// nothing.
+    public var completion: CompletionKind
 
     /// Creates an option; by default a flag that may be given once and is not required.
     public init(
@@ -53,6 +56,7 @@ public struct OptionSpec: Sendable {
         required: Bool = false,
         takesPath: Bool = false,
         holdsSecret: Bool = false,
+        completion: CompletionKind? = nil,
         help: String
     ) {
         self.name = name
@@ -62,16 +66,33 @@ public struct OptionSpec: Sendable {
         self.required = required
         self.takesPath = takesPath
         self.holdsSecret = holdsSecret
+        self.completion = completion ?? (takesPath ? .file : .none)
         self.help = help
     }
 
     /// `--name`, or `--name PLACEHOLDER` for an option with a value.
-    var synopsis: String {
+    public var synopsis: String {
         switch kind {
         case .flag: "--\(name)"
         case .value(let placeholder): "--\(name) \(placeholder)"
         }
     }
+}
+
+/// What shell completion offers for an option's value or a positional argument.
+public enum CompletionKind: Sendable, Equatable {
+    /// Nothing: free text such as a tag or a size.
+    case none
+    /// File names.
+    case file
+    /// Directory names.
+    case directory
+    /// The IDs of the daemon's jobs (`trailbook-jobs list --quiet`).
+    case jobID
+    /// One of these words, e.g. the job states.
+    case choices([String])
+    /// A command's first word (`help COMMAND`).
+    case command
 }
 
 /// One positional argument of a command, e.g. `FILE…` for `submit upload`.
@@ -84,17 +105,20 @@ public struct PositionalSpec: Sendable {
     public var max: Int?
     /// One line of help.
     public var help: String
+    /// What shell completion offers for it: by default files.
+    public var completion: CompletionKind
 
-    /// Creates a positional argument; by default exactly one value.
-    public init(name: String, min: Int = 1, max: Int? = 1, help: String) {
+    /// Creates a positional argument; by default exactly one value, completed as a file name.
+    public init(name: String, min: Int = 1, max: Int? = 1, completion: CompletionKind = .file, help: String) {
         self.name = name
         self.min = min
         self.max = max
+        self.completion = completion
         self.help = help
     }
 
     /// `ID`, `[ID]`, `FILE…` or `[ID…]`.
-    var synopsis: String {
+    public var synopsis: String {
         let repeated = max.map { $0 > 1 } ?? true
         let text = repeated ? "\(name)…" : name
         return min == 0 ? "[\(text)]" : text
@@ -138,17 +162,20 @@ public struct CommandSpec: Sendable {
         self.details = details
     }
 
+    /// Whether the command is for the daemon's own use (`worker`): left out of help, the reference and completion.
+    public var isInternal: Bool { summary.hasPrefix("(internal)") }
+
     /// The command as typed, e.g. `submit upload`, or the program name for the program itself.
-    var displayName: String { path.isEmpty ? Self.programName : path.joined(separator: " ") }
+    public var displayName: String { path.isEmpty ? Self.programName : path.joined(separator: " ") }
 
     /// The options including the implicit `--help`.
-    var allOptions: [OptionSpec] {
+    public var allOptions: [OptionSpec] {
         if options.contains(where: { $0.name == "help" }) { return options }
         return options + [OptionSpec("help", short: "h", help: "Show this help.")]
     }
 
     /// `Usage: trailbook-jobs submit upload FILE… --to DEST [options]`.
-    var usageLine: String {
+    public var usageLine: String {
         let words =
             [Self.programName] + path + positionals.map(\.synopsis)
             + options.filter(\.required).map(\.synopsis) + ["[options]"]

@@ -4,18 +4,19 @@ import TrailbookProtocol
     @preconcurrency import Glibc
 #endif
 
-/// Process exit codes (docs/reference/errors.md).
+/// Process exit codes: the values of `ExitStatus` (TrailbookProtocol), the one list with their meanings
+/// (docs/reference/errors.md).
 public enum ExitCode {
     /// Success.
-    public static let success: Int32 = 0
-    /// The job (with `--wait`) ended `failed` or `cancelled`, or the daemon refused the request.
-    public static let jobFailed: Int32 = 1
+    public static let success: Int32 = ExitStatus.success.rawValue
+    /// The job (with `--wait`) ended `failed` or `cancelled`, or the daemon could not do what was asked.
+    public static let jobFailed: Int32 = ExitStatus.jobFailed.rawValue
     /// Usage error: bad arguments or a request the daemon rejected as invalid.
-    public static let usage: Int32 = 2
-    /// The daemon is not reachable.
-    public static let daemonUnreachable: Int32 = 3
+    public static let usage: Int32 = ExitStatus.usage.rawValue
+    /// The daemon, or its shared job store, is not reachable.
+    public static let daemonUnreachable: Int32 = ExitStatus.daemonUnreachable.rawValue
     /// No such job or photo.
-    public static let notFound: Int32 = 4
+    public static let notFound: Int32 = ExitStatus.notFound.rawValue
 }
 
 /// Where the CLI finds the daemon, from the environment and `--socket`.
@@ -191,15 +192,8 @@ package struct DaemonReply: Error {
     /// The reply's error, as the daemon sent it (`code` decides the exit code).
     package init(error: JobError) { self.error = error }
 
-    var exitCode: Int32 {
-        switch error.code {
-        case "no_such_job", "ambiguous_id", "no_such_photo": return ExitCode.notFound
-        case "store_unavailable": return ExitCode.daemonUnreachable
-        case "invalid_state", "internal", "store_error", "store_write_failed", "store_busy", "shutting_down", "control_timeout":
-            return ExitCode.jobFailed
-        default: return ExitCode.usage
-        }
-    }
+    /// The exit status the error code table gives the reply's code (`ErrorCodes.exitStatus(of:)`).
+    var exitCode: Int32 { ErrorCodes.exitStatus(of: error.code).rawValue }
 }
 
 /// What a command handler gets: its parsed arguments and the environment.

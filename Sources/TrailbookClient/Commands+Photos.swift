@@ -14,15 +14,15 @@ extension Commands {
     static let photoSidecar: [OptionSpec] = [
         OptionSpec("xmp", help: "also write the keywords to each photo's XMP sidecar (merged; default: the daemon's --xmp)"),
         OptionSpec("no-xmp", help: "write no XMP sidecars, whatever the daemon's default"),
-        OptionSpec("xmp-naming", .value(placeholder: "NAMING"), help: "darktable (IMG_0001.jpg.xmp, also digiKam; default) or lightroom (IMG_0001.xmp)"),
+        OptionSpec("xmp-naming", .value(placeholder: "NAMING"), completion: .choices(["darktable", "lightroom"]), help: "darktable (IMG_0001.jpg.xmp, also digiKam; default) or lightroom (IMG_0001.xmp)"),
     ]
 
     /// The specs of `photos import|list|show`, `submit tag`, `submit autotag` and the hidden `worker`.
     static let photoSpecs: [CommandSpec] = [
         CommandSpec(
             path: ["photos", "import"],
-            summary: "import the JPEGs under DIR into the photo library (a job; progress in files)",
-            positionals: [PositionalSpec(name: "DIR", help: "directory to walk")],
+            summary: "import the photos (JPEG, HEIF/HEIC, AVIF) under DIR into the photo library (a job; progress in files)",
+            positionals: [PositionalSpec(name: "DIR", completion: .directory, help: "directory to walk")],
             options: submitCommon,
             details: "Unchanged files (same size, mtime and inode) are skipped.\n" + exitCodes),
         CommandSpec(
@@ -51,7 +51,7 @@ extension Commands {
         CommandSpec(
             path: ["submit", "autotag"], summary: "analyse photos (EXIF, pixels, places, duplicates) and write tags",
             options: photoSelection + [
-                OptionSpec("retry", .value(placeholder: "JOB"), help: "the photos an earlier autotag JOB could not read for a reason that may pass (its retryable list)"),
+                OptionSpec("retry", .value(placeholder: "JOB"), completion: .jobID, help: "the photos an earlier autotag JOB could not read for a reason that may pass (its retryable list)"),
                 OptionSpec("places", .value(placeholder: "FILE"), takesPath: true, help: "CSV name,lat,lon of your own places"),
             ] + photoSidecar + submitCommon,
             details: "Give one of --ids, --ids-file, --all, --retry. --retry uses JOB's --places unless given.\n"

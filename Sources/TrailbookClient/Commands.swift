@@ -8,7 +8,7 @@ import UploadParams
 /// The command table: every command's spec and its handler.
 package enum Commands {
     static let json = OptionSpec("json", help: "print JSON instead of text")
-    static let socket = OptionSpec("socket", .value(placeholder: "PATH"), help: "the daemon's socket (default $TRAILBOOK_JOBS_HOME/daemon.sock)")
+    static let socket = OptionSpec("socket", .value(placeholder: "PATH"), completion: .file, help: "the daemon's socket (default $TRAILBOOK_JOBS_HOME/daemon.sock)")
     static let key = OptionSpec(
         "key", .value(placeholder: "KEY"),
         help: "idempotency key: submitting again with it returns the job it made instead of a new one (default: a new key per run, reused when the reply is lost)")
@@ -27,9 +27,11 @@ package enum Commands {
         OptionSpec("expand", help: "with --watch on a terminal: one sub-row per file or item"),
         json, socket,
     ]
-    static let exitCodes = """
-        Exit codes: 0 success; 1 the job ended failed or cancelled; 2 usage error; 3 daemon not reachable; 4 no such job or photo.
-        """
+    static let exitCodes = ExitStatus.summaryLine
+    /// The job kinds a daemon runs, for `--kind` and its completion.
+    static let jobKinds = ["upload", "import", "tag", "autotag"]
+    /// `job id or unique prefix`, completed from the daemon's jobs.
+    static let jobID = PositionalSpec(name: "ID", completion: .jobID, help: "job id or unique prefix")
 
     static let all: [CommandSpec] = [
         CommandSpec(path: [], summary: "trailbook-jobs: long, cancellable jobs (uploads, tagging) run by a daemon"),
@@ -56,7 +58,7 @@ package enum Commands {
                 OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
                 OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse to decode photos over N megapixels, too_large (default 100)"),
                 OptionSpec("xmp", help: "tag and autotag jobs write XMP sidecars unless a job says --no-xmp"),
-                OptionSpec("xmp-naming", .value(placeholder: "NAMING"), help: "default sidecar naming: darktable (IMG_0001.jpg.xmp; default) or lightroom (IMG_0001.xmp)"),
+                OptionSpec("xmp-naming", .value(placeholder: "NAMING"), completion: .choices(["darktable", "lightroom"]), help: "default sidecar naming: darktable (IMG_0001.jpg.xmp; default) or lightroom (IMG_0001.xmp)"),
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
@@ -67,7 +69,7 @@ package enum Commands {
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG (repeated: with every TAG)"),
                 OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
-                OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
+                OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, completion: .directory, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
                 OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, holdsSecret: true, help: "tus: an HTTP header sent with every request, e.g. 'Authorization: Bearer …'; its value is never shown"),
@@ -80,11 +82,11 @@ package enum Commands {
                 OptionSpec("max-parts", .value(placeholder: "N"), help: "s3: most parts the provider allows per upload (default 10000)"),
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
-                OptionSpec("checksum", .value(placeholder: "sha256|md5"), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
+                OptionSpec("checksum", .value(placeholder: "sha256|md5"), completion: .choices(["sha256", "md5"]), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
                 OptionSpec("each", help: "one job per FILE, submitted as one batch (all queued or none); prints their IDs in order"),
             ] + submitCommon,
             details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
-                + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header 'Authorization: Bearer $TOKEN'\n"
+                + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header \"Authorization: Bearer $TOKEN\"\n"
                 + "         trailbook-jobs submit upload big.mov --to s3://my-bucket/photos/ --chunk-size 16MiB\n"
                 + "         trailbook-jobs submit upload a.jpg b.jpg c.jpg --to file:///srv/photos --each\n"
                 + "         trailbook-jobs submit upload --tag pick --to s3://my-bucket/picks/\n"
@@ -105,16 +107,19 @@ package enum Commands {
         CommandSpec(
             path: ["list"], summary: "list jobs, oldest first",
             options: [
-                OptionSpec("state", .value(placeholder: "STATE"), repeatable: true, help: "only jobs in STATE (queued, running, paused, needs_retry, succeeded, failed, cancelled)"),
-                OptionSpec("kind", .value(placeholder: "KIND"), help: "only jobs of KIND"),
+                OptionSpec(
+                    "state", .value(placeholder: "STATE"), repeatable: true, completion: .choices(JobState.allCases.map(\.rawValue)),
+                    help: "only jobs in STATE (" + JobState.allCases.map(\.rawValue).joined(separator: ", ") + ")"),
+                OptionSpec("kind", .value(placeholder: "KIND"), completion: .choices(jobKinds), help: "only jobs of KIND"),
                 OptionSpec("limit", .value(placeholder: "N"), help: "the newest N jobs (default 1000)"),
+                OptionSpec("quiet", short: "q", help: "print only the jobs' IDs, one a line (for scripts and shell completion)"),
                 json, socket,
             ]),
-        CommandSpec(path: ["show"], summary: "show one job", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
-        CommandSpec(path: ["cancel"], summary: "cancel a job (reason user_stop): it stops and removes its partial output", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
-        CommandSpec(path: ["pause"], summary: "pause a job; it keeps its checkpoint", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")], options: [json, socket]),
+        CommandSpec(path: ["show"], summary: "show one job", positionals: [jobID], options: [json, socket]),
+        CommandSpec(path: ["cancel"], summary: "cancel a job (reason user_stop): it stops and removes its partial output", positionals: [jobID], options: [json, socket]),
+        CommandSpec(path: ["pause"], summary: "pause a job; it keeps its checkpoint", positionals: [jobID], options: [json, socket]),
         CommandSpec(
-            path: ["resume"], summary: "put a paused job back in the queue", positionals: [PositionalSpec(name: "ID", help: "job id or unique prefix")],
+            path: ["resume"], summary: "put a paused job back in the queue", positionals: [jobID],
             options: [
                 OptionSpec("header", .value(placeholder: "'NAME: VALUE'"), repeatable: true, holdsSecret: true, help: "tus upload: new header (e.g. a fresh 'Authorization: Bearer …'), replacing the job's headers of that name; never shown"),
                 json, socket,
@@ -122,9 +127,9 @@ package enum Commands {
             details: "Example: trailbook-jobs resume 9b2f --header \"Authorization: Bearer $NEW_TOKEN\""),
         CommandSpec(
             path: ["watch"], summary: "follow job progress live (plain lines when not on a terminal)",
-            positionals: [PositionalSpec(name: "ID", min: 0, max: nil, help: "only these jobs (id or unique prefix)")],
+            positionals: [PositionalSpec(name: "ID", min: 0, max: nil, completion: .jobID, help: "only these jobs (id or unique prefix)")],
             options: [
-                OptionSpec("kind", .value(placeholder: "KIND"), repeatable: true, help: "only jobs of KIND"),
+                OptionSpec("kind", .value(placeholder: "KIND"), repeatable: true, completion: .choices(jobKinds), help: "only jobs of KIND"),
                 OptionSpec("since", .value(placeholder: "SEQ"), help: "replay events after sequence number SEQ first"),
                 OptionSpec("expand", help: "on a terminal: one sub-row per file or item of a job"),
                 OptionSpec("json", help: "print the raw feed events, one JSON object per line"), socket,
@@ -142,7 +147,7 @@ package enum Commands {
             ],
             details: "Jobs whose clean-up (a tus DELETE, an S3 abort) is not done yet are kept until it is.\n"
                 + "Example: trailbook-jobs prune --older-than 1d"),
-    ] + photoSpecs
+    ] + photoSpecs + ReferenceCommands.specs
 
     static var overview: String {
         """
@@ -150,7 +155,7 @@ package enum Commands {
 
         Usage: trailbook-jobs COMMAND [options]
 
-        \(ArgumentParser.commandList(all.filter { !$0.path.isEmpty && $0.path != ["worker"] }))
+        \(ArgumentParser.commandList(all.filter { !$0.path.isEmpty && !$0.isInternal }))
 
         Run 'trailbook-jobs COMMAND --help' for a command's options.
         \(exitCodes)
@@ -168,6 +173,8 @@ package enum Commands {
         case ["cancel"], ["pause"], ["resume"]: return { try control(path[0], $0) }
         case ["watch"]: return Watch.run
         case ["prune"]: return prune
+        case ["help"]: return ReferenceCommands.help
+        case ["completions"]: return ReferenceCommands.completions
         case ["photos", "import"]: return importDirectory
         default: return nil
         }
@@ -383,7 +390,9 @@ package enum Commands {
         if let kind = context.arguments.value("kind") { request["kind"] = .string(kind) }
         if let limit = try context.arguments.integer("limit", range: 1...100_000) { request["limit"] = .number(Double(limit)) }
         let jobs = try context.call(.object(request))["jobs"]?.arrayValue ?? []
-        if context.json {
+        if context.arguments.flag("quiet") {
+            for job in jobs { if let id = job["id"]?.stringValue { print(TerminalText.escape(id)) } }
+        } else if context.json {
             print(JSONCoding.encodePretty(JSONValue.array(jobs)))
         } else if jobs.isEmpty {
             print("no jobs")

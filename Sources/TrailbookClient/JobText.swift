@@ -45,10 +45,14 @@ enum JobText {
     ///
     /// The same words as the `watch` screen (`WatchScreen.reason`): "stopped by you", "timed out — will retry in
     /// 30 s", "paused to free a slot — will resume"; a failed job's error message.
+    ///
+    /// A job `failed`, `paused` or `needs_retry` by an error of its own (credentials refused, a server down) gets
+    /// that error's message, which says what to do, and its code: `paused` for `unauthorized` says to `resume ID
+    /// --header …`; `needs_retry` adds when it tries again.
     static func reason(_ job: JSONValue, retryInSeconds: Double? = nil) -> String? {
         let state = job["state"]?.stringValue
-        if let error = job["error"], !error.isNull, state == JobState.failed.rawValue {
-            return "\(error["message"]?.stringValue ?? "") [\(error["code"]?.stringValue ?? "")]"
+        if let error = job["error"], !error.isNull, let text = errorText(error, state: state, retryInSeconds: retryInSeconds) {
+            return text
         }
         guard let cancellation = job["cancellation"], !cancellation.isNull, state != JobState.running.rawValue,
             state != JobState.succeeded.rawValue
@@ -65,6 +69,20 @@ enum JobText {
             if detail.hasPrefix("paused to free a slot") { return "paused to free a slot — will resume" }
             return "\(detail) — will resume"
         default: return detail
+        }
+    }
+
+    /// `message [code]` of a job's error when its state is the error's doing: always for `failed`; for `paused` and
+    /// `needs_retry` unless the error is the `timeout` of a stop (which the stop's words tell).
+    private static func errorText(_ error: JSONValue, state: String?, retryInSeconds: Double?) -> String? {
+        let code = error["code"]?.stringValue ?? ""
+        let text = "\(error["message"]?.stringValue ?? "") [\(code)]"
+        switch state {
+        case JobState.failed.rawValue: return text
+        case JobState.paused.rawValue where code != "timeout": return text
+        case JobState.needsRetry.rawValue where code != "timeout":
+            return text + " — will retry" + (retryInSeconds.map { " in \(Int($0.rounded(.up))) s" } ?? "")
+        default: return nil
         }
     }
 

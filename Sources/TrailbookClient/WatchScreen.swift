@@ -441,6 +441,12 @@ struct WatchScreen {
     /// Why a job is where it is, in words, or `nil` when its state says it all.
     static func reason(_ row: Row, now: Double) -> String? {
         if row.state == .failed, !row.error.isNull { return row.error["message"]?.stringValue ?? "failed" }
+        // Paused or waiting by its own error (credentials refused, a server down): its message says what to do.
+        if row.state == .paused || row.state == .needsRetry, !row.error.isNull, row.error["code"]?.stringValue != "timeout" {
+            let message = row.error["message"]?.stringValue ?? row.state.rawValue
+            guard row.state == .needsRetry else { return message }
+            return message + (row.retryAt.map { " — will retry in \(Int(max(0, $0 - now).rounded(.up))) s" } ?? " — will retry")
+        }
         guard !row.cancellation.isNull, row.state != .running, row.state != .succeeded else { return nil }
         let detail = row.cancellation["detail"]?.stringValue ?? ""
         switch row.cancellation["reason"]?.stringValue {

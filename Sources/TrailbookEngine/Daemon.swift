@@ -82,8 +82,8 @@ public final class Daemon {
     /// - Parameters:
     ///   - configuration: where state lives and the scheduler's defaults.
     ///   - register: registers the job kinds with the scheduler (called on the loop before anything runs).
-    /// - Returns: the process exit status: 0 after a clean shutdown, 1 if the daemon could not start (the reason
-    ///   is printed to stderr).
+    /// - Returns: the process exit status (`ExitStatus`): 0 after a clean shutdown, 1 if the daemon could not
+    ///   start (the reason, with its stable code, is printed to stderr).
     public nonisolated static func run(
         _ configuration: DaemonConfiguration, register: @escaping @LoopActor @Sendable (Scheduler) -> Void
     ) -> Int32 {
@@ -103,7 +103,7 @@ public final class Daemon {
                 current = try Daemon.start(configuration, register: register)
             } catch {
                 DaemonLog.write("cannot start: \(error)")
-                status.value = 1
+                status.value = ExitStatus.jobFailed.rawValue
                 EventLoop.main.stop()
             }
         }
