@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-swift build -c release 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
+swift build -c release 2>&1 | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 PATH="$(swift build -c release --show-bin-path):$PATH"
 
 demo="$(mktemp -d "${TMPDIR:-/tmp}/trailbook-demo.XXXXXX")"

@@ -8,7 +8,7 @@ import TrailbookProtocol
 struct PlainErrorTextTests {
     static let unauthorized: JSONValue = [
         "code": "unauthorized",
-        "message": "big.mov: 401 — the server refused the credentials; the job is paused with its upload kept: give new ones with `resume ID --header 'Authorization: …'` and it continues from the server's offset",
+        "message": "big.mov: 401 — the server refused the credentials; the job is paused with its upload kept: give new ones with `resume ID --header \"Authorization: Bearer …\"` and it continues from the server's offset",
     ]
     static let unavailable: JSONValue = ["code": "s3_unavailable", "message": "s3://b/k: 503 Slow Down; retrying"]
 

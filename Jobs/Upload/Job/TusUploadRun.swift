@@ -377,7 +377,7 @@ struct TusUploadRun: UploadTransfer {
             return JobError(
                 code: "unauthorized",
                 message: "\(name): \(error.message) — the server refused the credentials; the job is paused with its "
-                    + "upload kept: give new ones with `resume ID --header 'Authorization: …'` and it continues from "
+                    + "upload kept: give new ones with `resume ID --header \"Authorization: Bearer …\"` and it continues from "
                     + "the server's offset",
                 pausesJob: true)
         case .gone: advice = "the server lost the upload again after it was created anew"

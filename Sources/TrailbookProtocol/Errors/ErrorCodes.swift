@@ -28,7 +28,7 @@ public enum ErrorCodes {
     /// The table, sorted by code.
     public static let all: [StableErrorCode] = [
         .init("access_denied", .jobFailed, "S3 refused the request: the credentials may not write to the bucket", do: "grant s3:PutObject and the multipart actions on the bucket, or use another --profile"),
-        .init("already_running", .jobFailed, "another daemon already listens on this socket", do: "stop that daemon, or start this one with its own --socket or TRAILBOOK_JOBS_HOME"),
+        .init("already_running", .jobFailed, "another daemon already uses this state directory or socket", do: "stop that daemon, or start this one with its own TRAILBOOK_JOBS_HOME"),
         .init("ambiguous", .notFound, "a photo ID prefix matches several photos", do: "give more characters of the stable ID"),
         .init("ambiguous_id", .notFound, "the job ID prefix matches several jobs", do: "give more characters of the ID (`trailbook-jobs list` shows them)"),
         .init("bad_activation_socket", .jobFailed, "the service manager passed more than one socket", do: "give the socket unit a single ListenStream= line"),
@@ -72,7 +72,7 @@ public enum ErrorCodes {
         .init("invalid_state", .jobFailed, "the job's state does not allow it (cancel an ended job, resume a running one)", do: "check the job's state with `trailbook-jobs show ID`"),
         .init("invalid_tag", .usage, "the tag is empty or holds control characters", do: "give a tag of printable text"),
         .init("io", .jobFailed, "a file system call failed on the photo", do: "check the file and its disk (the message has the system's error)"),
-        .init("key_reused", .usage, "two jobs of one batch have the same key", do: "give each job its own key"),
+        .init("key_reused", .usage, "the key was already used for a different request, or for two jobs of one batch", do: "use a new key for a new job"),
         .init("no_credentials", .jobFailed, "the daemon found no S3 credentials", do: "give the daemon's user AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials"),
         .init("no_such_bucket", .jobFailed, "the S3 bucket does not exist", do: "create the bucket or fix --to"),
         .init("no_such_job", .notFound, "no job has this ID", do: "check the ID with `trailbook-jobs list` (ended jobs are deleted after their retention)"),
