@@ -39,7 +39,7 @@ extension Commands {
             options: [json],
             details: "Exit 4 when no photo matches (or the prefix matches several)."),
         CommandSpec(
-            path: ["submit", "tag"], summary: "add a keyword to photos by stable ID (in batches, exactly once)",
+            path: ["submit", "tag"], summary: "add or remove a keyword of photos by stable ID (in batches, exactly once)",
             options: [
                 OptionSpec("tag", .value(placeholder: "WORD"), required: true, help: "the keyword"),
                 OptionSpec("remove", help: "take the keyword off instead"),
