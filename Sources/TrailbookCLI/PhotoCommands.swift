@@ -290,7 +290,7 @@ enum PhotoCommands {
                 path      \(TerminalText.escape(photo.path.description))
                 bytes     \(photo.stamp.bytes)
                 size      \(photo.width.map(String.init) ?? "-") x \(photo.height.map(String.init) ?? "-") (orientation \(photo.orientation.map(String.init) ?? "-"))
-                taken at  \(TerminalText.escape(photo.takenAt ?? "-"))
+                taken at  \(TerminalText.escape(photo.takenAt ?? "-"))\(photo.json.clockNotSet ? " (camera clock never set)" : "")
                 camera    \(TerminalText.escape(Self.camera(make: photo.cameraMake, model: photo.cameraModel)))
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
                 tags      \(TerminalText.escape(Self.tagList(photo.tags)))
