@@ -174,12 +174,13 @@ int tb_jpeg_decode_rgb(const uint8_t *data, size_t size, const tb_jpeg_limits *l
     /* Decompression-bomb guard, on what is decoded: the image at the chosen DCT scale (a 200-megapixel photo decoded
      * at 1/8 is 3 megapixels), decided from the header before libjpeg allocates anything image-sized. A progressive
      * file's coefficients for the full size are bounded by max_memory (libjpeg fails past it). */
-    uint64_t out_w = ((uint64_t)d.image_width + denom - 1) / denom, out_h = ((uint64_t)d.image_height + denom - 1) / denom;
+    uint64_t out_w = ((uint64_t)d.image_width + denom - 1) / denom;
+    uint64_t out_h = ((uint64_t)d.image_height + denom - 1) / denom;
     uint64_t pixels = out_w * out_h;
     if (limits->max_pixels > 0 && pixels > limits->max_pixels) {
         if (message && message_size)
-            snprintf(message, message_size, "%ux%u decodes to %llux%llu at 1/%u scale, %llu pixels, over the limit of %llu",
-                     d.image_width, d.image_height, (unsigned long long)out_w, (unsigned long long)out_h, denom,
+            snprintf(message, message_size,
+                     "%ux%u decodes to %llux%llu at 1/%u scale, %llu pixels, over the limit of %llu", d.image_width, d.image_height, (unsigned long long)out_w, (unsigned long long)out_h, denom,
                      (unsigned long long)pixels, (unsigned long long)limits->max_pixels);
         jpeg_destroy_decompress(&d);
         return TB_JPEG_TOO_LARGE;

@@ -96,7 +96,9 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
         stableID = StableID(contentsOf: file.bytes)
         let decoder = try PhotoFormat.decoder(for: file.bytes)
         metadata = try decoder.metadata(file.bytes)
-        if readKeywords { keywords = XMPKeywords.keywords(ofPhoto: path, bytes: file.bytes, warnings: &metadata.warnings) }
+        if readKeywords {
+            keywords = XMPKeywords.keywords(ofPhoto: path, bytes: file.bytes, warnings: &metadata.warnings)
+        }
         guard analysePixels else { return }
         do {
             pixels = PixelAnalysis(displayed: try decoder.displayedImage(file.bytes, metadata: metadata, limits: limits))

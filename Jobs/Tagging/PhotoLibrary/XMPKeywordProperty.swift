@@ -60,6 +60,7 @@ public struct XMPKeywordProperty: Hashable, Sendable {
 
     /// The array's options for `xmp_append_array_item`.
     var arrayOptions: UInt32 {
-        UInt32(isOrdered ? XMP_PROP_ARRAY_IS_ORDERED.rawValue | XMP_PROP_VALUE_IS_ARRAY.rawValue : XMP_PROP_VALUE_IS_ARRAY.rawValue)
+        let bag = XMP_PROP_VALUE_IS_ARRAY.rawValue
+        return UInt32(isOrdered ? bag | XMP_PROP_ARRAY_IS_ORDERED.rawValue : bag)
     }
 }

@@ -134,8 +134,8 @@ public enum XMPKeywords {
             let sharing = XMPSidecarSharing.others(sharingSidecarOf: path, naming: naming)
             if !sharing.isEmpty {
                 if case .success(.some) = readFile(sidecar) {
-                    warnings.append(
-                        XMPSidecarSharing.code + ": " + XMPSidecarSharing.message(path, sidecar: sidecar, others: sharing))
+                    let message = XMPSidecarSharing.message(path, sidecar: sidecar, others: sharing)
+                    warnings.append(XMPSidecarSharing.code + ": " + message)
                 }
                 continue
             }
@@ -241,7 +241,9 @@ public enum XMPKeywords {
     /// Makes the array `property` hold each of `holding` exactly once and none of `without` (creating it when it
     /// must hold something, deleting it when it ends up empty and this call emptied it). Other items stay in
     /// place. Returns whether anything changed.
-    private static func setBag(_ xmp: OpaquePointer, _ property: XMPKeywordProperty, holding: [String], without: [String]) -> Bool {
+    private static func setBag(
+        _ xmp: OpaquePointer, _ property: XMPKeywordProperty, holding: [String], without: [String]
+    ) -> Bool {
         let (namespace, name) = (property.namespace, property.name)
         let present = items(of: xmp, property)
         var changed = false

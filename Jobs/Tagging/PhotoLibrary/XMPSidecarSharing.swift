@@ -32,10 +32,12 @@ public enum XMPSidecarSharing {
                 let path = BytePath(bytes: candidate)
                 guard path.withCString({ stat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
                 if ownExists, info.st_dev == own.st_dev, info.st_ino == own.st_ino { continue }  // itself, another case
-                if found.contains(where: { other in
+                let isSeen = found.contains { other in
                     var seen = stat()
-                    return other.withCString { stat($0, &seen) } == 0 && seen.st_dev == info.st_dev && seen.st_ino == info.st_ino
-                }) { continue }
+                    return other.withCString { stat($0, &seen) } == 0 && seen.st_dev == info.st_dev
+                        && seen.st_ino == info.st_ino
+                }
+                if isSeen { continue }  // the same file under another case
                 found.append(path)
             }
         }
