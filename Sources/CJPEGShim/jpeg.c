@@ -40,6 +40,10 @@ static void tb_error_exit(j_common_ptr cinfo) {
     case JERR_CONVERSION_NOTIMPL:
     case JERR_BAD_J_COLORSPACE:
     case JERR_BAD_IN_COLORSPACE: err->status = TB_JPEG_UNSUPPORTED; break;
+    case JERR_BAD_PRECISION:
+    case JERR_SOF_UNSUPPORTED:
+    case JERR_NOT_COMPILED:
+    case JERR_ARITH_NOTIMPL: err->status = TB_JPEG_UNSUPPORTED_CODING; break;
     default: err->status = TB_JPEG_CORRUPT; break;
     }
     tb_record(cinfo);
@@ -160,22 +164,28 @@ int tb_jpeg_decode_rgb(const uint8_t *data, size_t size, const tb_jpeg_limits *l
         return TB_JPEG_CORRUPT;
     }
 
-    /* Decompression-bomb guard: decide from the header, before libjpeg allocates anything image-sized. */
-    uint64_t pixels = (uint64_t)d.image_width * (uint64_t)d.image_height;
-    if (limits->max_pixels > 0 && pixels > limits->max_pixels) {
-        if (message && message_size)
-            snprintf(message, message_size, "%ux%u is %llu pixels, over the limit of %llu", d.image_width,
-                     d.image_height, (unsigned long long)pixels, (unsigned long long)limits->max_pixels);
-        jpeg_destroy_decompress(&d);
-        return TB_JPEG_TOO_LARGE;
-    }
-
     int cmyk = d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK;
     d.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     uint32_t long_side = d.image_width > d.image_height ? d.image_width : d.image_height;
     unsigned denom = 1;
     while (denom < 8 && limits->target_long_side > 0 && (long_side + denom - 1) / denom > limits->target_long_side)
         denom *= 2;
+
+    /* Decompression-bomb guard, on what is decoded: the image at the chosen DCT scale (a 200-megapixel photo decoded
+     * at 1/8 is 3 megapixels), decided from the header before libjpeg allocates anything image-sized. A progressive
+     * file's coefficients for the full size are bounded by max_memory (libjpeg fails past it). */
+    uint64_t out_w = ((uint64_t)d.image_width + denom - 1) / denom;
+    uint64_t out_h = ((uint64_t)d.image_height + denom - 1) / denom;
+    uint64_t pixels = out_w * out_h;
+    if (limits->max_pixels > 0 && pixels > limits->max_pixels) {
+        if (message && message_size)
+            snprintf(message, message_size,
+                     "%ux%u decodes to %llux%llu at 1/%u scale, %llu pixels, over the limit of %llu", d.image_width, d.image_height, (unsigned long long)out_w, (unsigned long long)out_h, denom,
+                     (unsigned long long)pixels, (unsigned long long)limits->max_pixels);
+        jpeg_destroy_decompress(&d);
+        return TB_JPEG_TOO_LARGE;
+    }
+
     d.scale_num = 1;
     d.scale_denom = denom;
     d.dct_method = JDCT_ISLOW;

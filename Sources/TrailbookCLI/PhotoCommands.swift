@@ -235,6 +235,11 @@ enum PhotoCommands {
         }.joined(separator: ", ")
     }
 
+    /// What `photos show` adds after a capture time that is a camera clock's factory default (`CameraClock`).
+    static func clockNote(_ photo: PhotoRecord) -> String {
+        photo.json.clockNotSet ? " (camera clock never set)" : ""
+    }
+
     /// "Canon EOS 40D" rather than "Canon Canon EOS 40D": the model, after the make only when it does not name it
     /// already; "-" when neither is known.
     static func camera(make: String?, model: String?) -> String {
@@ -290,7 +295,7 @@ enum PhotoCommands {
                 path      \(TerminalText.escape(photo.path.description))
                 bytes     \(photo.stamp.bytes)
                 size      \(photo.width.map(String.init) ?? "-") x \(photo.height.map(String.init) ?? "-") (orientation \(photo.orientation.map(String.init) ?? "-"))
-                taken at  \(TerminalText.escape(photo.takenAt ?? "-"))
+                taken at  \(TerminalText.escape(photo.takenAt ?? "-"))\(Self.clockNote(photo))
                 camera    \(TerminalText.escape(Self.camera(make: photo.cameraMake, model: photo.cameraModel)))
                 gps       \(photo.gps.map { "\($0.latitude), \($0.longitude)" } ?? "-")
                 tags      \(TerminalText.escape(Self.tagList(photo.tags)))

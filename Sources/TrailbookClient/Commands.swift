@@ -56,7 +56,7 @@ package enum Commands {
                 OptionSpec("keep-cancelled", .value(placeholder: "DUR"), help: "delete cancelled jobs this long after they end, or 'forever' (default 7d)"),
                 OptionSpec("workers", .value(placeholder: "N"), help: "worker processes for decoding photos (default 2)"),
                 OptionSpec("worker-timeout", .value(placeholder: "DUR"), help: "time limit of one worker request (default 30s)"),
-                OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse to decode photos over N megapixels, too_large (default 100)"),
+                OptionSpec("max-megapixels", .value(placeholder: "N"), help: "refuse decodes of over N megapixels as decoded (JPEG scaled, HEIF thumbnail), too_large (default 100)"),
                 OptionSpec("xmp", help: "tag and autotag jobs write XMP sidecars unless a job says --no-xmp"),
                 OptionSpec("xmp-naming", .value(placeholder: "NAMING"), completion: .choices(["darktable", "lightroom"]), help: "default sidecar naming: darktable (IMG_0001.jpg.xmp; default) or lightroom (IMG_0001.xmp)"),
             ],

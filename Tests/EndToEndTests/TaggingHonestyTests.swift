@@ -277,7 +277,7 @@ struct TaggingHonestyTests {
         #expect(
             Set(shown.objectKeys)
                 == [
-                    "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "camera", "gps",
+                    "id", "local_id", "path", "bytes", "width", "height", "orientation", "taken_at", "clock_not_set", "camera", "gps",
                     "tags", "warnings", "uploads",
                 ])
         _ = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
@@ -289,20 +289,23 @@ struct TaggingHonestyTests {
 
     // MARK: the decode limit is an option
 
+    /// The limit bounds what is decoded, not the photo's size: a 1.2 MP JPEG decodes at 1/4 (300 × 250) within
+    /// 1 MP; a 201 MP one decodes at 1/8 to 2 048 × 1 536, over it.
     @Test func theDecodeLimitIsADaemonOption() throws {
         let folder = TemporaryDirectory("tbj-limit")
-        PhotoTestSupport.write(try Fixtures.scene(1200, 1000).jpegData(), folder.file("a-1.2mp.jpg"))
-        PhotoTestSupport.write(try Fixtures.scene(800, 600).jpegData(), folder.file("b-0.48mp.jpg"))
+        PhotoTestSupport.write(LargeJPEG.flatGrey(), folder.file("a-201mp.jpg"))
+        PhotoTestSupport.write(try Fixtures.scene(1200, 1000).jpegData(), folder.file("b-1.2mp.jpg"))
         let daemon = try DaemonHarness(arguments: ["--max-megapixels", "1"])
         _ = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
         let autotag = try daemon.cliJSON(["submit", "autotag", "--all", "--wait", "--json"])
         let result = try #require(autotag["result"])
         #expect(result["unreadable_count"]?.intValue == 1)
         let bad = try #require(result["unreadable"]?.arrayValue?.first)
-        #expect(bad["path"]?.stringValue == folder.file("a-1.2mp.jpg"))
+        #expect(bad["path"]?.stringValue == folder.file("a-201mp.jpg"))
         #expect(bad["code"]?.stringValue == "too_large")
+        #expect(bad["message"]?.stringValue?.contains("2048x1536 at 1/8 scale") == true, "\(bad)")
         #expect(bad["message"]?.stringValue?.contains("1000000") == true, "\(bad)")
-        #expect(try Self.tags(daemon, folder.file("b-0.48mp.jpg")).contains("aspect:landscape"))
+        #expect(try Self.tags(daemon, folder.file("b-1.2mp.jpg")).contains("aspect:landscape"))
         let refused = try DaemonHarness.run(
             Binary.path, ["daemon", "--max-megapixels", "0"], environment: daemon.environment)
         #expect(refused.status == 2, "\(refused.stderr)")

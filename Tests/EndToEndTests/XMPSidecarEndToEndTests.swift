@@ -43,7 +43,10 @@ struct XMPSidecarEndToEndTests {
 
         let one = folder.file("1.jpg.xmp")
         #expect(try Self.exiftool("XMP:Subject", one) == "beach;year:2015")
-        #expect(try Self.exiftool("XMP:HierarchicalSubject", one) == "year|2015")
+        // The other app's `beach` joins the hierarchical namespaces too (darktable would hide it otherwise).
+        #expect(try Self.exiftool("XMP:HierarchicalSubject", one) == "year|2015;beach")
+        #expect(try Self.exiftool("XMP-digiKam:TagsList", one) == "year/2015;beach")
+        #expect(try Self.exiftool("XMP-microsoft:LastKeywordXMP", one) == "year/2015;beach")
         #expect(try Self.exiftool("XMP:Rating", one) == "4")
         #expect(try Self.exiftool("XMP:Label", one) == "Red")
         #expect(try Self.exiftool("XMP-darktable:History_end", one) == "3")
@@ -59,7 +62,9 @@ struct XMPSidecarEndToEndTests {
         #expect(removed["result"]?["xmp"]?["unchanged"]?.intValue == 1)
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/gone"))
         #expect(try Self.exiftool("XMP:Subject", one) == "beach")
-        #expect(try Self.exiftool("XMP:HierarchicalSubject", one) == "")
+        #expect(try Self.exiftool("XMP:HierarchicalSubject", one) == "beach")
+        #expect(try Self.exiftool("XMP-digiKam:TagsList", one) == "beach")
+        #expect(try Self.exiftool("XMP-microsoft:LastKeywordXMP", one) == "beach")
         #expect(try Self.exiftool("XMP:Rating", one) == "4")
         #expect(try Self.exiftool("XMP-darktable:History_end", one) == "3")
         #expect(try Self.exiftool("XMP:Subject", folder.file("2.jpg.xmp")) == "")
@@ -168,5 +173,53 @@ struct XMPSidecarEndToEndTests {
         #expect(lines.allSatisfy { $0 == "year:2015\tyear|2015" }, "\(lines.first { $0 != "year:2015\tyear|2015" } ?? "")")
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".tmp") }
         #expect(leftovers == [], "a temporary file of the killed batch is written again and renamed by its redo")
+    }
+
+    static func photoOf(_ daemon: DaemonHarness, _ path: String) throws -> JSONValue? {
+        let photos = try daemon.cliJSON(["photos", "list", "--json"]).arrayValue ?? []
+        return photos.first { $0["path"]?.stringValue == path }
+    }
+
+    static func tagsOf(_ daemon: DaemonHarness, _ path: String) throws -> [String] {
+        try photoOf(daemon, path)?["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []
+    }
+
+    /// `IMG_1.JPG` and `IMG_1.HEIC` with Lightroom naming: the shared `IMG_1.xmp` (a HEIC-only one, here) gives
+    /// its keywords to neither at import, and a tag job does not write it; darktable naming writes each its own
+    /// sidecar, with the keyword in every namespace.
+    @Test func twoPhotosOneSidecar() throws {
+        let folder = TemporaryDirectory("tbj-shared-xmp")
+        let jpeg = folder.file("IMG_1.JPG"), heic = folder.file("IMG_1.HEIC")
+        PhotoTestSupport.write(try Fixtures.scene(64, 48, seed: 1).jpegData(), jpeg)
+        PhotoTestSupport.write(try Fixtures.scene(64, 48, seed: 2).jpegData(), heic)  // the name is what matters
+        try XMPFixtures.foreignSidecar.write(toFile: folder.file("IMG_1.xmp"), atomically: true, encoding: .utf8)
+        let before = try Data(contentsOf: URL(fileURLWithPath: folder.file("IMG_1.xmp")))
+
+        let daemon = try DaemonHarness()
+        let imported = try daemon.cliJSON(["photos", "import", folder.path, "--wait", "--json"])
+        #expect(imported["result"]?["inserted"]?.intValue == 2)
+        #expect(imported["result"]?["keywords"]?.intValue == 0)
+        for path in [jpeg, heic] {
+            #expect(try Self.tagsOf(daemon, path) == [], "\(path)")
+            let warnings = try Self.photoOf(daemon, path)?["warnings"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(warnings.contains { $0.hasPrefix("xmp_shared_sidecar: ") && $0.contains("IMG_1.xmp") }, "\(warnings)")
+        }
+
+        let tagged = try daemon.cliJSON(
+            ["submit", "tag", "--tag", "year:2024", "--all", "--xmp", "--xmp-naming", "lightroom", "--wait", "--json"])
+        let xmp = try #require(tagged["result"]?["xmp"])
+        #expect(xmp["failed"]?.intValue == 2, "\(xmp)")
+        #expect(Set((xmp["failures"]?.arrayValue ?? []).compactMap { $0["code"]?.stringValue }) == ["xmp_shared_sidecar"])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: folder.file("IMG_1.xmp"))) == before, "left as it was")
+
+        let own = try daemon.cliJSON(["submit", "tag", "--tag", "family", "--all", "--xmp", "--wait", "--json"])
+        #expect(own["result"]?["xmp"]?["sidecars"]?.intValue == 2, "\(own)")
+        for path in [jpeg, heic] {
+            let sidecar = path + ".xmp"
+            #expect(try XMPFixtures.seen("XMP-dc:Subject", sidecar) == "family")
+            #expect(try XMPFixtures.seen("XMP-lr:HierarchicalSubject", sidecar) == "family")
+            #expect(try XMPFixtures.seen("XMP-digiKam:TagsList", sidecar) == "family")
+            #expect(try XMPFixtures.seen("XMP-microsoft:LastKeywordXMP", sidecar) == "family")
+        }
     }
 }

@@ -189,7 +189,12 @@ struct HEIFTests {
         limits.maxPixels = 192 * 256 - 1
         let bytes = try PhotoFile.read(path: Self.fixtures + "/ne_exif.avif").bytes
         let decoder = HEIFDecoder()
-        #expect(throws: PhotoLibraryError(.tooLarge, "192 × 256 pixels is over the limit of 49151")) {
+        #expect(
+            throws: PhotoLibraryError(
+                .tooLarge,
+                "192 × 256 pixels, decoded whole (no thumbnail of at least 256 pixels and the same shape to decode "
+                    + "instead), is over the limit of 49151")
+        ) {
             try decoder.displayedImage(bytes, metadata: decoder.metadata(bytes), limits: limits)
         }
     }

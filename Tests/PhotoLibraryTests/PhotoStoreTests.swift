@@ -170,7 +170,7 @@ struct PhotoStoreTests {
         #expect(
             line == """
                 {"id":"\(id)","local_id":1,"path":"/photos/IMG_1.jpg","bytes":1000,"width":4032,"height":3024,\
-                "orientation":6,"taken_at":"2024-05-03T18:22:10+01:00","camera":{"make":"Apple","model":null},\
+                "orientation":6,"taken_at":"2024-05-03T18:22:10+01:00","clock_not_set":false,"camera":{"make":"Apple","model":null},\
                 "gps":{"lat":38.6916,"lon":-9.216},"tags":["place:Lisbon","trip","year:2024"],"warnings":[]}
                 """)
         var bare = json

@@ -5,7 +5,7 @@ import TrailbookPaths
 ///
 /// | tag | from |
 /// |---|---|
-/// | `year:2024`, `month:2024-05` | `takenAt` |
+/// | `year:2024`, `month:2024-05` | `takenAt`, unless it is a camera clock's factory default (`CameraClock`) |
 /// | `make:Canon`, `camera:Canon EOS 40D` | EXIF Make and Model (the model alone when it already starts with the make) |
 /// | `place:Lisbon` | GPS → nearest place within the table's radius |
 /// | `aspect:portrait` / `landscape` / `square` / `panorama` | upright pixel size |
@@ -32,7 +32,7 @@ public enum AutoTags {
     /// The tags for one photo, sorted. `pixels` is `nil` when decoding failed (`unreadable`).
     public static func tags(metadata: PhotoMetadata, pixels: PixelAnalysis?, places: PlaceTable?) -> [String] {
         var tags = Set<String>()
-        if let taken = metadata.takenAt, taken.utf8.count >= 7 {
+        if let taken = metadata.takenAt, taken.utf8.count >= 7, !CameraClock.isFactoryDefault(taken) {
             tags.insert("year:" + taken.prefix(4))
             tags.insert("month:" + taken.prefix(7))
         }
@@ -96,7 +96,9 @@ public struct PhotoInspection: Hashable, Sendable, Codable {
         stableID = StableID(contentsOf: file.bytes)
         let decoder = try PhotoFormat.decoder(for: file.bytes)
         metadata = try decoder.metadata(file.bytes)
-        if readKeywords { keywords = XMPKeywords.keywords(ofPhoto: path, bytes: file.bytes) }
+        if readKeywords {
+            keywords = XMPKeywords.keywords(ofPhoto: path, bytes: file.bytes, warnings: &metadata.warnings)
+        }
         guard analysePixels else { return }
         do {
             pixels = PixelAnalysis(displayed: try decoder.displayedImage(file.bytes, metadata: metadata, limits: limits))

@@ -51,9 +51,10 @@ public struct HEIFDecoder: PhotoDecoder {
     /// The primary image as displayed (libheif applies crop, rotation and mirroring), 8-bit RGB (10- and 12-bit
     /// images are converted), at most `limits.targetLongSide` on its long side.
     ///
-    /// - Throws: `PhotoLibraryError.tooLarge` over `limits.maxPixels` (checked on the stored size before any
-    ///   decoding), `.corrupt` for damaged or cut-short image data, `.unsupportedFormat` for a codec libheif lacks,
-    ///   `.outOfMemory`.
+    /// - Throws: `PhotoLibraryError.tooLarge` when what would be decoded is over `limits.maxPixels`: the thumbnail
+    ///   used instead of the full image is chosen within it (so a photo of any size with a thumbnail is decoded), and
+    ///   without one the full image's stored size is checked before any decoding. `.corrupt` for damaged or
+    ///   cut-short image data, `.unsupportedFormat` for a codec libheif lacks, `.outOfMemory`.
     public func displayedImage(_ bytes: [UInt8], metadata: PhotoMetadata, limits: DecodeLimits)
         throws(PhotoLibraryError) -> DisplayedImage
     {
@@ -63,17 +64,20 @@ public struct HEIFDecoder: PhotoDecoder {
             let stored = UInt64(max(0, heif_image_handle_get_ispe_width(handle)))
                 * UInt64(max(0, heif_image_handle_get_ispe_height(handle)))
             guard width > 0, height > 0 else { throw PhotoLibraryError(.corrupt, "HEIF image has no size") }
-            guard max(stored, UInt64(width) * UInt64(height)) <= limits.maxPixels else {
-                throw PhotoLibraryError(
-                    .tooLarge, "\(width) × \(height) pixels is over the limit of \(limits.maxPixels)")
-            }
-            var source = handle
+            // Memory is bounded by what is decoded: the thumbnail when one serves (a 200-megapixel phone photo's
+            // is a few hundred pixels across), else the full image, whose stored size is then checked.
             var thumbnail: OpaquePointer?
             if usesThumbnails {
                 thumbnail = HEIFDecoder.thumbnail(of: handle, width: width, height: height, limits: limits)
-                if let thumbnail { source = thumbnail }
             }
             defer { if let thumbnail { heif_image_handle_release(thumbnail) } }
+            guard thumbnail != nil || max(stored, UInt64(width) * UInt64(height)) <= limits.maxPixels else {
+                throw PhotoLibraryError(
+                    .tooLarge,
+                    "\(width) × \(height) pixels, decoded whole (no thumbnail of at least \(limits.targetLongSide) "
+                        + "pixels and the same shape to decode instead), is over the limit of \(limits.maxPixels)")
+            }
+            let source = thumbnail ?? handle
             let image = try HEIFDecoder.decodeRGB(source)
             return DisplayedImage(
                 image: image.image.fitted(longSide: limits.targetLongSide), width: width, height: height,

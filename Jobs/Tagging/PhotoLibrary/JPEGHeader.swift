@@ -13,7 +13,8 @@ public struct JPEGHeader: Hashable, Sendable, Codable {
 
     /// Reads the header of `bytes`.
     ///
-    /// - Throws: `PhotoLibraryError` with `.empty`, `.notJPEG`, `.truncated` or `.corrupt`.
+    /// - Throws: `PhotoLibraryError` with `.empty`, `.notJPEG`, `.truncated`, `.corrupt`, or `.unsupportedCoding`
+    ///   for a valid frame libjpeg-turbo does not decode (`JPEGFrame.unsupportedReason`).
     public init(jpeg bytes: [UInt8]) throws(PhotoLibraryError) {
         var info = tb_jpeg_info()
         var message = [CChar](repeating: 0, count: 200)
@@ -22,22 +23,22 @@ public struct JPEGHeader: Hashable, Sendable, Codable {
                 tb_jpeg_read_info(buffer.baseAddress, buffer.count, &info, $0.baseAddress, $0.count)
             }
         }
-        if status != Int32(TB_JPEG_OK.rawValue) { throw JPEGHeader.error(status, message) }
+        if status != Int32(TB_JPEG_OK.rawValue) {
+            throw JPEGHeader.classified(JPEGHeader.error(status, message), bytes)
+        }
         width = Int(info.width)
         height = Int(info.height)
         components = Int(info.components)
         isProgressive = info.progressive != 0
     }
 
-    /// `nil` instead of throwing for a JPEG whose header is damaged; still throws for empty or non-JPEG input.
-    init?(jpeg bytes: [UInt8], tolerateCorruptHeader: Bool) throws(PhotoLibraryError) {
-        do {
-            try self.init(jpeg: bytes)
-        } catch where error.code == .empty || error.code == .notJPEG {
-            throw error
-        } catch {
-            return nil
-        }
+    /// `error` as `.unsupportedCoding` with what the frame header says, when the file's frame is a valid kind the
+    /// decoder does not read (libjpeg reports some of them, a DNL height for one, as corrupt data); else `error`.
+    static func classified(_ error: PhotoLibraryError, _ bytes: [UInt8]) -> PhotoLibraryError {
+        guard error.code == .corrupt || error.code == .unsupportedCoding, let frame = JPEGFrame(jpeg: bytes),
+            let reason = frame.unsupportedReason
+        else { return error }
+        return frame.unsupportedError(reason)
     }
 
     static func error(_ status: Int32, _ message: [CChar]) -> PhotoLibraryError {
@@ -50,6 +51,7 @@ public struct JPEGHeader: Hashable, Sendable, Codable {
         case TB_JPEG_TOO_LARGE.rawValue: code = .tooLarge
         case TB_JPEG_NO_MEMORY.rawValue: code = .outOfMemory
         case TB_JPEG_UNSUPPORTED.rawValue: code = .unsupported
+        case TB_JPEG_UNSUPPORTED_CODING.rawValue: code = .unsupportedCoding
         default: code = .corrupt
         }
         return PhotoLibraryError(code, text.isEmpty ? "libjpeg status \(status)" : text)

@@ -9,6 +9,7 @@ public struct PhotoLibraryError: Error, CustomStringConvertible, Sendable, Equat
             case empty, notJPEG = "not_jpeg", truncated, corrupt, tooLarge = "too_large", outOfMemory = "out_of_memory"
             case unsupported, unsupportedFormat = "unsupported_format", io, notFound = "not_found", ambiguous, invalidID = "invalid_id"
             case invalidTag = "invalid_tag", badPlaceFile = "bad_place_file", store
+            case unsupportedCoding = "unsupported_coding"
         }
         private let kind: Kind
         private init(_ kind: Kind) { self.kind = kind }
@@ -28,6 +29,10 @@ public struct PhotoLibraryError: Error, CustomStringConvertible, Sendable, Equat
         public static let outOfMemory = Code(.outOfMemory)
         /// A colour space or layout that cannot be converted to RGB.
         public static let unsupported = Code(.unsupported)
+        /// A valid JPEG coded in a way the decoder does not read: 12-bit (or other non-8-bit) samples, lossless
+        /// (SOF3/SOF11), hierarchical (SOF5–7, SOF13–15), a height given by a DNL marker. Not damage: the size from
+        /// the frame header and the EXIF are read; only the pixels are not (`JPEGFrame`).
+        public static let unsupportedCoding = Code(.unsupportedCoding)
         /// The file's content is no format the library reads (JPEG, HEIF/HEIC, AVIF), or a HEIF feature or codec
         /// libheif cannot read; the message says what the file looks like.
         public static let unsupportedFormat = Code(.unsupportedFormat)

@@ -14,7 +14,8 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
     public var orientation: Int?
     /// Capture time, ISO 8601: `2024-05-03T18:22:10+01:00` from DateTimeOriginal (0x9003) and OffsetTimeOriginal
     /// (0x9011). Without an offset it is a local time with no zone designator (`2024-05-03T18:22:10`).
-    /// Falls back to DateTimeDigitized (0x9004) with OffsetTimeDigitized (0x9012).
+    /// Falls back to DateTimeDigitized (0x9004) with OffsetTimeDigitized (0x9012). A camera clock's factory default
+    /// (`CameraClock`) is kept as the file has it, with a warning.
     public var takenAt: String?
     /// Make (0x010F), trimmed of spaces and NULs; `nil` when empty.
     public var cameraMake: String?
@@ -49,14 +50,24 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
     /// Reads the metadata of a JPEG file held in memory.
     ///
     /// - Throws: `PhotoLibraryError.empty` for zero bytes, `.notJPEG` when there is no SOI marker. Anything
-    ///   else (truncated header, damaged EXIF) becomes `nil` fields and `warnings`.
+    ///   else (truncated header, damaged EXIF) becomes `nil` fields and `warnings`; a valid JPEG the decoder does
+    ///   not read (12-bit, lossless: `JPEGFrame`) keeps the frame header's size, with a warning saying so.
     public init(jpeg bytes: [UInt8]) throws(PhotoLibraryError) {
         self.init()
-        let info = try JPEGHeader(jpeg: bytes, tolerateCorruptHeader: true)
-        if let info {
+        do {
+            let info = try JPEGHeader(jpeg: bytes)
             width = info.width
             height = info.height
-        } else {
+        } catch where error.code == .empty || error.code == .notJPEG {
+            throw error
+        } catch where error.code == .unsupportedCoding {
+            // Valid, of a kind the decoder does not read: the frame header still gives the size.
+            if let frame = JPEGFrame(jpeg: bytes), frame.width > 0, frame.height > 0 {
+                width = frame.width
+                height = frame.height
+            }
+            warnings.append(error.message)
+        } catch {
             warnings.append("JPEG header unreadable")
         }
         readEXIF(bytes)
@@ -101,6 +112,7 @@ public struct PhotoMetadata: Hashable, Sendable, Codable {
         } else if let stamp = reader.text(EXIF_IFD_EXIF, EXIF_TAG_DATE_TIME_DIGITIZED) {
             takenAt = PhotoMetadata.isoDate(stamp, offset: reader.text(EXIF_IFD_EXIF, EXIF_TAG_OFFSET_TIME_DIGITIZED))
         }
+        if let takenAt, CameraClock.isFactoryDefault(takenAt) { warnings.append(CameraClock.warning(takenAt)) }
 
         if width == nil || height == nil,
             let w = reader.integer(EXIF_IFD_EXIF, EXIF_TAG_PIXEL_X_DIMENSION),

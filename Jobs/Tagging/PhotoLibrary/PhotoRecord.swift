@@ -56,7 +56,8 @@ public struct PhotoRecord: Hashable, Sendable {
 /// A photo in the exact JSON shape of docs/reference/json.md "Photo" (`photos show --json`, one element of
 /// `photos list --json`). Absent values encode as `null`, never as missing keys; `tags` is sorted, no repeats.
 /// `camera` is `null` when both make and model are unknown, otherwise an object whose unknown half is `null`.
-/// `warnings` (after `tags`) lists what reading the photo noticed, in words; `[]` when nothing.
+/// `warnings` (after `tags`) lists what reading the photo noticed, in words; `[]` when nothing. `clock_not_set`
+/// (after `taken_at`) is `true` when `taken_at` is a camera clock's factory default (`CameraClock`).
 public struct PhotoJSON: Codable, Hashable, Sendable {
     /// `{"make": …, "model": …}`.
     public struct Camera: Codable, Hashable, Sendable {
@@ -115,6 +116,11 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
     public var height: Int?
     public var orientation: Int?
     public var takenAt: String?
+    /// Whether `takenAt` is a camera clock's factory default (`CameraClock`): the clock was never set, the photo
+    /// was not taken then, and it has no `year:`/`month:` tags. `false` when `takenAt` is `null`.
+    public var clockNotSet: Bool {
+        takenAt.map(CameraClock.isFactoryDefault) ?? false
+    }
     public var camera: Camera?
     public var gps: GPS?
     public var tags: [String]
@@ -128,6 +134,11 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         case warnings, uploads
     }
 
+    /// Members computed from the others: encoded, never decoded.
+    enum DerivedKeys: String, CodingKey {
+        case clockNotSet = "clock_not_set"
+    }
+
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(id, forKey: .id)
@@ -138,6 +149,8 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         try c.encode(height, forKey: .height)
         try c.encode(orientation, forKey: .orientation)
         try c.encode(takenAt, forKey: .takenAt)
+        var derived = encoder.container(keyedBy: DerivedKeys.self)
+        try derived.encode(clockNotSet, forKey: .clockNotSet)
         try c.encode(camera, forKey: .camera)
         try c.encode(gps, forKey: .gps)
         try c.encode(tags, forKey: .tags)
@@ -162,7 +175,8 @@ public struct PhotoJSON: Codable, Hashable, Sendable {
         return object([
             ("id", try value(id)), ("local_id", try value(localID)), ("path", try value(path)),
             ("bytes", try value(bytes)), ("width", try value(width)), ("height", try value(height)),
-            ("orientation", try value(orientation)), ("taken_at", try value(takenAt)), ("camera", camera ?? "null"),
+            ("orientation", try value(orientation)), ("taken_at", try value(takenAt)),
+            ("clock_not_set", try value(clockNotSet)), ("camera", camera ?? "null"),
             ("gps", gps ?? "null"), ("tags", try value(tags)), ("warnings", try value(warnings)),
         ] + (try uploads.map { uploads in
             [("uploads", "[" + (try uploads.map { upload in

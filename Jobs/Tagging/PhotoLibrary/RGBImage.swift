@@ -2,8 +2,12 @@ import CJPEGShim
 
 /// Limits that keep decoding one untrusted JPEG bounded in memory and time.
 public struct DecodeLimits: Hashable, Sendable, Codable {
-    /// Refuse images whose header says more pixels than this, before anything is allocated. Default 100 000 000
-    /// (100 megapixels: every current camera fits; a 65 500 × 65 500 "bomb" of a few KB does not).
+    /// Refuse a decode that would produce more pixels than this, decided from the header before anything is
+    /// allocated. It bounds what each decode path decodes, not the photo's size: a JPEG is decoded at the DCT
+    /// scale that gets it near `targetLongSide` (a 200-megapixel photo decodes to 3 megapixels at 1/8; JPEG's
+    /// largest frame, 65 535 × 65 535, to 67 megapixels), a HEIF's thumbnail when it has a fitting one; a HEIF
+    /// without one is decoded whole, and its full size is what is checked. Default 100 000 000 (100 megapixels).
+    /// A progressive JPEG keeps every coefficient of the full size: `maxMemoryBytes` bounds that.
     public var maxPixels: UInt64 = 100_000_000
     /// libjpeg's `max_memory_to_use` in bytes. Default 256 MiB. Baseline files need little at any size; a
     /// progressive file keeps every coefficient (about 2 bytes per pixel per full-resolution component), so
@@ -42,7 +46,9 @@ public struct RGBImage: Hashable, Sendable {
     /// - Returns: the image (stored orientation, not yet rotated), the header's full size, and how many libjpeg
     ///   warnings about corrupt data decoding survived.
     /// - Throws: `PhotoLibraryError` with `.empty`, `.notJPEG`, `.truncated`, `.corrupt`, `.tooLarge`
-    ///   (over `maxPixels` or `maxScans`), `.outOfMemory` (over `maxMemoryBytes`) or `.unsupported`.
+    ///   (the scaled decode over `maxPixels`, or over `maxScans`), `.outOfMemory` (over `maxMemoryBytes`),
+    ///   `.unsupported`, or `.unsupportedCoding` for a valid JPEG coded in a way libjpeg-turbo does not decode
+    ///   (`JPEGFrame` says which).
     public static func decodeJPEG(_ bytes: [UInt8], limits: DecodeLimits = DecodeLimits()) throws(PhotoLibraryError)
         -> (image: RGBImage, sourceWidth: Int, sourceHeight: Int, warnings: Int)
     {
@@ -57,7 +63,8 @@ public struct RGBImage: Hashable, Sendable {
             }
         }
         guard status == Int32(TB_JPEG_OK.rawValue), let raw = out.pixels else {
-            throw JPEGHeader.error(status == 0 ? Int32(TB_JPEG_CORRUPT.rawValue) : status, message)
+            throw JPEGHeader.classified(
+                JPEGHeader.error(status == 0 ? Int32(TB_JPEG_CORRUPT.rawValue) : status, message), bytes)
         }
         defer { tb_jpeg_free(raw) }
         let w = Int(out.width), h = Int(out.height)

@@ -43,7 +43,7 @@ public enum XMPSidecarNaming: String, Hashable, Sendable, Codable, CaseIterable 
 public struct XMPSidecarChange: Hashable, Sendable, Codable {
     /// The photo's path, its exact bytes (the sidecar is found from it by the naming convention).
     public var path: BytePath
-    /// Keywords the sidecar must hold, in `dc:subject` (and `lr:hierarchicalSubject` for namespaced ones).
+    /// Keywords the sidecar must hold, in every keyword property (`XMPKeywordProperty.all`).
     public var add: [String]
     /// Keywords the sidecar must no longer hold.
     public var remove: [String]
@@ -68,23 +68,23 @@ public enum XMPSidecarOutcome: Hashable, Sendable {
     /// The sidecar already held the change; it was left untouched.
     case unchanged
     /// The sidecar could not be read or written; nothing was changed. `code`: `xmp_unreadable` (an existing
-    /// sidecar that does not parse as XMP: it is never overwritten) or `xmp_write_failed` (a read-only or full
-    /// directory, …); `message` says which file and why.
+    /// sidecar that does not parse as XMP: it is never overwritten), `xmp_write_failed` (a read-only or full
+    /// directory, …) or `xmp_shared_sidecar` (Lightroom naming gives another photo in the folder the same sidecar:
+    /// `XMPSidecarSharing`); `message` says which file and why.
     case failed(code: String, message: String)
 }
 
 /// Keywords in XMP: reading them from a sidecar or a photo's embedded packet, and merging a change into a sidecar
 /// without touching anything else in it (other apps' properties, ratings, labels, namespaces and keywords).
 ///
-/// `dc:subject` (Dublin Core, an unordered bag) holds every keyword as written. A namespaced keyword
-/// (`year:2015`) is also written to `lr:hierarchicalSubject` (Lightroom's namespace, which darktable and digiKam
-/// read) as the hierarchy `year|2015`. Parsing and serializing are exempi's (Adobe's XMP toolkit); the files are
+/// `dc:subject` (Dublin Core, an unordered bag) holds every keyword as written; each is also written to the
+/// properties darktable, digiKam and Lightroom prefer (`XMPKeywordProperty`): `lr:hierarchicalSubject` (`year|2015`,
+/// `family`), `digiKam:TagsList` and `MicrosoftPhoto:LastKeywordXMP` (`year/2015`, `family`), and taken off all
+/// four together. Parsing and serializing are exempi's (Adobe's XMP toolkit); the files are
 /// untrusted only when read in a worker (import), and a sidecar that does not parse is never overwritten.
 public enum XMPKeywords {
-    /// Lightroom's namespace, home of `hierarchicalSubject`.
-    static let lightroomNamespace = "http://ns.adobe.com/lightroom/1.0/"
     /// Dublin Core's namespace, home of `subject`.
-    static let dublinCoreNamespace = "http://purl.org/dc/elements/1.1/"
+    static let dublinCoreNamespace = XMPKeywordProperty.subject.namespace
     /// The largest sidecar (or embedded packet) read, in bytes; bigger ones are `xmp_unreadable`.
     public static let maxPacketBytes = 16 << 20
 
@@ -94,10 +94,8 @@ public enum XMPKeywords {
     /// The Lightroom hierarchy of a namespaced keyword (`year:2015` → `year|2015`, `place:Lisbon` →
     /// `place|Lisbon`); `nil` for a bare keyword (no `:`, or one at either end).
     public static func hierarchy(of keyword: String) -> String? {
-        guard let colon = keyword.firstIndex(of: ":"), colon != keyword.startIndex,
-            keyword.index(after: colon) != keyword.endIndex
-        else { return nil }
-        return keyword[..<colon] + "|" + keyword[keyword.index(after: colon)...]
+        let form = XMPKeywordProperty.hierarchicalSubject.form(of: keyword)
+        return form == keyword ? nil : form
     }
 
     /// The `dc:subject` keywords of an XMP packet, in order, without repeats; `nil` when it does not parse.
@@ -124,11 +122,24 @@ public enum XMPKeywords {
 
     /// The keywords a photo already carries: its embedded packet's `dc:subject`, then each sidecar's (both
     /// namings), without repeats. Unreadable sidecars and packets add nothing (they are someone else's to fix).
-    public static func keywords(ofPhoto path: BytePath, bytes: [UInt8]) -> [String] {
+    /// A Lightroom-named sidecar that another photo in the folder shares (`XMPSidecarSharing`: `IMG_1.xmp` of
+    /// `IMG_1.JPG` and `IMG_1.HEIC`) is not read: which photo its keywords belong to cannot be told, and giving
+    /// them to both would merge two photos' keywords. `warnings` gets a line saying so, starting
+    /// `xmp_shared_sidecar:`.
+    public static func keywords(ofPhoto path: BytePath, bytes: [UInt8], warnings: inout [String]) -> [String] {
         var found: [String] = embeddedPacket(in: bytes).flatMap { subjects(inPacket: $0) } ?? []
         var sidecars: [BytePath] = []
         for naming in XMPSidecarNaming.allCases where !sidecars.contains(naming.sidecarPath(for: path)) {
-            sidecars.append(naming.sidecarPath(for: path))
+            let sidecar = naming.sidecarPath(for: path)
+            let sharing = XMPSidecarSharing.others(sharingSidecarOf: path, naming: naming)
+            if !sharing.isEmpty {
+                if case .success(.some) = readFile(sidecar) {
+                    let message = XMPSidecarSharing.message(path, sidecar: sidecar, others: sharing)
+                    warnings.append(XMPSidecarSharing.code + ": " + message)
+                }
+                continue
+            }
+            sidecars.append(sidecar)
         }
         for sidecar in sidecars {
             guard case .success(let packet?) = readFile(sidecar), let words = subjects(inPacket: packet) else { continue }
@@ -136,6 +147,12 @@ public enum XMPKeywords {
         }
         var seen = Set<String>()
         return found.filter { seen.insert($0).inserted }
+    }
+
+    /// `keywords(ofPhoto:bytes:warnings:)` without the warnings.
+    public static func keywords(ofPhoto path: BytePath, bytes: [UInt8]) -> [String] {
+        var warnings: [String] = []
+        return keywords(ofPhoto: path, bytes: bytes, warnings: &warnings)
     }
 
     /// The `dc:subject` keywords of the sidecar at `sidecarPath`; `[]` when it does not exist, `nil` when it cannot
@@ -152,8 +169,9 @@ public enum XMPKeywords {
     public static func subjects(ofSidecar sidecarPath: String) -> [String]? { subjects(ofSidecar: BytePath(sidecarPath)) }
 
     /// Merges `change` into a sidecar's packet (`nil`: no sidecar yet) and returns the new packet, or `nil` when
-    /// the sidecar already holds the change. Only `dc:subject` items and `lr:hierarchicalSubject` items of the
-    /// change's keywords are touched; everything else in the packet is kept as parsed.
+    /// the sidecar already holds the change. Only the keyword properties (`XMPKeywordProperty.all`) are touched:
+    /// the change's keywords in each, and the `dc:subject` keywords a hierarchical property lacks are added to it;
+    /// everything else in the packet (ratings, labels, history, other apps' namespaces) is kept as parsed.
     ///
     /// - Throws: `XMPSidecarOutcome.failed` `xmp_unreadable` when `existing` does not parse.
     static func merged(_ existing: [UInt8]?, _ change: XMPSidecarChange, sidecarPath: BytePath) throws(XMPSidecarFailure) -> [UInt8]? {
@@ -174,13 +192,32 @@ public enum XMPKeywords {
                 message: "\(sidecarPath) is not valid XMP (error \(xmp_get_error())); left as it is, fix or remove it")
         }
         defer { xmp_free(xmp) }
+        _ = registeredNamespaces
         var changed = false
-        let hierarchiesToAdd = change.add.compactMap(hierarchy(of:))
-        let hierarchiesToRemove = change.remove.compactMap(hierarchy(of:)).filter { !hierarchiesToAdd.contains($0) }
-        changed = setBag(xmp, dublinCoreNamespace, "subject", holding: change.add, without: change.remove) || changed
-        if !hierarchiesToAdd.isEmpty || !hierarchiesToRemove.isEmpty {
-            _ = registeredLightroom
-            changed = setBag(xmp, lightroomNamespace, "hierarchicalSubject", holding: hierarchiesToAdd, without: hierarchiesToRemove) || changed
+        for property in XMPKeywordProperty.all {
+            let holding = change.add.map(property.form(of:))
+            let without = change.remove.map(property.form(of:)).filter { !holding.contains($0) }
+            changed = setBag(xmp, property, holding: holding, without: without) || changed
+        }
+        // Keywords the sidecar held before in `dc:subject` alone (written by an older version, or by an app that
+        // writes only that) join the hierarchical properties as soon as those exist: an app that prefers one of
+        // them would otherwise stop showing them (darktable reads `dc:subject` only when there is no
+        // `lr:hierarchicalSubject`).
+        // A keyword another hierarchical property shows as a level of a hierarchy (Lightroom's `year|2024` for
+        // its `dc:subject` levels `year` and `2024`) joins as that hierarchy, not as a flat keyword.
+        let subjects = items(of: xmp, XMPKeywordProperty.subject)
+        let paths = XMPKeywordProperty.hierarchical.flatMap { other in
+            items(of: xmp, other).map { $0.split(separator: other.separator ?? "|").map(String.init) }
+        }
+        for property in XMPKeywordProperty.hierarchical {
+            let present = items(of: xmp, property)
+            guard !present.isEmpty, let separator = property.separator else { continue }
+            let missing = subjects.filter { !property.shows($0, in: present) }.map { keyword in
+                let levels = property.form(of: keyword).split(separator: separator).map(String.init)
+                let path = paths.first { $0 == levels } ?? paths.first { $0.contains(keyword) } ?? levels
+                return path.joined(separator: String(separator))
+            }
+            changed = setBag(xmp, property, holding: missing, without: []) || changed
         }
         guard changed else { return nil }
         guard let text = xmp_string_new() else {
@@ -193,18 +230,22 @@ public enum XMPKeywords {
         return Array(UnsafeBufferPointer(start: UnsafeRawPointer(cText).assumingMemoryBound(to: UInt8.self), count: xmp_string_len(text)))
     }
 
-    /// `lr` is not among exempi's preregistered prefixes in every version; registered once.
-    private static let registeredLightroom: Bool = {
+    /// The keyword properties' namespaces (not all among exempi's preregistered ones in every version), registered
+    /// once.
+    private static let registeredNamespaces: Bool = {
         guard let prefix = xmp_string_new() else { return false }
         defer { xmp_string_free(prefix) }
-        return xmp_register_namespace(lightroomNamespace, "lr", prefix)
+        return XMPKeywordProperty.all.allSatisfy { xmp_register_namespace($0.namespace, $0.prefix, prefix) }
     }()
 
-    /// Makes the bag `namespace:name` hold each of `holding` exactly once and none of `without` (creating the bag
-    /// when it must hold something, deleting it when it ends up empty and this call emptied it). Other items stay
-    /// in place. Returns whether anything changed.
-    private static func setBag(_ xmp: OpaquePointer, _ namespace: String, _ name: String, holding: [String], without: [String]) -> Bool {
-        let present = items(of: xmp, namespace, name)
+    /// Makes the array `property` hold each of `holding` exactly once and none of `without` (creating it when it
+    /// must hold something, deleting it when it ends up empty and this call emptied it). Other items stay in
+    /// place. Returns whether anything changed.
+    private static func setBag(
+        _ xmp: OpaquePointer, _ property: XMPKeywordProperty, holding: [String], without: [String]
+    ) -> Bool {
+        let (namespace, name) = (property.namespace, property.name)
+        let present = items(of: xmp, property)
         var changed = false
         let remove = Set(without).subtracting(holding)
         var kept = Set<String>()
@@ -221,11 +262,16 @@ public enum XMPKeywords {
         }
         var seen = Set<String>()
         for keyword in holding where !kept.contains(keyword) && seen.insert(keyword).inserted {
-            xmp_append_array_item(xmp, namespace, name, UInt32(XMP_PROP_VALUE_IS_ARRAY.rawValue), keyword, 0)
+            xmp_append_array_item(xmp, namespace, name, property.arrayOptions, keyword, 0)
             changed = true
         }
-        if changed, items(of: xmp, namespace, name).isEmpty { xmp_delete_property(xmp, namespace, name) }
+        if changed, items(of: xmp, property).isEmpty { xmp_delete_property(xmp, namespace, name) }
         return changed
+    }
+
+    /// The items of the array `property`, in order; `[]` when absent.
+    private static func items(of xmp: OpaquePointer, _ property: XMPKeywordProperty) -> [String] {
+        items(of: xmp, property.namespace, property.name)
     }
 
     /// The items of the array `namespace:name`, in order; `[]` when absent.
@@ -348,6 +394,10 @@ public enum XMPSidecarWriter {
                         code: "xmp_write_failed",
                         message: "cannot write \(sidecar): \(String(cString: strerror(ENAMETOOLONG))) (\(sidecar.lastComponent.bytes.count) "
                             + "bytes, over the 255 of a file name); use --xmp-naming lightroom, or a shorter photo name")
+                }
+                let sharing = XMPSidecarSharing.others(sharingSidecarOf: changes[index].path, naming: naming)
+                if !sharing.isEmpty {
+                    throw XMPSidecarSharing.failure(changes[index].path, sidecar: sidecar, others: sharing)
                 }
                 let existing = try XMPKeywords.readFile(sidecar).get()
                 let merged = try toolkit.withLock { _ throws(XMPSidecarFailure) in

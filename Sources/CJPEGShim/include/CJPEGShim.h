@@ -15,6 +15,8 @@ typedef enum {
     TB_JPEG_TOO_LARGE = 5,    ///< the header's pixel count or scan count exceeds the limits
     TB_JPEG_NO_MEMORY = 6,    ///< libjpeg's memory limit (max_memory_to_use) or malloc failed
     TB_JPEG_UNSUPPORTED = 7,  ///< a colour space or layout libjpeg cannot convert
+    TB_JPEG_UNSUPPORTED_CODING = 8,  ///< a valid coding process libjpeg does not decode (12-bit samples, lossless,
+                                     ///< hierarchical, arithmetic coding when not compiled in)
 } tb_jpeg_status;
 
 /// What the JPEG header (SOF segment) says, read without decoding any pixels.
@@ -28,7 +30,8 @@ typedef struct {
 
 /// Limits applied before and during decoding.
 typedef struct {
-    uint64_t max_pixels;        ///< refuse when header width × height exceeds this (decompression bombs)
+    uint64_t max_pixels;        ///< refuse when the pixels decoded (width × height at the chosen DCT scale, not the
+                                ///< header's full size) exceed this (decompression bombs)
     uint64_t max_memory;        ///< bytes; libjpeg's max_memory_to_use (its big buffers fail beyond it)
     uint32_t max_scans;         ///< refuse progressive files with more scans than this (CPU bombs)
     uint32_t target_long_side;  ///< pick the smallest 1/1, 1/2, 1/4, 1/8 scale that gets the long side to this
