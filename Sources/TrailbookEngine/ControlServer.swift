@@ -30,8 +30,8 @@ public final class ControlServer {
     /// Drops clients that hold too much unread (`UnreadReplyLimit`): a watcher that never reads, a half-closed
     /// client that asked for a big list and never reads it, a crowd of them.
     private let unreadLimit = UnreadReplyLimit()
-    /// Lets one `list` reply be built per turn of the loop.
-    private let listGate = TurnGate()
+    /// Lets one `list` reply or watcher's replay be built at a time, in about half of the loop's time at most.
+    private let heavyGate = TurnGate()
 
     /// One client connection: its read buffer and its queue of requests, answered one at a time, in order.
     final class Connection {
@@ -423,9 +423,12 @@ public final class ControlServer {
             guard limit >= 1 else {
                 throw JobError(code: "bad_request", message: "\"limit\" must be 1 or more (the newest N jobs), not \(limit)")
             }
-            // One list built per turn of the loop (`TurnGate`): a crowd asking for big lists never stalls the rest.
-            await listGate.enter()
-            defer { listGate.leave() }
+            // One list (or replay) built at a time, in about half the loop's time at most (`TurnGate`): a crowd
+            // asking for big lists never stalls the rest.
+            await heavyGate.enter()
+            let building = Timestamp.monotonic()
+            // Twice the build's time: its reply is encoded and written after it, in the same turn.
+            defer { heavyGate.leave(pause: 2 * (Timestamp.monotonic() - building)) }
             // A client dropped while it waited (gone, or holding too much unread) gets nothing built.
             guard !connection.pipe.isClosing else { return .null }
             let (jobs, unfinished) = try await scheduler.fetchList(states: states, kind: kind, limit: Int(min(limit, 100_000)))
@@ -474,6 +477,11 @@ public final class ControlServer {
             let jobs = Set(try strings(request, "jobs") ?? [])
             let kinds = Set(try strings(request, "kinds") ?? [])
             try checkKinds(kinds)
+            // The replay (up to 4 MiB) is heavy work too: a crowd of watchers subscribing from 0 waits its turns.
+            await heavyGate.enter()
+            let building = Timestamp.monotonic()
+            defer { heavyGate.leave(pause: Timestamp.monotonic() - building) }
+            guard !connection.pipe.isClosing else { return .null }
             connection.watching = true
             let header: JSONValue = [
                 "ok": true, "watching": true, "seq": .number(Double(scheduler.feed.lastSeq)),

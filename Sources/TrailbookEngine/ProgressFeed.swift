@@ -217,16 +217,18 @@ public final class ProgressFeed {
         guard since <= lastSeq else { return .incomplete(message: "seq \(since) was not handed out by this daemon; refresh with list") }
         // At most `cutOffBytes` of replay: a watcher that never reads holds no more than that, and one that does
         // reads the jobs again (the gap line) instead of the rest.
-        var replayed = 0
+        // In one write: one buffer, not one (with libuv's request) per event.
+        var replay: [UInt8] = []
         for event in buffer[bufferStart...] where event.seq > since && subscriber.wants(event) {
-            replayed += event.line.count
-            guard replayed <= cutOffBytes else {
+            guard replay.count + event.line.count <= cutOffBytes else {
+                connection.write(replay)
                 return .incomplete(
                     message: "the events after seq \(since) are more than \(cutOffBytes >> 20) MiB; replayed up to seq "
                         + "\(event.seq - 1), refresh with list")
             }
-            connection.write(event.line)
+            replay += event.line
         }
+        connection.write(replay)
         if let lastGap, since <= lastGap.afterSeq { return .incomplete(message: lastGap.message) }
         guard (oldestSeq ?? nextSeq) <= since + 1 else {
             return .incomplete(message: "events after seq \(since) are no longer buffered; refresh with list")

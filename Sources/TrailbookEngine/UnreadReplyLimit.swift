@@ -42,6 +42,8 @@ final class UnreadReplyLimit {
     private var timer: LoopTimer?
     /// Bytes freed by drops since the last `malloc_trim`.
     private var freedSinceTrim = 0
+    /// When `malloc_trim` last ran (it walks the heap: at most once a second).
+    private var lastTrim = -Double.infinity
 
     init(stuckBytes: Int = 1 << 20, stuckSeconds: Double = 10, totalBytes: Int = 64 << 20) {
         self.stuckBytes = stuckBytes
@@ -98,7 +100,8 @@ final class UnreadReplyLimit {
                 total -= pending
             }
         }
-        if freedSinceTrim >= 4 << 20 {
+        if freedSinceTrim >= 4 << 20, now - lastTrim >= 1 {
+            lastTrim = now
             // glibc keeps freed memory in its arenas; give it back so the daemon shrinks once such clients are gone.
             _ = mallocTrim(0)
             freedSinceTrim = 0

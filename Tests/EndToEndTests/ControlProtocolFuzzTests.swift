@@ -347,11 +347,21 @@ struct ControlProtocolFuzzTests {
         let started = Date()
         #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
         #expect(Date().timeIntervalSince(started) < 2, "ping took \(Date().timeIntervalSince(started)) s")
+        // They subscribe one replay at a time (`TurnGate`); the crowd passes the 64 MiB budget as they do.
+        var held = 0.0
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !daemon.log().contains("dropped a control client") {
+            held = max(held, try Self.residentMiB(daemon.pid))
+            usleep(200_000)
+        }
         usleep(1_000_000)
-        let held = try Self.residentMiB(daemon.pid)
-        print("300 watchers that never read: RSS \(held) MiB (baseline \(baseline) MiB)")
+        held = max(held, try Self.residentMiB(daemon.pid))
+        print("300 watchers that never read: peak RSS \(held) MiB (baseline \(baseline) MiB)")
         #expect(held < baseline + 128, "RSS \(held) MiB with 300 unread watchers, baseline \(baseline) MiB")
         #expect(daemon.log().contains("dropped a control client"), "\(daemon.log().suffix(2000))")
+        let late = Date()
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+        #expect(Date().timeIntervalSince(late) < 2, "ping took \(Date().timeIntervalSince(late)) s")
         for fd in fds { close(fd) }
         fds.removeAll()
         usleep(500_000)
@@ -430,7 +440,8 @@ struct ControlProtocolFuzzTests {
                     ? "s3://\(buckets.randomElement(using: &generator)!)/p/" : "s3://bucket/\(prefixes.randomElement(using: &generator)!)"
                 lines.append((["files": files, "to": .string(to)], "bad_destination"))
             default:
-                let control = [0x01, 0x0A, 0x0D, 0x00, 0x1F, 0x7F].randomElement(using: &generator)!
+                // (A NUL cannot be in a request's string at all: the parser refuses it, bad_request.)
+                let control = [0x01, 0x0A, 0x0D, 0x1F, 0x7F].randomElement(using: &generator)!
                 let value = "a" + String(UnicodeScalar(UInt8(control))) + secret
                 let to = Bool.random(using: &generator) ? "http://127.0.0.1:1/files/" : "file://" + work.path
                 lines.append((["files": files, "to": .string(to), "headers": .array([.string("X-Secret: \(value)")])], "invalid_params"))
