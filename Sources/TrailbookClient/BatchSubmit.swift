@@ -159,12 +159,29 @@ enum BatchSubmit {
         return entries
     }
 
+    /// The most a batch file may hold, in bytes: 4 MiB. The batch goes to the daemon as one request line of at
+    /// most `ControlProtocol.maxLineBytes` (1 MiB), so a larger file can never be sent; this leaves room for
+    /// blank lines and indentation that the request does not carry.
+    static let maxFileBytes = 4 * ControlProtocol.maxLineBytes
+
     /// The whole content of `path` (its exact bytes: the name need not be UTF-8), or of standard input for `-`.
-    private static func readAll(_ path: BytePath) throws(UsageError) -> [UInt8] {
-        let name = TerminalText.escape(path.description)
+    /// - Throws: `UsageError` when it cannot be read, or holds more than `maxFileBytes`: a regular file that large
+    ///   is refused before a byte is read, a stream (`/dev/zero`, a pipe) once that much has come.
+    static func readAll(_ path: BytePath) throws(UsageError) -> [UInt8] {
+        let name = path == "-" ? "standard input" : TerminalText.escape(path.description)
         let fd = path == "-" ? 0 : path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { throw UsageError("cannot open \(name): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
+        func tooLarge(_ what: String) -> UsageError {
+            UsageError(
+                "\(name) is \(what), over the \(maxFileBytes >> 20) MiB a batch file may hold (the batch goes to the "
+                    + "daemon as one request of at most \(ControlProtocol.maxLineBytes >> 20) MiB); split it into "
+                    + "several files and submit each")
+        }
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > maxFileBytes {
+            throw tooLarge("\(info.st_size) bytes")
+        }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -172,6 +189,7 @@ enum BatchSubmit {
             if n < 0 && errno == EINTR { continue }
             guard n >= 0 else { throw UsageError("cannot read \(name): \(String(cString: strerror(errno)))") }
             if n == 0 { return bytes }
+            guard bytes.count + n <= maxFileBytes else { throw tooLarge("larger than that (\(bytes.count + n) bytes read)") }
             bytes += chunk[..<n]
         }
     }

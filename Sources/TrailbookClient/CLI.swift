@@ -179,9 +179,10 @@ public enum CLI {
 
     static func environment() -> [String: String] { ProcessEnvironment.current() }
 
-    /// Writes `message` and a newline to stderr.
+    /// Writes `message` and a newline to stderr, URLs in it without their secrets (`URLRedaction.text`: a
+    /// password in a destination or `--store` URL never reaches the terminal).
     public static func printError(_ message: String) {
-        fputs("trailbook-jobs: \(message)\n", stderr)
+        fputs("trailbook-jobs: \(URLRedaction.text(message))\n", stderr)
     }
 }
 

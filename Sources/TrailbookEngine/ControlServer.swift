@@ -27,6 +27,11 @@ public final class ControlServer {
     let version: String
     private var server: PipeServer?
     private var connections: [ObjectIdentifier: Connection] = [:]
+    /// Drops clients that hold too much unread (`UnreadReplyLimit`): a watcher that never reads, a half-closed
+    /// client that asked for a big list and never reads it, a crowd of them.
+    private let unreadLimit = UnreadReplyLimit()
+    /// Lets one `list` reply or watcher's replay be built at a time, in about half of the loop's time at most.
+    private let heavyGate = TurnGate()
 
     /// One client connection: its read buffer and its queue of requests, answered one at a time, in order.
     final class Connection {
@@ -74,6 +79,7 @@ public final class ControlServer {
     public func close() {
         server?.close()
         server = nil
+        unreadLimit.close()
         for connection in connections.values where !connection.watching {
             connection.pipe.close()
         }
@@ -96,6 +102,10 @@ public final class ControlServer {
         }
         let connection = Connection(pipe: pipe)
         connections[ObjectIdentifier(pipe)] = connection
+        unreadLimit.watch(pipe) { [weak self, weak connection] in
+            guard let self, let connection else { return }
+            LoopIsolation.assume { self.drop(connection) }
+        }
         startReading(connection)
     }
 
@@ -113,6 +123,7 @@ public final class ControlServer {
         connection.inputEnded = true
         if error != nil || connection.watching || connection.pipe.peerClosed {
             drop(connection)
+            unreadLimit.check()
             return
         }
         if !connection.buffer.isEmpty, !connection.discardingOversizedLine {
@@ -134,6 +145,8 @@ public final class ControlServer {
     private func drop(_ connection: Connection) {
         connection.queue.removeAll()
         scheduler.feed.unsubscribe(connection.pipe)
+        unreadLimit.released(connection.pipe.pendingWriteBytes)
+        unreadLimit.forget(connection.pipe)
         connection.pipe.close()
         connections[ObjectIdentifier(connection.pipe)] = nil
     }
@@ -275,6 +288,8 @@ public final class ControlServer {
 
     private func reply(_ connection: Connection, _ line: [UInt8]) {
         connection.pipe.write(line)
+        // A reader takes its reply at once; what it leaves unread counts against it (`UnreadReplyLimit`).
+        if connection.pipe.pendingWriteBytes > 0 { unreadLimit.check() }
     }
 
     private func handle(_ line: [UInt8], on connection: Connection) async {
@@ -408,6 +423,14 @@ public final class ControlServer {
             guard limit >= 1 else {
                 throw JobError(code: "bad_request", message: "\"limit\" must be 1 or more (the newest N jobs), not \(limit)")
             }
+            // One list (or replay) built at a time, in about half the loop's time at most (`TurnGate`): a crowd
+            // asking for big lists never stalls the rest.
+            await heavyGate.enter()
+            let building = Timestamp.monotonic()
+            // Twice the build's time: its reply is encoded and written after it, in the same turn.
+            defer { heavyGate.leave(pause: 2 * (Timestamp.monotonic() - building)) }
+            // A client dropped while it waited (gone, or holding too much unread) gets nothing built.
+            guard !connection.pipe.isClosing else { return .null }
             let (jobs, unfinished) = try await scheduler.fetchList(states: states, kind: kind, limit: Int(min(limit, 100_000)))
             // The counts of unfinished jobs in every state, from the scheduler's counters: a summary (`watch`)
             // needs them without loading a million queued jobs. On a shared store, every daemon's (the store's).
@@ -454,6 +477,11 @@ public final class ControlServer {
             let jobs = Set(try strings(request, "jobs") ?? [])
             let kinds = Set(try strings(request, "kinds") ?? [])
             try checkKinds(kinds)
+            // The replay (up to 4 MiB) is heavy work too: a crowd of watchers subscribing from 0 waits its turns.
+            await heavyGate.enter()
+            let building = Timestamp.monotonic()
+            defer { heavyGate.leave(pause: Timestamp.monotonic() - building) }
+            guard !connection.pipe.isClosing else { return .null }
             connection.watching = true
             let header: JSONValue = [
                 "ok": true, "watching": true, "seq": .number(Double(scheduler.feed.lastSeq)),
@@ -462,6 +490,7 @@ public final class ControlServer {
             reply(connection, JSONCoding.encode(header) + [0x0A])
             let replay = scheduler.feed.subscribe(connection.pipe, since: since, jobs: jobs, kinds: kinds)
             if case .incomplete(let message) = replay { connection.pipe.write(ProgressFeed.gapLine(message)) }
+            if connection.pipe.pendingWriteBytes > 0 { unreadLimit.check() }
             return .null
         default:
             throw JobError(
@@ -572,8 +601,9 @@ public final class ControlServer {
         }
     }
 
+    /// An error reply line; URLs in the message are shown without their secrets (`JobError.redacted`).
     static func errorLine(_ error: JobError, index: Int? = nil) -> [UInt8] {
-        var object = JSONCoding.value(of: error)
+        var object = JSONCoding.value(of: error.redacted)
         if let index, case .object(var members) = object {
             members["index"] = .number(Double(index))
             object = .object(members)

@@ -33,8 +33,13 @@ public struct DaemonConfiguration: Sendable {
 
 /// The trailbook-jobs daemon: the loop, the store, the scheduler, the feed and the control socket, wired together.
 ///
-/// `run` blocks the calling (main) thread running the loop. SIGTERM or SIGINT stops every running job with
+/// `run` blocks the calling (main) thread running the loop. SIGTERM, SIGINT or SIGHUP stops every running job with
 /// `resource_reclaim`, waits for them to checkpoint (at most `shutdownGraceSeconds`), and returns 0.
+///
+/// SIGHUP means "stop as on SIGTERM", with a log line naming it: it comes when the terminal the daemon was started
+/// from closes (its stderr, the log, is gone with it), or from `kill -HUP`. The daemon has no configuration file to
+/// reload and logs to stderr, which a service manager holds open, so there is nothing to reopen; dying by the
+/// signal's default action instead left running jobs `running` in the store, unlogged, until the next start.
 @LoopActor
 public final class Daemon {
     let configuration: DaemonConfiguration
@@ -77,7 +82,7 @@ public final class Daemon {
         return taken
     }
 
-    /// Runs the daemon until SIGTERM or SIGINT, on the calling thread (which becomes the loop thread).
+    /// Runs the daemon until SIGTERM, SIGINT or SIGHUP, on the calling thread (which becomes the loop thread).
     ///
     /// - Parameters:
     ///   - configuration: where state lives and the scheduler's defaults.
@@ -95,6 +100,7 @@ public final class Daemon {
         sigemptyset(&unblock)
         sigaddset(&unblock, SIGTERM)
         sigaddset(&unblock, SIGINT)
+        sigaddset(&unblock, SIGHUP)
         sigaddset(&unblock, SIGCHLD)
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         let status = StatusBox()
@@ -150,7 +156,7 @@ public final class Daemon {
         } else {
             try daemon.server.listen(path: configuration.socketPath)
         }
-        for number in [SIGTERM, SIGINT] {
+        for number in [SIGTERM, SIGINT, SIGHUP] {
             daemon.signals.append(
                 SignalWatcher(loop: .main, signal: number) { [weak daemon] signal in
                     LoopIsolation.assume { daemon?.shutDown(signal: signal) }
@@ -273,7 +279,9 @@ public final class Daemon {
             _exit(0)
         }
         stopping = true
-        DaemonLog.write("signal \(signal): stopping running jobs (resource_reclaim) and shutting down")
+        let name = [SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGHUP: "SIGHUP (its terminal closed, or kill -HUP)"][signal]
+        DaemonLog.write(
+            "signal \(signal)\(name.map { " \($0)" } ?? ""): stopping running jobs (resource_reclaim) and shutting down")
         notifier.send([("STOPPING", "1"), ("STATUS", "stopping: checkpointing \(scheduler.runningCount) running job(s)")])
         watchdogTimer?.close()
         watchdogTimer = nil
@@ -331,9 +339,10 @@ public enum DaemonLog {
     /// Past this many bytes the lines go out at once, even mid-turn.
     private static let flushBytes = 64 * 1024
 
-    /// Writes `message` as one line to stderr (now, or before the loop next polls; see the type's comment).
+    /// Writes `message` as one line to stderr (now, or before the loop next polls; see the type's comment), URLs
+    /// in it without their secrets (`URLRedaction.text`).
     public static func write(_ message: String) {
-        var message = message
+        var message = URLRedaction.text(message)
         message.withUTF8 { write(utf8: $0) }
     }
 

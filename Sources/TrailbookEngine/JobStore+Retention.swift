@@ -66,7 +66,8 @@ extension JobStore {
             try database.execute("VACUUM")
             return "switched the job store to incremental vacuum (a one-time VACUUM), so pruned jobs free disk space"
         } catch {
-            return "warning: could not switch the job store to incremental vacuum (\(error)); pruned jobs free "
+            let why = "\(error.cause): \(error)"
+            return "warning: could not switch the job store to incremental vacuum (\(why)); pruned jobs free "
                 + "space inside the store but the file does not shrink; tried again on the next start"
         }
     }
@@ -108,9 +109,12 @@ extension JobStore {
 
     /// Gives at most `pages` free pages back to the file system (`PRAGMA incremental_vacuum(N)`), one short
     /// transaction. In WAL mode the file shrinks at the next checkpoint (see `checkpointLog`).
-    /// - Returns: the free pages left.
+    /// - Returns: the free pages left; 0 when the store is not in incremental vacuum mode (its one-time switch
+    ///   failed, `useIncrementalVacuum`): then no page can be given back, and the free ones are reused inside it.
     /// - Throws: `SQLiteError`.
     public func reclaimFreePages(atMost pages: Int) throws -> Int {
+        let incremental: Int64 = 2
+        guard try database.query("PRAGMA auto_vacuum").first?.int(0) == incremental else { return 0 }
         _ = try database.query("PRAGMA incremental_vacuum(\(max(1, pages)))")
         return Int(try database.query("PRAGMA freelist_count").first?.int(0) ?? 0)
     }

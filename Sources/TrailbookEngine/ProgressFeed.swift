@@ -125,11 +125,11 @@ public final class ProgressFeed {
         var fields: [Field] = [("attempt", .value(.number(Double(job.attempt))))]
         fields.reserveCapacity(8)
         if let cancellation = job.cancellation, job.isStopped {
-            fields.append(("cancellation", .value(JSONCoding.value(of: cancellation))))
+            fields.append(("cancellation", .value(JSONCoding.value(of: cancellation.redacted))))
         }
-        if let error = job.error { fields.append(("error", .value(JSONCoding.value(of: error)))) }
+        if let error = job.error { fields.append(("error", .value(JSONCoding.value(of: error.redacted)))) }
         fields.append(("from", .value(.string(from.rawValue))))
-        if job.state.isTerminal { fields.append(("result", .value(job.result))) }
+        if job.state.isTerminal { fields.append(("result", .value(URLRedaction.json(job.result)))) }
         if let retryAt = job.retryAt, job.state == .needsRetry {
             fields.append(("retry_at", .value(.string(Timestamp.iso8601(unixSeconds: retryAt)))))
             fields.append(("retry_in_s", .value(.number(max(0, (retryAt - Timestamp.now()) * 10).rounded() / 10))))
@@ -171,9 +171,9 @@ public final class ProgressFeed {
     /// Called after every `state` event is published (the daemon's service status follows it).
     public var onStateChange: (() -> Void)?
 
-    /// Publishes a `log` event.
+    /// Publishes a `log` event (URLs in `message` without their secrets, `URLRedaction.text`).
     public func log(job: String, kind: String, level: LogLevel, message: String) {
-        publish(job: job, kind: kind, type: "log", fields: [("level", .value(.string(level.rawValue))), ("message", .value(.string(message)))])
+        publish(job: job, kind: kind, type: "log", fields: [("level", .value(.string(level.rawValue))), ("message", .value(.string(URLRedaction.text(message))))])
     }
 
     /// Offers a `progress` event; published now, or coalesced into one published at most `progressInterval`
@@ -215,9 +215,20 @@ public final class ProgressFeed {
         // A number this daemon has not handed out (another daemon's, from the shared sequence's block above this
         // one's): nothing can be replayed against it, so the watcher is told to refresh.
         guard since <= lastSeq else { return .incomplete(message: "seq \(since) was not handed out by this daemon; refresh with list") }
+        // At most `cutOffBytes` of replay: a watcher that never reads holds no more than that, and one that does
+        // reads the jobs again (the gap line) instead of the rest.
+        // In one write: one buffer, not one (with libuv's request) per event.
+        var replay: [UInt8] = []
         for event in buffer[bufferStart...] where event.seq > since && subscriber.wants(event) {
-            connection.write(event.line)
+            guard replay.count + event.line.count <= cutOffBytes else {
+                connection.write(replay)
+                return .incomplete(
+                    message: "the events after seq \(since) are more than \(cutOffBytes >> 20) MiB; replayed up to seq "
+                        + "\(event.seq - 1), refresh with list")
+            }
+            replay += event.line
         }
+        connection.write(replay)
         if let lastGap, since <= lastGap.afterSeq { return .incomplete(message: lastGap.message) }
         guard (oldestSeq ?? nextSeq) <= since + 1 else {
             return .incomplete(message: "events after seq \(since) are no longer buffered; refresh with list")
@@ -375,6 +386,9 @@ public final class ProgressFeed {
         if queued > cutOffBytes {
             unsubscribe(subscriber.connection)
             subscriber.connection.close()
+            DaemonLog.write(
+                "dropped a watcher that left more than \(cutOffBytes >> 20) MiB of events unread; it may connect again "
+                    + "with --since")
             return
         }
         if event.isProgress && queued > progressSkipBytes {

@@ -170,7 +170,13 @@ public final class Retention {
                 report.keptForCleanUp += try store.endedJobsAwaitingCleanUp(state: state, endedBefore: cutoff)
             }
             if report.total > 0 {
-                while try store.reclaimFreePages(atMost: policy.vacuumPagesPerStep) > 0, !closed {
+                // Until none is left, or a step gave none back (a store that cannot shrink must not loop here
+                // for ever: the sweep runs this too).
+                var left = Int.max
+                while !closed {
+                    let now = try store.reclaimFreePages(atMost: policy.vacuumPagesPerStep)
+                    guard now > 0, now < left else { break }
+                    left = now
                     await Scheduler.wait(seconds: 0.001)
                 }
                 try store.checkpointLog()

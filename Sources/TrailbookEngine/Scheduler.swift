@@ -1778,9 +1778,11 @@ public final class Scheduler {
         append("job ", String(job.id.prefix(8)), " ", job.kind, " ", previous.rawValue, " -> ", job.state.rawValue)
         if job.state == .running { append(" (attempt ", String(job.attempt), " of ", String(job.options.maxAttempts), ")") }
         if let cancellation = job.cancellation, job.state != .running, job.state != .succeeded {
-            append(": ", cancellation.reason.rawValue, ", ", cancellation.detail)
+            append(": ", cancellation.reason.rawValue, ", ", URLRedaction.text(cancellation.detail))
         }
-        if let error = job.error, job.state == .failed || job.state == .needsRetry { append(": ", error.code, ": ", error.message) }
+        if let error = job.error, job.state == .failed || job.state == .needsRetry {
+            append(": ", error.code, ": ", URLRedaction.text(error.message))
+        }
         DaemonLog.write(utf8: line)
     }
 

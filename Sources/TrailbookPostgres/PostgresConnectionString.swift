@@ -23,11 +23,14 @@ public struct PostgresConnectionString: Sendable, Equatable, CustomStringConvert
         guard let options = PQconninfoParse(text, &errorMessage) else {
             let reason = errorMessage.map { String(cString: $0) } ?? "out of memory"
             if let errorMessage { PQfreemem(errorMessage) }
-            // The parser may quote the part it stumbled on; mask everything that looks like a password first.
+            // The parser may quote the part it stumbled on (a password with a bad %-escape, a word with a space
+            // in it) or the whole string: every password found by the string's shape is scrubbed from its reason
+            // (as given and decoded), then what still looks like one is masked.
+            let secrets = Self.textualSecrets(text)
             throw PostgresError(
                 kind: .invalidConnectionString,
-                message: "invalid PostgreSQL connection string \(Self.maskTextually(text)): "
-                    + Self.maskTextually(reason.trimmingTrailingNewlines()))
+                message: "invalid PostgreSQL connection string \(Self.scrub(Self.maskTextually(text), secrets: secrets)): "
+                    + Self.scrub(Self.maskTextually(reason.trimmingTrailingNewlines()), secrets: secrets))
         }
         defer { PQconninfoFree(options) }
         var secrets: [String] = []
@@ -65,12 +68,65 @@ public struct PostgresConnectionString: Sendable, Equatable, CustomStringConvert
 
     private static func scrub(_ text: String, secrets: [String]) -> String {
         var text = text
-        for secret in secrets {
+        // Longest first, so that a secret containing another is replaced whole.
+        for secret in secrets.sorted(by: { $0.count > $1.count }) {
             for form in Set([secret, percentEncoded(secret)]) where !form.isEmpty {
                 text = text.replacing(form, with: "***")
             }
         }
         return text
+    }
+
+    /// The passwords of a string libpq refused, found by its shape alone: a URI's user info after its first `:`,
+    /// and every `password=` value (keyword form, or URI query), each as written and, where its `%`-escapes
+    /// decode, decoded, and in pieces (split at spaces and quotes, 3 characters or more), since libpq may quote
+    /// only the piece it stumbled on.
+    static func textualSecrets(_ text: String) -> [String] {
+        var found: [Substring] = []
+        if let scheme = text.firstRange(of: "://") {
+            // Up to the query, not the path: a `/` in a password must not hide it.
+            let queryStart = text[scheme.upperBound...].firstIndex(of: "?") ?? text.endIndex
+            let beforeQuery = text[scheme.upperBound..<queryStart]
+            if let at = beforeQuery.lastIndex(of: "@"), let colon = beforeQuery[..<at].firstIndex(of: ":") {
+                found.append(beforeQuery[beforeQuery.index(after: colon)..<at])
+            }
+        }
+        var rest = Substring(text)
+        while let match = rest.firstRange(of: "password=") {
+            rest = rest[match.upperBound...]
+            if rest.first == "'" {
+                let body = rest.dropFirst()
+                let end = body.firstIndex(of: "'") ?? body.endIndex
+                found.append(body[..<end])
+            } else {
+                found.append(rest.prefix { $0 != " " && $0 != "&" && $0 != "#" })
+            }
+        }
+        var secrets: [String] = []
+        for secret in found where !secret.isEmpty {
+            secrets.append(String(secret))
+            if let decoded = percentDecoded(secret) { secrets.append(decoded) }
+            secrets += secret.split(whereSeparator: { $0 == " " || $0 == "'" || $0 == "\"" || $0 == "\\" })
+                .filter { $0.count >= 3 }.map(String.init)
+        }
+        return secrets
+    }
+
+    /// `text` with its `%XX` escapes decoded, or `nil` for a malformed escape or bytes that are not UTF-8.
+    private static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next(), let low = iterator.next(),
+                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+            else { return nil }
+            bytes.append(value)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     /// Masks the password of a URI's user info (`user:secret@`) and every `password=` value (URI query or

@@ -49,6 +49,13 @@ public struct Cancellation: Codable, Sendable, Equatable {
         self.at = at
         self.detail = detail
     }
+
+    /// The stop as it may be shown: URLs in its detail without their secrets (`URLRedaction.text`).
+    public var redacted: Cancellation {
+        var cancellation = self
+        cancellation.detail = URLRedaction.text(detail)
+        return cancellation
+    }
 }
 
 /// A job's failure: a stable machine code and a message for people (docs/reference/json.md, "Job").
@@ -73,6 +80,13 @@ public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvert
     }
 
     enum CodingKeys: String, CodingKey { case code, message }
+
+    /// The error as it may be shown: URLs in its message without their secrets (`URLRedaction.text`).
+    public var redacted: JobError {
+        var error = self
+        error.message = URLRedaction.text(message)
+        return error
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -335,12 +349,12 @@ public struct JobRecord: Sendable, Equatable {
             "timeout_s": .number(options.timeoutSeconds), "stall_timeout_s": .number(options.stallTimeoutSeconds),
             "give_up_after_s": .number(options.giveUpAfterSeconds),
             "progress": progress.json,
-            "cancellation": isStopped ? cancellation.map { JSONCoding.value(of: $0) } ?? .null : .null,
-            "last_stop": cancellation.map { JSONCoding.value(of: $0) } ?? .null,
-            "error": error.map { JSONCoding.value(of: $0) } ?? .null,
+            "cancellation": isStopped ? cancellation.map { JSONCoding.value(of: $0.redacted) } ?? .null : .null,
+            "last_stop": cancellation.map { JSONCoding.value(of: $0.redacted) } ?? .null,
+            "error": error.map { JSONCoding.value(of: $0.redacted) } ?? .null,
             "created_at": .string(createdAt), "updated_at": .string(updatedAt),
             "retry_at": retryAt.map { .string(Timestamp.iso8601(unixSeconds: $0)) } ?? .null,
-            "params": Self.redacted(params), "result": result, "key": key.map { .string($0) } ?? .null,
+            "params": Self.redacted(params), "result": URLRedaction.json(result), "key": key.map { .string($0) } ?? .null,
             "queue": .string(queue), "pinned_host": pinnedHost.map { .string($0) } ?? .null,
         ]
     }
@@ -349,10 +363,13 @@ public struct JobRecord: Sendable, Equatable {
     public static let redactedValue = "<redacted>"
 
     /// `params` as the daemon shows it: the values of the HTTP header lines in a top-level `headers` array
-    /// (`"Authorization: Bearer …"`) are replaced by `<redacted>`, names kept. The store keeps them (the job needs
-    /// them to run after a restart); no reply, feed event or log line carries them.
+    /// (`"Authorization: Bearer …"`) are replaced by `<redacted>`, names kept, and every URL in the other strings
+    /// (the destination `to`, an S3 `endpoint`) has its user info and credential-looking query values redacted
+    /// (`URLRedaction`). The store keeps them (the job needs them to run after a restart); no reply, feed event or
+    /// log line carries them.
     public static func redacted(_ params: JSONValue) -> JSONValue {
-        guard case .object(var members) = params, let lines = members["headers"]?.arrayValue else { return params }
+        let shown = URLRedaction.json(params)
+        guard case .object(var members) = shown, let lines = params["headers"]?.arrayValue else { return shown }
         members["headers"] = .array(
             lines.map { line in
                 guard let text = line.stringValue, let colon = text.firstIndex(of: ":") else {

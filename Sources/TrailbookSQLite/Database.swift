@@ -13,12 +13,20 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     /// SQLite's message, with the statement or path it concerns where known.
     public let message: String
 
-    public init(code: Int32, message: String) {
+    /// For `SQLITE_FULL`: SQLite's temporary directory, when it (not the database's file system) is the one that
+    /// is full (`SQLiteTemporaryDirectory.blamedForFullDisk`); `nil` otherwise.
+    public let fullTemporaryDirectory: String?
+
+    public init(code: Int32, message: String, fullTemporaryDirectory: String? = nil) {
         self.code = code
         self.message = message
+        self.fullTemporaryDirectory = fullTemporaryDirectory
     }
 
-    public var description: String { "SQLite error \(code): \(message)" }
+    public var description: String {
+        let place = fullTemporaryDirectory.map { " (in SQLite's temporary directory \($0))" } ?? ""
+        return "SQLite error \(code): \(message)\(place)"
+    }
 
     /// Whether another connection's lock refused the statement (`SQLITE_BUSY` or `SQLITE_LOCKED`, any extended
     /// code): trying again later can succeed without anything else changing.
@@ -31,7 +39,10 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     /// held by another process, a read-only file or directory, an I/O error.
     public var cause: String {
         switch code & 0xff {
-        case SQLITE_FULL: return "its file system is full"
+        case SQLITE_FULL:
+            guard let directory = fullTemporaryDirectory else { return "its file system is full" }
+            return "SQLite's temporary directory \(directory) is full (not the store's file system); free space "
+                + "there or set SQLITE_TMPDIR to a directory with room"
         case SQLITE_BUSY, SQLITE_LOCKED: return "another process holds a lock on it"
         case SQLITE_READONLY: return "it is read-only"
         case SQLITE_IOERR: return "an I/O error"
@@ -164,7 +175,7 @@ public final class Database {
         if rc != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? errorMessage
             sqlite3_free(message)
-            throw SQLiteError(code: rc, message: text)
+            throw failure(rc, text)
         }
     }
 
@@ -222,6 +233,15 @@ public final class Database {
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
     var errorMessage: String { String(cString: sqlite3_errmsg(handle)) }
+
+    /// The error for result code `rc`; for `SQLITE_FULL`, with SQLite's temporary directory when that is the full
+    /// one (`SQLiteTemporaryDirectory.blamedForFullDisk`).
+    func failure(_ rc: Int32, _ message: String) -> SQLiteError {
+        guard rc & 0xff == SQLITE_FULL else { return SQLiteError(code: rc, message: message) }
+        let path = sqlite3_db_filename(handle, "main").map { String(cString: $0) } ?? ""
+        return SQLiteError(
+            code: rc, message: message, fullTemporaryDirectory: SQLiteTemporaryDirectory.blamedForFullDisk(databasePath: path))
+    }
 }
 
 /// A prepared statement owned by its `Database`'s cache.
@@ -277,7 +297,7 @@ public final class Statement {
         default:
             let message = database.errorMessage
             sqlite3_reset(raw)
-            throw SQLiteError(code: rc, message: message)
+            throw database.failure(rc, message)
         }
     }
 
@@ -348,7 +368,7 @@ public final class Statement {
         if rc == SQLITE_DONE { return false }
         let message = database.errorMessage
         sqlite3_reset(raw)
-        throw SQLiteError(code: rc, message: message)
+        throw database.failure(rc, message)
     }
 
     /// Column `column` (0-based) of the row `next()` made ready, as an integer; `nil` when it is NULL.
@@ -383,7 +403,7 @@ public final class Statement {
     }
 
     private func check(_ rc: Int32) throws(SQLiteError) {
-        guard rc == SQLITE_OK else { throw SQLiteError(code: rc, message: database.errorMessage) }
+        guard rc == SQLITE_OK else { throw database.failure(rc, database.errorMessage) }
     }
 
     private func value(at column: Int32) -> SQLiteValue {

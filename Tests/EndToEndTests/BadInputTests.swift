@@ -240,4 +240,149 @@ struct BadInputTests {
         guard case .object(let members) = pruned else { Issue.record("not an object: \(pruned)"); return }
         #expect(members["error"] == nil, "\(pruned)")
     }
+
+    // MARK: Secrets in URLs (issue 42)
+
+    static let urlSecrets = ["Pw0rdSecret", "T0kenSecret", "S1gSecret", "alice"]
+
+    /// A password in a tus URL's user info and credential-looking query parameters are secrets like header values:
+    /// not in `show` (JSON and text), `list` (JSON and text), the feed, the daemon's log or an error message. The
+    /// transfer still uses the URL as given (here it fails to connect, so the error path is covered too).
+    @Test func aURLsSecretsNeverReachShowListTheFeedOrTheLog() throws {
+        let daemon = try DaemonHarness()
+        defer { _ = try? daemon.stop() }
+        let events = try FeedRecorder(daemon)
+        let work = TemporaryDirectory()
+        let file = work.file("a.bin")
+        _ = try UploadEndToEndTests.randomFile(file, bytes: 4096)
+        // Port 9 (discard) on loopback: nothing listens, every attempt fails at once.
+        let url = "http://alice:Pw0rdSecret@127.0.0.1:9/files/?token=T0kenSecret&X-Amz-Signature=S1gSecret&x=1"
+        // Gives up on the unreachable server after 1 s of waiting it out: the job fails, its error shown too.
+        let id = try daemon.submitUpload([file, "--to", url, "--max-attempts", "1", "--give-up-after", "1s"])
+        let failed = try daemon.waitForState(id, "failed", timeout: 60)
+        #expect(!(failed["error"] ?? .null).isNull)
+        let shown = try daemon.show(id)
+        #expect(
+            shown["params"]?["to"]?.stringValue
+                == "http://<redacted>@127.0.0.1:9/files/?token=<redacted>&X-Amz-Signature=<redacted>&x=1",
+            "\(shown["params"] ?? .null)")
+        var texts = [String(decoding: JSONCoding.encode(shown), as: UTF8.self)]
+        for arguments in [["show", id], ["show", id, "--json"], ["list"], ["list", "--json"]] {
+            let result = try daemon.cli(arguments)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            texts.append(result.stdout + result.stderr)
+        }
+        texts += events.all().map { String(decoding: JSONCoding.encode($0), as: UTF8.self) }
+        texts.append(daemon.log())
+        // Refused at submit (port 0): the error names the problem, not the password.
+        let refused = try daemon.cli(["submit", "upload", file, "--to", "http://alice:Pw0rdSecret@127.0.0.1:0/files/?token=T0kenSecret"])
+        #expect(refused.status != 0)
+        texts.append(refused.stderr)
+        let reply = try daemon.request([
+            "op": "submit", "kind": "upload",
+            "params": ["files": [.string(file)], "to": "http://alice:Pw0rdSecret@%zz/?token=T0kenSecret"],
+        ])
+        #expect(reply["error"]?["code"]?.stringValue == "bad_destination", "\(reply)")
+        texts.append(String(decoding: JSONCoding.encode(reply), as: UTF8.self))
+        for text in texts {
+            for secret in Self.urlSecrets {
+                #expect(!text.contains(secret), "\(secret) shown in: \(text.prefix(2000))")
+            }
+        }
+        #expect(texts.contains { $0.contains("<redacted>") })
+    }
+
+    /// `daemon --store` with a string libpq refuses (a bad %-escape, and every other parse error) never echoes the
+    /// password: not in the error, not in the log.
+    @Test func aBadStoreStringNeverShowsItsPassword() throws {
+        let home = TemporaryDirectory()
+        var base = ProcessInfo.processInfo.environment
+        base["TRAILBOOK_JOBS_HOME"] = home.path
+        let refused = [
+            "postgres://alice:St0reSecret%zz@127.0.0.1/jobs", "postgres://alice:%zzSt0reSecret@127.0.0.1/jobs",
+            "postgres://alice:St0reSecret@[::1/jobs", "postgres://alice:St0re Secret@127.0.0.1/jobs",
+            "postgresql://alice@127.0.0.1/jobs?password=St0reSecret%zz", "host=127.0.0.1 password=St0reSecret nosuchoption=1",
+            "host=127.0.0.1 password='St0reSecret", "postgres://alice:St0reSecret@127.0.0.1/jobs?nosuch=1",
+        ]
+        for store in refused {
+            let result = try DaemonHarness.run(Binary.path, ["daemon", "--store", store], environment: base)
+            // 2: refused as it is; 1: libpq took it (a space in a password) and nothing listens at 127.0.0.1:5432.
+            #expect([1, 2].contains(result.status), "\(store): exit \(result.status), \(result.stderr)")
+            #expect(!result.stderr.contains("St0re") && !result.stdout.contains("St0re"), "\(store): \(result.stderr)")
+            #expect(result.stderr.contains(result.status == 2 ? "--store" : "job store"), "\(store): \(result.stderr)")
+            var environment = base
+            environment["TRAILBOOK_JOBS_STORE"] = store
+            let fromEnvironment = try DaemonHarness.run(Binary.path, ["daemon"], environment: environment)
+            #expect(fromEnvironment.status == result.status && !fromEnvironment.stderr.contains("St0re"), "\(fromEnvironment.stderr)")
+        }
+    }
+
+    // MARK: Submit-time checks (issue 42)
+
+    /// Destinations, S3 endpoints and buckets and prefixes, and headers that can never work are refused at submit
+    /// with a code and a message saying what to do, instead of holding a slot for attempts that all fail (or
+    /// writing another key than the one recorded).
+    @Test func whatCannotWorkIsRefusedAtSubmit() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let file = work.file("a.bin")
+        _ = try UploadEndToEndTests.randomFile(file, bytes: 1024)
+        let out = work.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let files: JSONValue = [.string(file)]
+        let cases: [(params: JSONValue, code: String)] = [
+            (["files": files, "to": "http://%zz/"], "bad_destination"),
+            (["files": files, "to": "http://host/fi%zzles/"], "bad_destination"),
+            (["files": files, "to": "http://[::1/files/"], "bad_destination"),
+            (["files": files, "to": "http://127.0.0.1:0/files/"], "bad_destination"),
+            (["files": files, "to": "http://127.0.0.1:99999/files/"], "bad_destination"),
+            (["files": files, "to": "s3://bucket/p/", "s3": ["endpoint": "http://[::1"]], "bad_destination"),
+            (["files": files, "to": "s3://bucket/p/", "s3": ["endpoint": "http://127.0.0.1:0"]], "bad_destination"),
+            (["files": files, "to": "s3://bucket/p/", "s3": ["endpoint": "http://127.0.0.1:99999"]], "bad_destination"),
+            (["files": files, "to": "s3://bucket/p/", "s3": ["endpoint": "http://%zz"]], "bad_destination"),
+            (["files": files, "to": "s3://192.168.1.1/p/"], "bad_destination"),
+            (["files": files, "to": "s3://xn--abc/p/"], "bad_destination"),
+            (["files": files, "to": "s3://bucket/a/../b/"], "bad_destination"),
+            (["files": files, "to": "s3://bucket/e/./f/"], "bad_destination"),
+            (["files": files, "to": "s3://bucket/./"], "bad_destination"),
+            (["files": files, "to": "s3://bucket/../"], "bad_destination"),
+            (["files": files, "to": "http://127.0.0.1:1/files/", "headers": ["X-Test: a\u{01}b"]], "invalid_params"),
+            (["files": files, "to": "http://127.0.0.1:1/files/", "headers": ["X-Test: a\u{7F}"]], "invalid_params"),
+            (["files": files, "to": .string("file://" + out), "headers": ["X-Test: a\r\nInjected: b"]], "invalid_params"),
+            (["files": files, "to": .string("file://" + out), "headers": ["X-Test: fine"]], "invalid_params"),
+        ]
+        for (params, code) in cases {
+            let reply = try daemon.request(["op": "submit", "kind": "upload", "params": params])
+            #expect(reply["error"]?["code"]?.stringValue == code, "\(params): \(reply)")
+            #expect(reply["error"]?["message"]?.stringValue?.isEmpty == false)
+        }
+        let listed = try daemon.request(["op": "list"])
+        #expect(listed["jobs"]?.arrayValue?.isEmpty == true, "nothing was queued: \(listed)")
+        // And through the CLI: a usage or refusal exit, never a queued job.
+        for to in ["http://%zz/", "s3://xn--abc/p/", "s3://bucket/a/../b/"] {
+            let result = try daemon.cli(["submit", "upload", file, "--to", to])
+            #expect(result.status != 0 && result.stderr.contains("bad_destination") || result.status == 2, "\(to): \(result.stderr)")
+        }
+    }
+
+    /// `submit --from` reads at most 4 MiB: an endless stream (`/dev/zero`) is refused once that much came, a
+    /// large file before a byte is read; both with a clear error, quickly, and no crash.
+    @Test func submitFromAnEndlessOrHugeFileIsRefusedEarly() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let huge = work.file("huge.ndjson")
+        #expect(FileManager.default.createFile(atPath: huge, contents: nil))
+        #expect(truncate(huge, 100 << 20) == 0)
+        for source in ["/dev/zero", huge] {
+            let started = Date()
+            let result = try daemon.cli(["submit", "--from", source])
+            let seconds = Date().timeIntervalSince(started)
+            #expect(result.status == 2, "\(source): exit \(result.status), \(result.stderr)")
+            #expect(result.stderr.contains("over the 4 MiB a batch file may hold"), "\(source): \(result.stderr)")
+            #expect(seconds < 5, "\(source): took \(seconds) s")
+        }
+        let zeroes = try DaemonHarness.run("/bin/sh", ["-c", "head -c 50000000 /dev/zero | \"$0\" submit --from -", Binary.path], environment: daemon.environment)
+        #expect(zeroes.status == 2 && zeroes.stderr.contains("standard input is larger"), "\(zeroes.stderr)")
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
 }

@@ -313,4 +313,149 @@ struct ControlProtocolFuzzTests {
             print("3000 connect/close cycles (sending list: \(sends)): \(cycleSeconds) s, then list in \(seconds) s")
         }
     }
+
+    // MARK: Clients that never read, and hostile submits (issue 42)
+
+    /// Fills the feed's replay buffer (4 096 events) with the events of 1 100 short jobs, all ended.
+    static func fillFeed(_ daemon: DaemonHarness) throws {
+        let jobs: [JSONValue] = (0..<1_100).map { _ in ["kind": "sleep", "params": ["units": 1, "unit_ms": 1]] }
+        let reply = try daemon.request(["op": "submit_batch", "jobs": .array(jobs)])
+        #expect(reply["ok"]?.boolValue == true, "\(reply)")
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline {
+            let left = try daemon.request(["op": "list", "states": ["queued", "running"], "limit": 1])
+            if left["jobs"]?.arrayValue?.isEmpty == true { return }
+            usleep(100_000)
+        }
+        throw HarnessError("the 1 100 jobs did not end in 120 s")
+    }
+
+    /// Watchers that subscribe from seq 0 and never read: each would hold its whole replay (and the memory was
+    /// never given back). All together they hold at most the daemon's 64 MiB budget, the clients holding most are
+    /// dropped with a log line, a new client is answered at once, and once they are gone the daemon shrinks back.
+    @Test func watchersThatNeverReadAreBoundedAndGiveTheirMemoryBack() throws {
+        let daemon = try DaemonHarness()
+        try Self.fillFeed(daemon)
+        let baseline = try Self.residentMiB(daemon.pid)
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        for _ in 0..<300 {
+            let fd = try daemon.rawConnection()
+            DaemonHarness.send(fd, Self.bytes("{\"op\":\"watch\",\"since\":0}\n"))
+            fds.append(fd)
+        }
+        let started = Date()
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+        #expect(Date().timeIntervalSince(started) < 2, "ping took \(Date().timeIntervalSince(started)) s")
+        // They subscribe one replay at a time (`TurnGate`); the crowd passes the 64 MiB budget as they do.
+        var held = 0.0
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !daemon.log().contains("dropped a control client") {
+            held = max(held, try Self.residentMiB(daemon.pid))
+            usleep(200_000)
+        }
+        usleep(1_000_000)
+        held = max(held, try Self.residentMiB(daemon.pid))
+        print("300 watchers that never read: peak RSS \(held) MiB (baseline \(baseline) MiB)")
+        #expect(held < baseline + 128, "RSS \(held) MiB with 300 unread watchers, baseline \(baseline) MiB")
+        #expect(daemon.log().contains("dropped a control client"), "\(daemon.log().suffix(2000))")
+        let late = Date()
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+        #expect(Date().timeIntervalSince(late) < 2, "ping took \(Date().timeIntervalSince(late)) s")
+        for fd in fds { close(fd) }
+        fds.removeAll()
+        usleep(500_000)
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+        let after = try Self.residentMiB(daemon.pid)
+        print("after they went: RSS \(after) MiB")
+        #expect(after < baseline + 48, "RSS \(after) MiB once the watchers went, baseline \(baseline) MiB")
+    }
+
+    /// Half-closed clients that ask for the longest list and never read it: a new client is still answered
+    /// within a second or two (one list is built per turn of the loop), and the unread replies stay within the
+    /// daemon's budget.
+    @Test func halfClosedClientsAskingForBigListsNeitherStallNorGrowTheDaemon() throws {
+        let daemon = try DaemonHarness()
+        try Self.fillFeed(daemon)
+        let baseline = try Self.residentMiB(daemon.pid)
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        for _ in 0..<200 {
+            let fd = try daemon.rawConnection()
+            DaemonHarness.send(fd, Self.bytes("{\"op\":\"list\",\"limit\":100000}\n"))
+            shutdown(fd, Int32(SHUT_WR))
+            fds.append(fd)
+        }
+        var slowest = 0.0
+        for _ in 0..<5 {
+            let started = Date()
+            #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+            slowest = max(slowest, Date().timeIntervalSince(started))
+            usleep(200_000)
+        }
+        print("200 half-closed big lists: slowest ping \(slowest) s")
+        #expect(slowest < 2, "a ping waited \(slowest) s behind the big lists")
+        // Let every list be built, then look at what is held.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let resident = try Self.residentMiB(daemon.pid)
+            if resident < baseline + 160 { break }
+            usleep(500_000)
+        }
+        usleep(2_000_000)
+        let resident = try Self.residentMiB(daemon.pid)
+        print("200 half-closed big lists: RSS \(resident) MiB (baseline \(baseline) MiB)")
+        #expect(resident < baseline + 160, "RSS \(resident) MiB, baseline \(baseline) MiB")
+        for fd in fds { close(fd) }
+        fds.removeAll()
+        usleep(300_000)
+        #expect(try daemon.request(["op": "ping"])["ok"]?.boolValue == true)
+    }
+
+    /// Submits whose destination or headers are hostile, mutated at random from the kinds issue 42 found: each
+    /// is refused with its code, none is queued, and no reply ever carries a URL's password or token.
+    @Test func hostileDestinationsAreRefusedAndNeverEchoASecret() throws {
+        let daemon = try DaemonHarness()
+        let work = TemporaryDirectory()
+        let file = work.file("a.bin")
+        _ = try UploadEndToEndTests.randomFile(file, bytes: 64)
+        var generator = SystemRandomNumberGenerator()
+        let hosts = ["%zz", "%", "[::1", "[::1]x", "h:0", "h:99999", "h:-1", "h:1x", "%00", "h%0a", "[]", ":80", "h st", "h\u{01}"]
+        let buckets = ["192.168.1.1", "xn--abc", "sthree-x", "a-s3alias", "b--ol-s3", "UPPER", "ab", "-a-", "a..b"]
+        let prefixes = ["a/../b/", "e/./f/", "./", "../", "a/..//", "x/../"]
+        var lines: [(line: JSONValue, code: String)] = []
+        for _ in 0..<300 {
+            let secret = "pw\(UInt32.random(in: 0...UInt32.max, using: &generator))x"
+            let files: JSONValue = [.string(file)]
+            switch Int.random(in: 0..<4, using: &generator) {
+            case 0:
+                let host = hosts.randomElement(using: &generator)!
+                lines.append((["files": files, "to": .string("http://u:\(secret)@\(host)/files/?token=\(secret)")], "bad_destination"))
+            case 1:
+                let host = hosts.randomElement(using: &generator)!
+                lines.append(
+                    (["files": files, "to": "s3://bucket/p/", "s3": ["endpoint": .string("http://\(host)")]], "bad_destination"))
+            case 2:
+                let to = Bool.random(using: &generator)
+                    ? "s3://\(buckets.randomElement(using: &generator)!)/p/" : "s3://bucket/\(prefixes.randomElement(using: &generator)!)"
+                lines.append((["files": files, "to": .string(to)], "bad_destination"))
+            default:
+                // (A NUL cannot be in a request's string at all: the parser refuses it, bad_request.)
+                let control = [0x01, 0x0A, 0x0D, 0x1F, 0x7F].randomElement(using: &generator)!
+                let value = "a" + String(UnicodeScalar(UInt8(control))) + secret
+                let to = Bool.random(using: &generator) ? "http://127.0.0.1:1/files/" : "file://" + work.path
+                lines.append((["files": files, "to": .string(to), "headers": .array([.string("X-Secret: \(value)")])], "invalid_params"))
+            }
+        }
+        let requests = lines.map { Array(JSONCoding.encode(["op": "submit", "kind": "upload", "params": $0.line] as JSONValue)) }
+        let replies = try Self.exchange(daemon, requests)
+        #expect(replies.count == lines.count)
+        for (reply, expected) in zip(replies, lines) {
+            let text = String(decoding: reply, as: UTF8.self)
+            #expect(Self.outcome(reply) == expected.code, "\(expected.line): \(text)")
+            #expect(!text.contains("pw"), "a secret in: \(text)")
+        }
+        #expect(try daemon.request(["op": "list"])["jobs"]?.arrayValue?.isEmpty == true, "nothing was queued")
+        #expect(!daemon.log().contains("pw"), "a secret in the log")
+    }
 }

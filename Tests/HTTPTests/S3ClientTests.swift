@@ -90,6 +90,41 @@ struct S3ClientTests {
         #expect(!error(403, "AccessDenied").isTransient)
     }
 
+    /// A bucket in another region: S3 answers `301 PermanentRedirect` (with `x-amz-bucket-region`; a `HEAD` has only
+    /// the header), or `400 AuthorizationHeaderMalformed` with `<Region>`. The error names that region and the
+    /// option to set, instead of "see the S3 error code's documentation".
+    @Test func aBucketInAnotherRegionNamesTheRegionAndTheOption() {
+        func error(_ status: Int, _ body: String, headers: HTTPHeaders = [:]) -> S3Error {
+            S3Error.from(
+                response: HTTPResponse(status: status, headers: headers, body: Array(body.utf8)), what: "PUT k",
+                bucket: "photos", now: 1_000)
+        }
+        let redirect = error(
+            301,
+            "<Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be addressed "
+                + "using the specified endpoint.</Message><Endpoint>photos.s3.eu-west-1.amazonaws.com</Endpoint>"
+                + "<Bucket>photos</Bucket></Error>",
+            headers: ["x-amz-bucket-region": "eu-west-1"])
+        #expect(redirect.code == .wrongRegion)
+        #expect(redirect.message.contains("region eu-west-1"), "\(redirect.message)")
+        #expect(redirect.message.contains("--region eu-west-1"), "\(redirect.message)")
+        #expect(!redirect.message.contains("documentation"))
+        #expect(!redirect.isTransient)
+        // Without the header, from the endpoint the body names.
+        let fromEndpoint = error(
+            301, "<Error><Code>PermanentRedirect</Code><Endpoint>photos.s3-ap-southeast-2.amazonaws.com</Endpoint></Error>")
+        #expect(fromEndpoint.message.contains("--region ap-southeast-2"), "\(fromEndpoint.message)")
+        // A HEAD: no body, only the header.
+        let head = error(301, "", headers: ["X-Amz-Bucket-Region": "us-west-2"])
+        #expect(head.code == .wrongRegion && head.message.contains("--region us-west-2"), "\(head.message)")
+        let malformed = error(
+            400, "<Error><Code>AuthorizationHeaderMalformed</Code><Region>eu-central-1</Region></Error>")
+        #expect(malformed.code == .wrongRegion && malformed.message.contains("--region eu-central-1"))
+        // A region that is not region-shaped is not quoted back as an option value.
+        let odd = error(301, "<Error><Code>PermanentRedirect</Code><Region>x; rm -rf</Region></Error>")
+        #expect(odd.code == .wrongRegion && !odd.message.contains("rm -rf") && odd.message.contains("--region"))
+    }
+
     @Test func settingsComeFromTheEnvironmentThenTheProfileFiles() throws {
         let directory = "/tmp/tbj-s3settings-\(getpid())"
         mkdir(directory, 0o700)

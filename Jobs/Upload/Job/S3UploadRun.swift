@@ -67,6 +67,14 @@ struct S3UploadRun: UploadTransfer {
             } catch {
                 throw JobError(code: "bad_destination", message: error.message + "; give --endpoint http(s)://HOST[:PORT]")
             }
+            // A host or port curl can never reach (`http://[::1`, port 0 or 99999) is refused now, not after
+            // every attempt failed.
+            let authority = endpoint.drop { $0 != "/" }.drop { $0 == "/" }.prefix { $0 != "/" }
+            if let problem = UploadDestination.authorityProblem(authority) {
+                throw JobError(
+                    code: "bad_destination",
+                    message: "S3 endpoint '\(URLRedaction.url(endpoint))' \(problem); give --endpoint http(s)://HOST[:PORT]")
+            }
         }
         guard params.headers.isEmpty, params.caBundle == nil else {
             throw JobError(code: "invalid_params", message: "headers and ca_bundle apply to tus destinations only")

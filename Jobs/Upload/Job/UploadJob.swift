@@ -132,7 +132,8 @@ public struct UploadJob: JobKind {
 
         /// `headers` as name/value pairs.
         /// - Throws: `JobError` `invalid_params` for a line without `:`, with an empty or non-token name, or with a
-        ///   CR, LF or NUL (header injection). The message names the header, never its value.
+        ///   control character but tab in its value (CR or LF would inject a header). The message names the header,
+        ///   never its value.
         public func headerFields() throws(JobError) -> [(name: String, value: String)] {
             try headers.map { line throws(JobError) in
                 guard let colon = line.firstIndex(of: ":") else {
@@ -148,9 +149,13 @@ public struct UploadJob: JobKind {
                     throw JobError(
                         code: "invalid_params", message: "header name '\(name)' is not a valid HTTP field name")
                 }
-                guard !value.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) else {
+                // RFC 9110 §5.5: a field value is visible characters, spaces and tabs; a control character (a
+                // line break would inject a header, `\x01` is refused by servers) never goes out.
+                guard !value.utf8.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else {
                     throw JobError(
-                        code: "invalid_params", message: "header \(name) has a line break or NUL in its value")
+                        code: "invalid_params",
+                        message: "header \(name) has a control character (a line break, NUL, \\x01…) in its value; "
+                            + "give a value of visible characters, spaces and tabs")
                 }
                 return (name: name, value: value)
             }
@@ -217,6 +222,12 @@ public struct UploadJob: JobKind {
             try await library.check(selection)
         }
         let destination = try UploadDestination(parsing: params.to)
+        if case .tus = destination {} else if !params.headers.isEmpty || params.caBundle != nil {
+            throw JobError(
+                code: "invalid_params",
+                message: "headers and ca_bundle apply to http(s):// (tus) destinations only; leave them out for "
+                    + (params.to.lowercased().hasPrefix("s3:") ? "s3://" : "file://") + " destinations")
+        }
         switch destination {
         case .directory(let path):
             let names = try UploadNames.names(ofSources: params.files)

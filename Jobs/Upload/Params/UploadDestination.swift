@@ -26,7 +26,7 @@ public enum UploadDestination: Sendable, Equatable {
         func bad(_ why: String) -> JobError {
             JobError(
                 code: "bad_destination",
-                message: "destination '\(url)' \(why); give file:///absolute/dir, an http(s):// tus endpoint or s3://BUCKET/PREFIX/")
+                message: "destination '\(URLRedaction.url(url))' \(why); give file:///absolute/dir, an http(s):// tus endpoint or s3://BUCKET/PREFIX/")
         }
         guard let colon = url.firstIndex(of: ":") else { throw bad("is not a URL") }
         let scheme = url[..<colon].lowercased()
@@ -40,6 +40,7 @@ public enum UploadDestination: Sendable, Equatable {
             let authority = rest.dropFirst(2).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
             if let why = Self.authorityProblem(authority) { throw bad(why) }
             guard !url.contains("#") else { throw bad("has a fragment") }
+            guard Self.percentDecode(rest) != nil else { throw bad("has a bad %-escape (% must start %XX, two hex digits)") }
             self = .tus(endpoint: url)
         case "file":
             guard rest.hasPrefix("//") else { throw bad("needs three slashes after 'file:'") }
@@ -64,6 +65,12 @@ public enum UploadDestination: Sendable, Equatable {
                 throw bad("has a key prefix '\(prefix)' that does not end with '/'; objects are named PREFIX + file name")
             }
             guard !prefix.hasPrefix("/"), !prefix.contains("//") else { throw bad("has an empty path segment in the prefix") }
+            // S3 servers and HTTP stacks resolve `.` and `..` segments in a request path, so the object would land
+            // under another key than the one recorded (or the request fail): refused, not rewritten.
+            guard !prefix.split(separator: "/").contains(where: { $0 == "." || $0 == ".." }) else {
+                throw bad("has a '.' or '..' segment in its key prefix; the object would be stored under another key; "
+                    + "give the prefix without them")
+            }
             guard !prefix.unicodeScalars.contains(where: { $0.value < 32 || $0.value == 127 }) else {
                 throw bad("contains control characters")
             }
@@ -77,9 +84,13 @@ public enum UploadDestination: Sendable, Equatable {
 
     /// What is wrong with the authority (`[userinfo@]host[:port]`, RFC 3986 §3.2) of an http(s) URL, or `nil`.
     ///
-    /// Checked at submit so that a URL curl can never connect to (`http://[::1`, a port above 65535) is refused
-    /// with `bad_destination` instead of failing every attempt later.
-    static func authorityProblem(_ authority: Substring) -> String? {
+    /// Checked at submit so that a URL curl can never connect to (`http://[::1`, `http://%zz/`, port 0 or above
+    /// 65535) is refused with `bad_destination` instead of failing every attempt later. Used for tus endpoints and
+    /// S3 `endpoint` options alike. The message never quotes the user info (it may hold a password).
+    public static func authorityProblem(_ authority: Substring) -> String? {
+        if let at = authority.lastIndex(of: "@"), percentDecode(authority[..<at]) == nil {
+            return "has a bad %-escape in its user info"
+        }
         let hostPort = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
         let host: Substring
         let afterHost: Substring
@@ -100,6 +111,14 @@ public enum UploadDestination: Sendable, Equatable {
             afterHost = hostPort[colon...]
             guard !host.isEmpty else { return "has no host" }
             guard !host.contains("[") && !host.contains("]") else { return "has a malformed host '\(host)'" }
+            // A registered name (RFC 3986 §3.2.2): unreserved characters, sub-delimiters and %XX escapes that
+            // decode to a name (no NUL, no control character, no space).
+            let plain = host.unicodeScalars.allSatisfy {
+                !$0.isASCII || $0.properties.isAlphabetic || ("0"..."9").contains($0) || "-._~!$&'()*+,;=%".unicodeScalars.contains($0)
+            }
+            guard plain, let decoded = percentDecode(host), !decoded.isEmpty,
+                !decoded.contains(where: { $0 <= 32 || $0 == 127 || $0 == UInt8(ascii: "%") })
+            else { return "has a malformed host '\(host)'; give a host name or an IP address" }
         }
         guard afterHost.hasPrefix(":") else { return nil }
         let port = afterHost.dropFirst()
@@ -122,8 +141,25 @@ public enum UploadDestination: Sendable, Equatable {
         guard (3...63).contains(bucket.utf8.count), allowed, edges, !bucket.contains("..") else {
             throw JobError(
                 code: "bad_destination",
-                message: "destination '\(url)' names bucket '\(bucket)', which is not a valid S3 bucket name; "
+                message: "destination '\(URLRedaction.url(url))' names bucket '\(bucket)', which is not a valid S3 bucket name; "
                     + "give 3-63 lower-case letters, digits, '.' or '-', starting and ending with a letter or digit")
+        }
+        // Names S3 reserves or refuses: an IP address, the `xn--`, `sthree-` and `amzn-s3-demo-` prefixes, the
+        // `-s3alias`, `--ol-s3`, `.mrap`, `--x-s3` and `--table-s3` suffixes.
+        let isIPAddress = bucket.split(separator: ".", omittingEmptySubsequences: false).count == 4
+            && bucket.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { part in
+                !part.isEmpty && part.count <= 3 && part.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
+            }
+        let reservedPrefix = ["xn--", "sthree-", "amzn-s3-demo-"].first { bucket.hasPrefix($0) }
+        let reservedSuffix = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"].first { bucket.hasSuffix($0) }
+        if isIPAddress || reservedPrefix != nil || reservedSuffix != nil {
+            let why =
+                isIPAddress
+                ? "is formatted as an IP address" : reservedPrefix.map { "starts with '\($0)'" } ?? "ends with '\(reservedSuffix!)'"
+            throw JobError(
+                code: "bad_destination",
+                message: "destination '\(URLRedaction.url(url))' names bucket '\(bucket)', which S3 does not allow: it "
+                    + "\(why); give the name of a bucket that exists")
         }
     }
 

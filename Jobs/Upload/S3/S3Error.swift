@@ -21,6 +21,10 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
         case entityTooLarge = "entity_too_large"
         case invalidPart = "invalid_part"
         case badDigest = "bad_digest"
+        /// The bucket is in another region than the one the requests were signed for (`301 PermanentRedirect`,
+        /// `AuthorizationHeaderMalformed`, `IllegalLocationConstraintException`): the message names the bucket's
+        /// region when the server said it (`x-amz-bucket-region`, `<Region>`, `<Endpoint>`) and `--region`.
+        case wrongRegion = "wrong_region"
         /// 5xx, 429, `RequestTimeout`, a dropped connection, DNS or TLS trouble: worth retrying after a pause.
         case unavailable = "s3_unavailable"
         case noCredentials = "no_credentials"
@@ -69,6 +73,8 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
                 status: response.status, retryAfterSeconds: retryAfter)
         }
         switch s3Code {
+        case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
+            return make(.wrongRegion, wrongRegionAdvice(body: body, response: response, bucket: bucket))
         case "NoSuchBucket":
             return make(.noSuchBucket, "bucket '\(bucket)' does not exist at this endpoint; create it or fix --to")
         case "NoSuchUpload":
@@ -104,11 +110,46 @@ public struct S3Error: Error, Sendable, Equatable, CustomStringConvertible {
             if response.status == 404 && s3Code.isEmpty {
                 return make(.noSuchBucket, "bucket '\(bucket)' or the endpoint path does not exist; check --to and the endpoint")
             }
+            if (response.status == 301 || response.status == 307) && response.headers["x-amz-bucket-region"] != nil {
+                // A HEAD (no body) to a bucket of another region: the header alone says where it is.
+                return make(.wrongRegion, wrongRegionAdvice(body: body, response: response, bucket: bucket))
+            }
             if response.status == 403 && s3Code.isEmpty {
                 return make(.accessDenied, "access denied; check the credentials and the bucket's policy")
             }
             return make(.other, "see the S3 error code's documentation")
         }
+    }
+
+    /// What to do about a bucket in another region: the region the server named (`x-amz-bucket-region`, else
+    /// `<Region>`, else the one in `<Endpoint>` such as `b.s3.eu-west-1.amazonaws.com`), and the options that set
+    /// it.
+    static func wrongRegion(body: String, response: HTTPResponse) -> String? {
+        if let header = response.headers["x-amz-bucket-region"]?.trimmingCharacters(in: " "), !header.isEmpty {
+            return header
+        }
+        if let region = S3XML.first("Region", in: body), !region.isEmpty { return region }
+        guard let endpoint = S3XML.first("Endpoint", in: body) else { return nil }
+        // `….s3.REGION.amazonaws.com`, `….s3-REGION.amazonaws.com`, `….s3.dualstack.REGION.amazonaws.com`.
+        let labels = endpoint.split(separator: ".")
+        guard let amazon = labels.lastIndex(of: "amazonaws"), amazon > 0 else { return nil }
+        let before = labels[amazon - 1]
+        if before.hasPrefix("s3-") { return String(before.dropFirst(3)) }
+        return before == "s3" ? nil : String(before)
+    }
+
+    static func wrongRegionAdvice(body: String, response: HTTPResponse, bucket: String) -> String {
+        // Only a region-shaped name is quoted back (it goes into the advice as an option's value).
+        let region = wrongRegion(body: body, response: response).flatMap { name in
+            name.utf8.allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 } && name.count <= 40
+                ? name : nil
+        }
+        guard let region else {
+            return "bucket '\(bucket)' is in another region than the one the daemon signed for; submit again with "
+                + "--region set to the bucket's region (or set AWS_REGION in the daemon's environment)"
+        }
+        return "bucket '\(bucket)' is in region \(region); submit again with --region \(region) (the s3 option "
+            + "\"region\"), or set AWS_REGION=\(region) in the daemon's environment"
     }
 
     /// The error for a transfer that produced no response.

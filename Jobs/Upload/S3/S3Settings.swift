@@ -1,3 +1,5 @@
+import TrailbookEngine
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -97,7 +99,7 @@ public struct S3Settings: Sendable, Equatable {
         } else if lower.hasPrefix("http://") {
             rest = endpoint.dropFirst(7)
         } else {
-            throw S3Error(code: .badEndpoint, message: "S3 endpoint '\(endpoint)' is not an http(s):// URL")
+            throw S3Error(code: .badEndpoint, message: "S3 endpoint '\(URLRedaction.url(endpoint))' is not an http(s):// URL")
         }
         let authority = rest.prefix { $0 != "/" }
         guard !authority.isEmpty, !authority.contains("@"), rest.dropFirst(authority.count).allSatisfy({ $0 == "/" }),
@@ -105,7 +107,7 @@ public struct S3Settings: Sendable, Equatable {
         else {
             throw S3Error(
                 code: .badEndpoint,
-                message: "S3 endpoint '\(endpoint)' must be http(s)://HOST[:PORT] with no path, user or spaces")
+                message: "S3 endpoint '\(URLRedaction.url(endpoint))' must be http(s)://HOST[:PORT] with no path, user or spaces")
         }
     }
 
