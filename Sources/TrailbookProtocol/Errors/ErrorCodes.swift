@@ -119,6 +119,7 @@ public enum ErrorCodes {
         .init("worker_timeout", .jobFailed, "a photo worker ran past --worker-timeout and was killed", do: "raise the daemon's --worker-timeout"),
         .init("worker_unavailable", .jobFailed, "the photo worker pool is shutting down", do: "start the daemon again; the job resumes"),
         .init("write_failed", .jobFailed, "writing the destination file failed", do: "check the destination's disk; the job retries"),
+        .init("wrong_region", .jobFailed, "the S3 bucket is in another region than the one the request was signed for; the message names the region the server sent", do: "submit again with --region REGION, or set AWS_REGION for the daemon"),
         .init("xmp_shared_sidecar", .jobFailed, "two photos map to one Lightroom-named sidecar (IMG_1.JPG and IMG_1.HEIC share IMG_1.xmp), so it is neither written nor read", do: "use --xmp-naming darktable (IMG_1.JPG.xmp), or rename one photo"),
         .init("xmp_unreadable", .jobFailed, "an existing XMP sidecar is not valid XMP and was left as it is", do: "fix or remove the sidecar the message names"),
         .init("xmp_write_failed", .jobFailed, "an XMP sidecar could not be written", do: "check the photo folder's permissions and disk"),
