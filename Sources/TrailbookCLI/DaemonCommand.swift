@@ -7,7 +7,7 @@ import UploadJob
 
 /// The `daemon` command: its options into a `DaemonConfiguration`, then `Daemon.run` with every job kind.
 enum DaemonCommand {
-    /// `daemon`: runs the daemon in the foreground with every job kind until SIGTERM or SIGINT.
+    /// `daemon`: runs the daemon in the foreground with every job kind until SIGTERM, SIGINT or SIGHUP.
     static func daemon(_ context: CommandContext) throws -> Int32 {
         var configuration = DaemonConfiguration(home: try context.home, socketPath: try context.socketPath)
         configuration.version = CLI.version

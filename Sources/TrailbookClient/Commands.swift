@@ -36,7 +36,7 @@ package enum Commands {
     static let all: [CommandSpec] = [
         CommandSpec(path: [], summary: "trailbook-jobs: long, cancellable jobs (uploads, tagging) run by a daemon"),
         CommandSpec(
-            path: ["daemon"], summary: "run the daemon in the foreground (logs to stderr; SIGTERM/Ctrl-C stop it cleanly)",
+            path: ["daemon"], summary: "run the daemon in the foreground (logs to stderr; SIGTERM, SIGHUP or Ctrl-C stop it cleanly)",
             options: [
                 socket,
                 OptionSpec("concurrency", .value(placeholder: "N"), help: "jobs running at once (default 4)"),
