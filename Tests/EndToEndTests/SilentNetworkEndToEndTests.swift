@@ -39,7 +39,9 @@ struct SilentNetworkEndToEndTests {
         let during = try daemon.show(id)
         #expect(during["state"]?.stringValue == "running", "still running after 15 s of silence: \(during)")
         try proxy.heal()
-        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        // The backoff has grown during the silence (up to 60 s, full jitter, as for any outage), and a retry may
+        // first meet a connection made during the cut: allow two full waits.
+        let done = try daemon.waitForState(id, "succeeded", timeout: 180)
         #expect(done["attempt"]?.intValue == 1, "waited out within its one attempt")
         #expect(done["cancellation"] == .null, "never stopped for a timeout")
         #expect(done["result"]?["sha256"]?.stringValue == expected)
@@ -92,7 +94,7 @@ struct SilentNetworkEndToEndTests {
         let during = try daemon.show(id)
         #expect(during["state"]?.stringValue == "running", "still running after 15 s of silence: \(during)")
         try proxy.heal()
-        let done = try daemon.waitForState(id, "succeeded", timeout: 90)
+        let done = try daemon.waitForState(id, "succeeded", timeout: 180)
         #expect(done["attempt"]?.intValue == 1, "waited out within its one attempt")
         #expect(done["cancellation"] == .null, "never stopped for a timeout")
         #expect(done["result"]?["sha256"]?.stringValue == expected)

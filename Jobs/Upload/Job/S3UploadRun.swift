@@ -442,49 +442,6 @@ struct S3UploadRun: UploadTransfer {
         try await finish(index, key: key, plan: plan, source: source, checkpoint: &checkpoint, progress: progress, in: job)
     }
 
-    /// Records file `index` as landed (the object `key` is complete and checked), saves the checkpoint and tells
-    /// `landed`.
-    private func finish(
-        _ index: Int, key: String, plan: S3PartPlan, source: TusSource, checkpoint: inout UploadCheckpoint,
-        progress: S3Progress, in job: JobContext
-    ) async throws {
-        progress.finishFile(index)
-        let file = UploadedFile(
-            name: BytePath(names[index]), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size,
-            sha256: source.hash.hexDigest, bytesResent: checkpoint.fileBytesResent)
-        checkpoint.land(index, file)
-        try job.saveCheckpoint(checkpoint)
-        if let landed { await landed(index, file) }
-    }
-
-    /// After `NoSuchUpload` for the recorded upload `uploadID`: whether it is gone because it was completed, the
-    /// object `key` being there with the source's bytes (`S3FinishedUpload`). Logs what it found: that the upload
-    /// was done, or (a warning) that it is gone and why the object at the key is not it.
-    private func isFinished(
-        _ index: Int, key: String, plan: S3PartPlan, source: TusSource, uploadID: String, client: S3Client,
-        in job: JobContext
-    ) async throws -> Bool {
-        let name = names[index]
-        let object = "s3://\(bucket)/\(key)"
-        let head = try await retrying("HEAD \(key)", in: job) { () async throws(S3Error) in
-            try await client.headObject(key: key)
-        }
-        let finding = try await S3FinishedUpload(plan: plan, source: source).look(at: head, in: job)
-        let gone = "\(name): the multipart upload \(uploadID) is gone on the server (NoSuchUpload)"
-        switch finding {
-        case .finished:
-            job.log(.info, "\(name): the multipart upload \(uploadID) was completed before this job recorded it: \(object) has the file's \(plan.size) bytes and digest; nothing is sent again")
-            return true
-        case .absent:
-            job.log(.warning, "\(gone) and there is no object \(object); creating a new upload and sending every part again")
-        case .other(let size):
-            job.log(.warning, "\(gone), and the object \(object) (\(size) bytes) is not this file; creating a new upload and sending every part again")
-        case .unproven:
-            job.log(.warning, "\(gone); the object \(object) has the file's size but no digest that can be checked, so it is sent again")
-        }
-        return false
-    }
-
     /// The UploadId for file `index`'s multipart upload, saved in the checkpoint: an upload this job created
     /// but never recorded, or a new one.
     ///
