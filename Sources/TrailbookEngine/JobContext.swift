@@ -52,6 +52,11 @@ public final class JobContext {
     /// How long to keep waiting out a service's transient failures (a server down, 5xx, 429) before giving up, in
     /// seconds (`--give-up-after`, default 24 h). The kind enforces it; see `waitOut`.
     public let giveUpAfterSeconds: Double
+    /// The job's stall timeout in seconds (`--stall-timeout`, default 60): the scheduler stops the job with reason
+    /// `timeout` when its progress does not move for this long outside `waitOut`. A kind whose requests can go
+    /// quiet (a silent network) bounds each request's own stall below it, so the request fails first and its
+    /// failure is waited out as an outage, not taken for a stalled job.
+    public let stallTimeoutSeconds: Double
     /// The job's progress as last reported.
     public private(set) var progress: JobProgress
     /// Why the job is being stopped, once the scheduler decided to stop it; `nil` while it may run on.
@@ -71,13 +76,14 @@ public final class JobContext {
 
     init(
         id: String, kind: String, attempt: Int, maxAttempts: Int, traits: JobKindTraits, progress: JobProgress,
-        giveUpAfterSeconds: Double = JobOptions.defaultGiveUpAfterSeconds
+        giveUpAfterSeconds: Double = JobOptions.defaultGiveUpAfterSeconds, stallTimeoutSeconds: Double = 60
     ) {
         self.id = id
         self.kind = kind
         self.attempt = attempt
         self.maxAttempts = maxAttempts
         self.giveUpAfterSeconds = giveUpAfterSeconds
+        self.stallTimeoutSeconds = stallTimeoutSeconds
         self.traits = traits
         self.progress = progress
     }

@@ -1291,7 +1291,8 @@ public final class Scheduler {
     private func makeContext(for job: JobRecord, kind: AnyJobKind) -> JobContext {
         let context = JobContext(
             id: job.id, kind: job.kind, attempt: job.attempt, maxAttempts: job.options.maxAttempts, traits: kind.traits,
-            progress: job.progress, giveUpAfterSeconds: job.options.giveUpAfterSeconds)
+            progress: job.progress, giveUpAfterSeconds: job.options.giveUpAfterSeconds,
+            stallTimeoutSeconds: job.options.stallTimeoutSeconds)
         context.host = self
         return context
     }

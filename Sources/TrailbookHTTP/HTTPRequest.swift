@@ -19,7 +19,8 @@ public struct HTTPRequest: Sendable {
     /// Time allowed for the whole transfer, in milliseconds; `nil` for none. No default: a rate-limited chunk may
     /// legitimately take long; use `stallTimeoutSeconds` to catch dead transfers instead.
     public var timeoutMilliseconds: Int?
-    /// Abort when fewer than 1 byte per second moved for this many seconds (`CURLOPT_LOW_SPEED_TIME`). Default 60.
+    /// Abort when no byte moved either way for this many seconds, counted from the last byte (and curl's own
+    /// `CURLOPT_LOW_SPEED_TIME` at 1 byte/s, an average); fails with `HTTPError.Kind.timedOut`. Default 60.
     public var stallTimeoutSeconds: Int?
     /// A PEM file of CA certificates to verify `https` servers with (`CURLOPT_CAINFO`); `nil` for the system's.
     public var caBundlePath: String?

@@ -102,15 +102,21 @@ final class Transfer {
         try check(tb_easy_setopt_write_cb(easy) { buffer, size, count, data in
             Unmanaged<Transfer>.fromOpaque(data!).takeUnretainedValue().receiveBody(buffer!, count: size * count)
         }, "WRITEFUNCTION")
-        if onSendProgress != nil {
+        if onSendProgress != nil || request.stallTimeoutSeconds != nil {
             try check(tb_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0), "NOPROGRESS")
             try check(tb_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me), "XFERINFODATA")
-            try check(tb_easy_setopt_xferinfo_cb(easy) { data, _, _, _, sent in
-                Unmanaged<Transfer>.fromOpaque(data!).takeUnretainedValue().progress(sent: Int64(sent))
-                return 0
+            try check(tb_easy_setopt_xferinfo_cb(easy) { data, _, received, _, sent in
+                Unmanaged<Transfer>.fromOpaque(data!).takeUnretainedValue().progress(
+                    sent: Int64(sent), received: Int64(received))
             }, "XFERINFOFUNCTION")
         }
     }
+
+    /// The quiet watch: when no byte moved either way (`sent` + `received`) last changed, and whether the transfer
+    /// was aborted for it.
+    private var lastMove = ContinuousClock.now
+    private var lastMoved: Int64 = -1
+    private var abortedQuiet = false
 
     // MARK: curl callbacks (on the loop thread, inside curl_multi_socket_action)
 
@@ -150,10 +156,24 @@ final class Transfer {
         return count
     }
 
-    private func progress(sent: Int64) {
-        guard sent != lastReportedSent else { return }
-        lastReportedSent = sent
-        onSendProgress?(sent)
+    /// curl's progress callback: reports bytes sent, and aborts the transfer (returns non-zero) once no byte
+    /// moved either way for `stallTimeoutSeconds`. curl's own low-speed limit measures an average over the last
+    /// seconds, so after a burst (a body poured into the socket buffers) it notices a silent network several
+    /// seconds late; this counts from the last byte. curl calls it at least about once a second.
+    private func progress(sent: Int64, received: Int64) -> Int32 {
+        if sent != lastReportedSent {
+            lastReportedSent = sent
+            onSendProgress?(sent)
+        }
+        let now = ContinuousClock.now
+        if sent + received != lastMoved {
+            lastMoved = sent + received
+            lastMove = now
+        } else if let stall = request.stallTimeoutSeconds, now - lastMove >= .seconds(stall) {
+            abortedQuiet = true
+            return 1
+        }
+        return 0
     }
 
     // MARK: completion
@@ -166,6 +186,11 @@ final class Transfer {
             var status = 0
             _ = tb_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
             outcome = .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody))
+        } else if abortedQuiet {
+            let seconds = request.stallTimeoutSeconds ?? 0
+            outcome = .failure(HTTPError(
+                kind: .timedOut, message: "no byte moved for \(seconds) s (the network or the server went silent)",
+                curlCode: Int32(bitPattern: CURLE_OPERATION_TIMEDOUT.rawValue)))
         } else {
             outcome = .failure(HTTPError(curl: code, detail: String(cString: errorBuffer)))
         }

@@ -20,6 +20,16 @@ public final class CutProxy: @unchecked Sendable {
             arguments: ["--upstream-unix", unixSocket])
     }
 
+    /// Starts the proxy in front of the TCP port `upstreamPort` on 127.0.0.1 (an HTTP server's).
+    /// - Throws: `ReadyProcess.StartError` if it does not start (no `python3`).
+    public init(upstreamPort: Int) throws {
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { root.deleteLastPathComponent() }  // CutProxy.swift, TestSupport, Tests
+        process = try ReadyProcess(
+            python: "/usr/bin/python3", script: root.path + "/Tests/Support/tcp-cut/proxy.py",
+            arguments: ["--upstream-port", String(upstreamPort)])
+    }
+
     /// Cuts every open connection and every new one until `heal()`.
     public func cut() throws { try expect("cut") }
 

@@ -139,6 +139,10 @@ struct S3UploadRun: UploadTransfer {
         var client = S3Client(http: TusTransport.shared, settings: resolved, bucket: bucket)
         let inFlight = Int64(options.partsInFlight ?? S3Options.defaultPartsInFlight)
         client.maxSendBytesPerSecond = params.maxRate.map { max(1 << 10, $0 / inFlight) }
+        let quiet = NetworkQuietLimit(for: job)
+        client.stallTimeoutSeconds = quiet.stallSeconds
+        client.connectTimeoutMilliseconds = quiet.connectMilliseconds
+        client.requestTimeoutMilliseconds = quiet.requestMilliseconds
         return client
     }
 
@@ -352,7 +356,11 @@ struct S3UploadRun: UploadTransfer {
                 }
                 job.log(.info, "\(name): resuming multipart upload \(existing); the server has \(listed.count) of \(plan.count) parts")
             } catch let error as S3Error where error.code == .noSuchUpload {
-                job.log(.warning, "\(name): the multipart upload \(existing) is gone on the server (NoSuchUpload); creating a new one")
+                // Also what S3 answers once the upload was completed (a crash before the checkpoint said so).
+                if try await isFinished(index, key: key, plan: planned, source: source, uploadID: existing, client: client, in: job) {
+                    try await finish(index, key: key, plan: planned, source: source, checkpoint: &checkpoint, progress: progress, in: job)
+                    return
+                }
                 checkpoint.s3UploadID = nil
             }
         }
@@ -428,19 +436,18 @@ struct S3UploadRun: UploadTransfer {
         // The last chance to refuse a changed source: once completed, the object is visible to everyone.
         try await job.runOnPool { try source.checkUnchanged() }
         let parts = (1...plan.count).map { (number: $0, etag: etags[$0]!, checksumSHA256: checksums[$0]) }
-        let sha256 = source.hash.hexDigest
-        _ = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
-            try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
+        do {
+            _ = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
+                try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
+            }
+            job.log(.info, "\(name): completed multipart upload \(uploadID) (\(plan.count) parts)")
+            try await checkSize(index, key: key, size: plan.size, client: client, in: job)
+        } catch let error as S3Error where error.code == .noSuchUpload {
+            // A Complete that worked but whose answer was lost: its retry finds the upload gone.
+            guard try await isFinished(index, key: key, plan: plan, source: source, uploadID: uploadID, client: client, in: job)
+            else { throw error }
         }
-        job.log(.info, "\(name): completed multipart upload \(uploadID) (\(plan.count) parts)")
-        try await checkSize(index, key: key, size: plan.size, client: client, in: job)
-        progress.finishFile(index)
-        let file = UploadedFile(
-            name: BytePath(name), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size, sha256: sha256,
-            bytesResent: checkpoint.fileBytesResent)
-        checkpoint.land(index, file)
-        try job.saveCheckpoint(checkpoint)
-        if let landed { await landed(index, file) }
+        try await finish(index, key: key, plan: plan, source: source, checkpoint: &checkpoint, progress: progress, in: job)
     }
 
     /// The UploadId for file `index`'s multipart upload, saved in the checkpoint: an upload this job created
@@ -600,12 +607,17 @@ struct S3UploadRun: UploadTransfer {
         return proven
     }
 
-    /// Runs `request`, retrying transient failures with backoff; after `maxTries` the job stops itself with
-    /// reason `timeout` (it keeps the upload and resumes later).
+    /// Runs `request`, retrying transient failures with backoff, waited out (`JobContext.waitOut`: the waits
+    /// count towards neither the stall timeout nor the deadline). A server's error answers (5xx, 429, `SlowDown`,
+    /// a damaged part) get `maxTries` in a row, then the job stops itself with reason `timeout` (it keeps the
+    /// upload and resumes later). Failures with no answer at all (the endpoint cannot be reached, the connection
+    /// is reset, or the network went silent: `S3Outage`) are an outage: waited out with backoff for as long as
+    /// `--give-up-after`, then the job fails with `s3_unavailable`.
     func retrying<R: Sendable>(
         _ what: String, in job: JobContext, _ request: () async throws(S3Error) -> R
     ) async throws -> R {
         var tries = 0
+        var outage = S3Outage(giveUpAfterSeconds: job.giveUpAfterSeconds)
         while true {
             do {
                 return try await request()
@@ -613,6 +625,18 @@ struct S3UploadRun: UploadTransfer {
                 try job.checkCancellation()
                 if Task.isCancelled { throw CancellationError() }
                 guard error.isTransient else { throw error }
+                if S3Outage.isOutage(error) {
+                    guard let delay = outage.failed(at: Timestamp.monotonic()) else {
+                        throw JobError(
+                            code: S3Error.Code.unavailable.rawValue,
+                            message: "\(error.message) — the endpoint could not be reached or stayed silent for "
+                                + "\(TusUploadRun.duration(job.giveUpAfterSeconds)) (--give-up-after); submit the "
+                                + "upload again once the network works")
+                    }
+                    job.log(.info, "\(error.message); waiting \(Int(delay * 1000)) ms")
+                    try await job.waitOut(seconds: delay)
+                    continue
+                }
                 tries += 1
                 guard tries < Self.maxTries else {
                     throw job.stopSelf(.timeout, detail: "\(error.message) — \(tries) tries in a row; the upload is kept for the next attempt")
@@ -620,7 +644,7 @@ struct S3UploadRun: UploadTransfer {
                 let backoff = min(Self.maxBackoff, Self.firstBackoff * Double(1 << (tries - 1)))
                 let delay = error.retryAfterSeconds.map { Double(min($0, 300)) } ?? backoff * Double.random(in: 0.5...1)
                 job.log(.info, "\(error.message); try \(tries + 1) of \(Self.maxTries) in \(Int(delay * 1000)) ms")
-                try await job.sleep(seconds: delay)
+                try await job.waitOut(seconds: delay)
             }
         }
     }

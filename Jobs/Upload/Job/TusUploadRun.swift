@@ -87,14 +87,21 @@ struct TusUploadRun: UploadTransfer {
     }
 
     /// A client for this upload's endpoint with its headers, CA bundle and rate limit.
+    /// `quiet`: the limits that keep a request on a silent network from outlasting the job's stall timeout.
     static func client(
-        for params: UploadJob.Params, endpoint: String, requestTimeoutMilliseconds: Int = 30_000
+        for params: UploadJob.Params, endpoint: String, requestTimeoutMilliseconds: Int = 30_000,
+        quiet: NetworkQuietLimit? = nil
     ) throws(JobError) -> TusClient {
         var headers = HTTPHeaders()
         for field in try params.headerFields() { headers.add(name: field.name, value: field.value) }
-        let options = TusClient.Options(
+        var options = TusClient.Options(
             headers: headers, caBundlePath: params.caBundle, maxSendBytesPerSecond: params.maxRate,
             requestTimeoutMilliseconds: requestTimeoutMilliseconds)
+        if let quiet {
+            options.stallTimeoutSeconds = quiet.stallSeconds
+            options.connectTimeoutMilliseconds = quiet.connectMilliseconds
+            options.requestTimeoutMilliseconds = min(requestTimeoutMilliseconds, quiet.requestMilliseconds)
+        }
         return TusClient(http: TusTransport.shared, endpoint: endpoint, options: options)
     }
 
@@ -107,7 +114,7 @@ struct TusUploadRun: UploadTransfer {
 
         let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
         for (index, file) in checkpoint.finished.enumerated() { progress.acknowledged(index, file.bytes) }
-        let client = try Self.client(for: params, endpoint: endpoint)
+        let client = try Self.client(for: params, endpoint: endpoint, quiet: NetworkQuietLimit(for: job))
         var info: TusServerInfo?
         var cadence = LandedFilesCadence()
         do {
@@ -225,7 +232,16 @@ struct TusUploadRun: UploadTransfer {
                 case .queryOffset(let url):
                     let status = try await client.status(of: url)
                     let regressions = machine.regressions.count
+                    let shrinks = machine.shrinks.count
                     action = machine.offsetReported(status)
+                    if machine.shrinks.count > shrinks, let shrink = machine.shrinks.last {
+                        job.log(
+                            .warning,
+                            "\(name): \(machine.chunkSizer.cutsBeforeShrinking) PATCHes of \(shrink.from) bytes in a "
+                                + "row were cut off mid-body and the server gained nothing: a proxy or gateway between "
+                                + "here and the server likely limits the size of requests; sending \(shrink.to)-byte "
+                                + "chunks from now on (a smaller --chunk-size avoids this)")
+                    }
                     record(machine, into: &checkpoint)
                     try save(checkpoint)
                     if machine.regressions.count > regressions, let lost = machine.regressions.last {
@@ -383,6 +399,9 @@ struct TusUploadRun: UploadTransfer {
         case .gone: advice = "the server lost the upload again after it was created anew"
         case .checksumMismatch: advice = "the data was corrupted on the way several times in a row"
         case .offsetMismatch: advice = "the server's offset kept disagreeing"
+        case .requestCutOff:
+            advice = "a proxy or gateway between here and the server likely cuts off requests this large; raise its "
+                + "request size limit (nginx: client_max_body_size), or upload past it"
         default: advice = "the server's answer does not follow the tus protocol"
         }
         return JobError(code: error.code.description, message: "\(name): \(error.message) — \(advice)", retryable: retryable)

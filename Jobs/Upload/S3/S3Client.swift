@@ -96,6 +96,10 @@ public struct S3Client {
     public var maxSendBytesPerSecond: Int64?
     /// Time allowed for a request without a body, in milliseconds.
     public var requestTimeoutMilliseconds = 30_000
+    /// A request is aborted when no byte moved for this many seconds (a silent network). Default 60.
+    public var stallTimeoutSeconds = 60
+    /// Time allowed to connect (TCP and TLS), in milliseconds. Default 10 000.
+    public var connectTimeoutMilliseconds = 10_000
 
     public init(http: HTTPClient, settings: S3Settings, bucket: String) {
         self.http = http
@@ -126,8 +130,8 @@ public struct S3Client {
         let queryString = S3Signer.canonicalQuery(query)
         let request = HTTPRequest(
             method: method, url: queryString.isEmpty ? url : url + "?" + queryString, headers: headers, body: body,
-            maxSendBytesPerSecond: maxSendBytesPerSecond,
-            timeoutMilliseconds: body.isEmpty ? requestTimeoutMilliseconds : nil, stallTimeoutSeconds: 60)
+            maxSendBytesPerSecond: maxSendBytesPerSecond, connectTimeoutMilliseconds: connectTimeoutMilliseconds,
+            timeoutMilliseconds: body.isEmpty ? requestTimeoutMilliseconds : nil, stallTimeoutSeconds: stallTimeoutSeconds)
         let response: HTTPResponse
         do {
             response = try await http.perform(request, onSendProgress: onSendProgress)

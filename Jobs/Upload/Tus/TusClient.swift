@@ -20,11 +20,15 @@ public final class TusClient {
         public var requestTimeoutMilliseconds: Int
         /// A `PATCH` is aborted when no byte moved for this many seconds. Default 60.
         public var stallTimeoutSeconds: Int
+        /// Time allowed to connect (TCP and TLS), in milliseconds. Default 10 000.
+        public var connectTimeoutMilliseconds: Int
 
         public init(
             headers: HTTPHeaders = [:], caBundlePath: String? = nil, maxSendBytesPerSecond: Int64? = nil,
-            requestTimeoutMilliseconds: Int = 30_000, stallTimeoutSeconds: Int = 60
+            requestTimeoutMilliseconds: Int = 30_000, stallTimeoutSeconds: Int = 60,
+            connectTimeoutMilliseconds: Int = 10_000
         ) {
+            self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
             self.headers = headers
             self.caBundlePath = caBundlePath
             self.maxSendBytesPerSecond = maxSendBytesPerSecond
@@ -189,6 +193,7 @@ public final class TusClient {
         let request = HTTPRequest(
             method: method, url: url, headers: all, body: body,
             maxSendBytesPerSecond: isPatch ? options.maxSendBytesPerSecond : nil,
+            connectTimeoutMilliseconds: options.connectTimeoutMilliseconds,
             timeoutMilliseconds: isPatch ? nil : options.requestTimeoutMilliseconds,
             stallTimeoutSeconds: options.stallTimeoutSeconds, caBundlePath: options.caBundlePath)
         let response: HTTPResponse

@@ -12,6 +12,7 @@ public struct TusError: Error, Sendable, Equatable, CustomStringConvertible {
         private enum Raw: String {
             case offsetMismatch = "offset_mismatch", gone, checksumMismatch = "checksum_mismatch"
             case tooLarge = "too_large", unauthorized, retryable, cancelled, protocolError = "protocol_error"
+            case requestCutOff = "request_cut_off"
         }
         private let raw: Raw
 
@@ -31,6 +32,9 @@ public struct TusError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let cancelled = Code(raw: .cancelled)
         /// An unexpected status or a response missing a required header.
         public static let protocolError = Code(raw: .protocolError)
+        /// `PATCH`es kept being cut off mid-body with nothing reaching the server, down to the smallest chunk
+        /// (`TusChunkSizer`): something in between (a proxy or gateway) limits request size.
+        public static let requestCutOff = Code(raw: .requestCutOff)
 
         /// The code as shown in `--json` output, for example `too_large`.
         public var description: String { raw.rawValue }

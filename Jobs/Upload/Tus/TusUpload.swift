@@ -47,6 +47,9 @@ public struct TusUpload: Sendable, Equatable {
         /// First wait, in milliseconds, before a `PATCH` that follows a persistent 409 or a 460; it doubles with
         /// each one in a row (500, 1000, 2000 ms), with jitter.
         public var conflictBackoffMilliseconds = 500
+        /// The smallest chunk, in bytes, the chunk shrinks to when `PATCH`es are cut off on the way
+        /// (`TusChunkSizer`); a configured chunk below it is never shrunk.
+        public var minChunkSize = TusChunkSizer.defaultFloor
 
         public init() {}
     }
@@ -76,8 +79,28 @@ public struct TusUpload: Sendable, Equatable {
 
     /// The file's length in bytes.
     public let length: Int64
-    /// Bytes per `PATCH`.
-    public let chunkSize: Int
+    /// Bytes per `PATCH` now: the configured size, less if `PATCH`es were cut off on the way (`chunkSizer`).
+    public var chunkSize: Int { chunkSizer.size }
+    /// Shrinks the chunk when an intermediary cuts large requests off.
+    public private(set) var chunkSizer: TusChunkSizer
+    /// Bytes per `PATCH` as configured.
+    public let configuredChunkSize: Int
+    /// The changes of the chunk size so far, oldest first, for the job to announce.
+    public private(set) var shrinks: [ChunkShrink] = []
+
+    /// The chunk shrank from `from` to `to` bytes (`TusChunkSizer`).
+    public struct ChunkShrink: Sendable, Equatable {
+        /// Bytes per `PATCH` before.
+        public var from: Int
+        /// Bytes per `PATCH` from now on.
+        public var to: Int
+
+        /// A change from `from` to `to` bytes per `PATCH`.
+        public init(from: Int, to: Int) {
+            self.from = from
+            self.to = to
+        }
+    }
     /// The policy's limits.
     public let policy: Policy
 
@@ -152,7 +175,8 @@ public struct TusUpload: Sendable, Equatable {
     ) {
         precondition(chunkSize > 0 && length >= 0)
         self.length = length
-        self.chunkSize = chunkSize
+        self.chunkSizer = TusChunkSizer(size: chunkSize, floor: policy.minChunkSize)
+        self.configuredChunkSize = chunkSize
         self.policy = policy
         self.url = url
         self.sentThrough = sentThrough
@@ -195,6 +219,15 @@ public struct TusUpload: Sendable, Equatable {
         guard status.offset <= length else {
             return .fail(TusError(code: .protocolError, message: "server's offset \(status.offset) is past the end"))
         }
+        switch chunkSizer.offsetReported(status.offset) {
+        case .keep: break
+        case .shrunk(let from, let to): shrinks.append(ChunkShrink(from: from, to: to))
+        case .exhausted(let cuts, let size):
+            return .fail(TusError(
+                code: .requestCutOff,
+                message: "\(cuts) PATCHes of \(size) bytes in a row were cut off mid-body and the server gained "
+                    + "nothing, after shrinking the chunk from \(configuredChunkSize) bytes"))
+        }
         if status.offset < confirmedOffset { regressions.append(OffsetRegression(confirmed: confirmedOffset, reported: status.offset)) }
         confirmedOffset = status.offset
         expires = status.expires ?? expires
@@ -218,6 +251,7 @@ public struct TusUpload: Sendable, Equatable {
             checksumVerified = false
         } else {
             handed(bytes: nil)
+            chunkSizer.accepted()
             recovered()
             checksumResends = 0
             offsetMismatches = 0
@@ -250,7 +284,10 @@ public struct TusUpload: Sendable, Equatable {
             checksumVerified = error.code == .checksumMismatch
             return nextChunk()
         }
-        if case .send? = inFlight { handed(bytes: error.bytesSent) }
+        if case .send(_, let offset, _)? = inFlight {
+            handed(bytes: error.bytesSent)
+            chunkSizer.patchFailed(at: offset, error)
+        }
         pendingRandom = random
         switch error.code {
         case .offsetMismatch:

@@ -27,6 +27,10 @@ Faults are armed with control requests to the proxy itself (answered by the prox
     POST /__fault/outage?code=503&seconds=30[&retry_after=5][&method=PATCH]
                                                            for SECONDS from now answer every matching request
                                                            with CODE (and Retry-After), without forwarding
+    POST /__fault/cutoff?over=N[&method=PATCH]             a gateway with a request size limit: a request of METHOD
+                                                           whose body is over N bytes is buffered, never forwarded,
+                                                           and its connection reset once N body bytes were read;
+                                                           stays armed until reset (cut_off counts them)
     POST /__fault/reset                                    disarm everything
     GET  /__log                                            the last 200 requests: JSON lines of method, path, headers
                                                            and t (seconds on the proxy's monotonic clock)
@@ -34,7 +38,8 @@ Faults are armed with control requests to the proxy itself (answered by the prox
                                                            bytes read from clients, whatever became of them),
                                                            requests (per method), injected (requests answered by
                                                            a status or outage fault), last_injected_t (the log's
-                                                           clock), outage_ends_in (seconds; 0 when none is armed)
+                                                           clock), outage_ends_in (seconds; 0 when none is armed),
+                                                           cut_off (requests cut by the cutoff fault)
 
 Bounds: at most 64 client connections, request heads of 64 KiB, buffered (checksum-verified) bodies of 256 MiB,
 30 s idle timeout per read.
@@ -66,8 +71,9 @@ state = {
     "corrupt": 0,
     "corrupt_method": "PATCH",
     "outage": None,  # [code, until (monotonic), retry_after or None, method or None]
+    "cutoff": None,  # [over, method]
 }
-stats = {"patch_body_bytes": 0, "requests": {}, "injected": 0, "last_injected_t": None}
+stats = {"patch_body_bytes": 0, "requests": {}, "injected": 0, "last_injected_t": None, "cut_off": 0}
 log: list = []
 upstream_port = 0
 
@@ -137,6 +143,8 @@ async def control(method, target, writer):
     elif kind == "outage":
         state["outage"] = [int(q.get("code", "503")), time.monotonic() + float(q.get("seconds", "30")),
                            q.get("retry_after"), q.get("method")]
+    elif kind == "cutoff":
+        state["cutoff"] = [int(q["over"]), q.get("method", "PATCH")]
     elif kind == "drop":
         state["drop"] = [int(q.get("after", "0")), int(q.get("count", "1")), q.get("method", "PATCH")]
     elif kind == "checksum":
@@ -150,7 +158,8 @@ async def control(method, target, writer):
         await respond(writer, 200, "OK", body=str(code).encode())
         return
     elif kind == "reset":
-        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0, corrupt_method="PATCH", outage=None)
+        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0, corrupt_method="PATCH", outage=None,
+                     cutoff=None)
     else:
         await respond(writer, 404, "Not Found")
         return
@@ -219,6 +228,20 @@ async def forward(method, target, version, headers, reader, writer):
             count_body(method, length)
         await respond(writer, st[0], "Injected", extra=injected(st[4]))
         return True
+
+    cutoff = state["cutoff"]
+    if cutoff and method == cutoff[1] and length > cutoff[0]:
+        # Buffered up to the limit, then the connection is reset: not a byte reaches the server.
+        read = 0
+        while read < cutoff[0]:
+            piece = await asyncio.wait_for(reader.read(min(PIECE, cutoff[0] - read)), IDLE_TIMEOUT)
+            if not piece:
+                break
+            read += len(piece)
+        count_body(method, read)
+        stats["cut_off"] += 1
+        writer.transport.abort()
+        return False
 
     outage = state["outage"]
     if outage and time.monotonic() < outage[1] and (outage[3] is None or outage[3] == method):
