@@ -84,6 +84,7 @@ public enum ErrorCodes {
         .init("out_of_memory", .jobFailed, "decoding a photo ran out of memory", do: "lower --max-megapixels or give the workers more memory"),
         .init("photo_store_error", .jobFailed, "the photo library's store failed (the message has SQLite's error)", do: "check the disk of $TRAILBOOK_JOBS_HOME; the job retries"),
         .init("protocol_error", .jobFailed, "the tus server's answer does not follow the tus protocol", do: "check --to is a tus endpoint (a URL that answers POST with a Location)"),
+        .init("request_cut_off", .jobFailed, "even the smallest tus chunk (256 KiB, or --chunk-size if smaller) was cut off with nothing reaching the server: a proxy or gateway in between limits the size of a request", do: "raise that proxy's limit (nginx: client_max_body_size), or upload without it"),
         .init("request_time_too_skewed", .jobFailed, "the machine's clock is too far from S3's", do: "fix the clock (NTP); the job retries"),
         .init("request_too_large", .usage, "the request line is over the protocol's size limit", do: "send fewer jobs per batch, or shorter params"),
         .init("retryable", .jobFailed, "the server kept failing (5xx, 429, no connection)", do: "check the server; resubmit, or raise --give-up-after"),
