@@ -60,8 +60,8 @@ package enum Commands {
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
-            path: ["submit", "upload"], summary: "upload files, or photos of the library, in resumable chunks",
-            positionals: [PositionalSpec(name: "FILE", min: 0, max: nil, help: "files to upload (or give --ids, --ids-file or --tag)")],
+            path: ["submit", "upload"], summary: "upload files, folders, or photos of the library, in resumable chunks",
+            positionals: [PositionalSpec(name: "FILE", min: 0, max: nil, help: "files or folders to upload (or give --ids, --ids-file or --tag); a folder's contents go under DEST, keeping their layout")],
             options: [
                 OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
@@ -81,15 +81,22 @@ package enum Commands {
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
                 OptionSpec("checksum", .value(placeholder: "sha256|md5"), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
+                OptionSpec("follow-links", help: "folders: follow symbolic links inside them (loops are detected); by default links are passed over"),
+                OptionSpec("include", .value(placeholder: "GLOB"), repeatable: true, help: "folders: upload only files whose path inside the folder matches GLOB (rclone syntax: *, **, ?, [a-z], {a,b}; /GLOB anchors at the folder)"),
+                OptionSpec("exclude", .value(placeholder: "GLOB"), repeatable: true, help: "folders: leave out files whose path inside the folder matches GLOB (tried before --include; DIR/ leaves out a whole folder)"),
                 OptionSpec("each", help: "one job per FILE, submitted as one batch (all queued or none); prints their IDs in order"),
             ] + submitCommon,
-            details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
+            details: "Example: trailbook-jobs submit upload ~/Pictures/Lisbon --to s3://my-bucket/trips/lisbon/ --exclude '*.tmp'\n"
+                + "         trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
                 + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header 'Authorization: Bearer $TOKEN'\n"
                 + "         trailbook-jobs submit upload big.mov --to s3://my-bucket/photos/ --chunk-size 16MiB\n"
                 + "         trailbook-jobs submit upload a.jpg b.jpg c.jpg --to file:///srv/photos --each\n"
                 + "         trailbook-jobs submit upload --tag pick --to s3://my-bucket/picks/\n"
                 + "Give files, or photos of the library (one of --ids, --ids-file, --tag): a photo already uploaded to the\n"
                 + "same destination is skipped (already_uploaded) unless --again.\n"
+                + "A folder is one job: its files go under DEST by their paths inside it, the folder's own name not kept\n"
+                + "(as rclone copy); a missing destination directory is created. Symbolic links (unless --follow-links),\n"
+                + "FIFOs, sockets and devices are passed over and listed with their reason in the result.\n"
                 + "S3 credentials are read by the daemon (its environment, ~/.aws), never passed on the command line.\n"
                 + exitCodes),
         CommandSpec(
@@ -246,6 +253,9 @@ package enum Commands {
         } else if arguments.flag("again") {
             throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag)")
         }
+        if arguments.flag("follow-links") { params["follow_links"] = true }
+        if !arguments.values("include").isEmpty { params["include"] = .array(arguments.values("include").map { .string($0) }) }
+        if !arguments.values("exclude").isEmpty { params["exclude"] = .array(arguments.values("exclude").map { .string($0) }) }
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
         if let rate = try arguments.size("max-rate") { params["max_rate"] = .number(Double(rate)) }
         let headers = arguments.values("header")

@@ -95,6 +95,10 @@ struct DirectoryUpload: UploadTransfer {
             return
         }
 
+        if name.bytes.contains(UInt8(ascii: "/")) {
+            // A file of a folder upload: its folders under the destination first.
+            try await job.runOnPool { try DirectoryIO.makeParents(of: name, in: directory) }
+        }
         let (file, partLength) = try await job.runOnPool {
             try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
         }
@@ -316,24 +320,31 @@ struct DirectoryUpload: UploadTransfer {
     ///
     /// Not only the checkpoint's file: finished files are checkpointed in batches, so the job may have moved on
     /// to later files (and written their `.part`) since the last save. One `readdir` of the destination finds
-    /// them: a name `NAME.<job>.part` with `NAME` one of the job's names and `<job>` this job's id prefix.
+    /// them: a name `NAME.<job>.part` with `NAME` one of the job's names and `<job>` this job's id prefix. A
+    /// folder upload's names have folders: each folder that holds one of its files is read the same way.
     func discardPartial(in job: JobContext) async -> CleanUpOutcome {
         let suffix = "." + String(job.id.prefix(8)) + UploadNames.partSuffix
-        let partNames = Set(names.map { $0 + suffix })
         let directory = self.directory
+        let partPaths = Set(names.map { BytePath.join(directory, $0 + suffix) })
+        let folders = DirectoryIO.folders(of: names, in: directory)
         let outcome = try? await job.runOnPool { () -> (removed: [BytePath], failed: [(BytePath, Int32)]) in
             var removed: [BytePath] = []
             var failed: [(BytePath, Int32)] = []
-            guard let stream = directory.withCString({ opendir($0) }) else { return ([], [(directory, errno)]) }
-            defer { closedir(stream) }
             var found: [BytePath] = []
-            while let entry = readdir(stream) {
-                // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
-                let name = BytePath(bytes: DirectoryEntry.name(entry))
-                if partNames.contains(name) { found.append(name) }
+            for folder in folders {
+                guard let stream = folder.withCString({ opendir($0) }) else {
+                    // A folder never made holds no .part file.
+                    if errno != ENOENT || folder == directory { failed.append((folder, errno)) }
+                    continue
+                }
+                defer { closedir(stream) }
+                while let entry = readdir(stream) {
+                    // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
+                    let path = BytePath.join(folder, BytePath(bytes: DirectoryEntry.name(entry)))
+                    if partPaths.contains(path) { found.append(path) }
+                }
             }
-            for name in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
-                let path = BytePath.join(directory, name)
+            for path in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
                 if path.withCString(unlink) == 0 {
                     removed.append(path)
                 } else if errno != ENOENT {

@@ -1,0 +1,90 @@
+import TrailbookEngine
+import TrailbookLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Uploads of folders (`submit upload DIR… --to DEST`): see `UploadTreePlan` for the layout rule and
+/// `UploadTreeWalk` for what is in a tree.
+extension UploadJob {
+    /// Whether any of `files` is a folder (following links, as a source given is followed). Blocking.
+    nonisolated static func hasFolders(_ files: [BytePath]) -> Bool {
+        files.contains { file in
+            guard case .success(let (_, mode)) = DirectoryIO.status(file) else { return false }
+            return DirectoryIO.isDirectory(mode)
+        }
+    }
+
+    /// Submit-time checks of an upload with folders among its sources: lists them (off the loop thread), refuses
+    /// two files that would land on one name (`duplicate_name`, naming both), then checks the destination without
+    /// its files (options, headers; a `file://` directory that exists and is writable, or that can be created).
+    /// Files the destination cannot take are not refused here: they are that file's failure when the job runs.
+    /// - Throws: `JobError` `duplicate_name`, `source_missing`, `source_unreadable`, `source_not_regular`,
+    ///   `destination_not_directory`, `destination_not_writable`, and the destination's own (see `validate`).
+    static func validateTree(_ params: Params, destination: UploadDestination) async throws(JobError) {
+        let filter = try params.filter()
+        let sources = params.files
+        let followLinks = params.followLinks
+        let listed = await Task.detached {
+            Result { () throws(JobError) in
+                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks).plan
+            }
+        }.value
+        let plan = try listed.get()
+        if let clash = plan.failed.first(where: { $0.reason == "duplicate_name" }) {
+            throw JobError(code: "duplicate_name", message: clash.message)
+        }
+        var empty = params
+        empty.files = []
+        switch destination {
+        case .directory(let path):
+            let checked = await Task.detached {
+                Result { () throws(JobError) in try DirectoryIO.checkCreatable(path) }
+            }.value
+            try checked.get()
+        case .tus:
+            try await TusUploadRun.validate(empty)
+        case .s3(_, let prefix):
+            try await S3UploadRun.validate(empty, prefix: prefix)
+        }
+    }
+
+    /// The folder upload's plan: the checkpoint's on a later attempt; on the first, when a source is a folder, the
+    /// files listed now, saved with a checkpoint of their identities so every attempt uploads the same ones.
+    /// `nil` for an upload of files only. A `file://` destination directory is created if missing (`mkdir -p`).
+    /// - Throws: `JobError` from listing (`source_missing`, `source_unreadable`, `source_not_regular`),
+    ///   `bad_destination`, `write_failed` / `destination_not_writable` (the directory cannot be made).
+    static func treePlan(_ params: Params, in job: JobContext) async throws -> UploadTreePlan? {
+        let destination = try UploadDestination(parsing: params.to)
+        let plan: UploadTreePlan
+        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+            guard let tree = saved.tree else { return nil }
+            plan = tree
+        } else {
+            let sources = params.files
+            guard try await job.runOnPool({ hasFolders(sources) }) else { return nil }
+            let filter = try params.filter()
+            let followLinks = params.followLinks
+            let (listed, identities) = try await job.runOnPool {
+                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
+            }
+            var checkpoint = UploadCheckpoint(sources: identities)
+            checkpoint.tree = listed
+            try job.saveCheckpoint(checkpoint)
+            plan = listed
+            let skipped = listed.skippedByReason.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            let failed = listed.failedByCode.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            job.log(
+                .info,
+                "listed \(listed.files.count) files to upload"
+                    + (skipped.isEmpty ? "" : "; passed over: " + skipped.joined(separator: ", "))
+                    + (failed.isEmpty ? "" : "; cannot upload: " + failed.joined(separator: ", ")))
+            for entry in listed.failed { job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)") }
+        }
+        if case .directory(let path) = destination {
+            try await job.runOnPool { try DirectoryIO.makeDirectories(path) }
+        }
+        return plan
+    }
+}
