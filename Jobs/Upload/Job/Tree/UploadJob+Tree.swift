@@ -40,13 +40,37 @@ extension UploadJob {
         switch destination {
         case .directory(let path):
             let checked = await Task.detached {
-                Result { () throws(JobError) in try DirectoryIO.checkCreatable(path) }
+                Result { () throws(JobError) in
+                    try DirectoryIO.checkCreatable(path)
+                    try checkOutside(path, of: sources)
+                }
             }.value
             try checked.get()
         case .tus:
             try await TusUploadRun.validate(empty)
         case .s3(_, let prefix):
             try await S3UploadRun.validate(empty, prefix: prefix)
+        }
+    }
+
+    /// Refuses a `file://` destination that is one of the folders uploaded or inside one (as `rclone copy`
+    /// refuses overlapping source and destination): its files would be copied onto themselves, and every later
+    /// upload of the folder would take in the copies of the one before. Compared where they lead in the file
+    /// system, so a link or `..` cannot hide it; a destination not made yet is compared by its nearest existing
+    /// ancestor plus the rest. Blocking.
+    /// - Throws: `JobError` `bad_destination`.
+    nonisolated static func checkOutside(_ destination: BytePath, of sources: [BytePath]) throws(JobError) {
+        let target = destination.resolvedByFileSystem
+        for source in sources {
+            guard case .success(let (_, mode)) = DirectoryIO.status(source), DirectoryIO.isDirectory(mode) else { continue }
+            let folder = source.resolvedByFileSystem
+            let inside = target == folder || target.bytes.starts(with: BytePath.join(folder, "").bytes)
+            guard !inside else {
+                throw JobError(
+                    code: "bad_destination",
+                    message: "destination \(destination) is inside the folder \(source) being uploaded; its files would be "
+                        + "copied onto themselves; upload into a directory outside the folder")
+            }
         }
     }
 
@@ -83,7 +107,11 @@ extension UploadJob {
             for entry in listed.failed { job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)") }
         }
         if case .directory(let path) = destination {
-            try await job.runOnPool { try DirectoryIO.makeDirectories(path) }
+            let sources = params.files
+            try await job.runOnPool {
+                try checkOutside(path, of: sources)
+                try DirectoryIO.makeDirectories(path)
+            }
         }
         return plan
     }
