@@ -66,7 +66,7 @@ package enum Commands {
                 OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG (repeated: with every TAG)"),
-                OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
+                OptionSpec("again", help: "photos: upload also those already uploaded to this destination; folders to file://: copy also files already there with the same bytes (both skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
@@ -251,7 +251,10 @@ package enum Commands {
         } else if try context.positionalPaths.isEmpty {
             throw UsageError("give the files to upload (FILE…), or photos of the library with --ids, --ids-file or --tag")
         } else if arguments.flag("again") {
-            throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag)")
+            guard files.contains(where: isDirectory) else {
+                throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag) and to folders")
+            }
+            params["again"] = true
         }
         if arguments.flag("follow-links") { params["follow_links"] = true }
         if !arguments.values("include").isEmpty { params["include"] = .array(arguments.values("include").map { .string($0) }) }
@@ -294,6 +297,12 @@ package enum Commands {
             return try BatchSubmit.submit(entries, context)
         }
         return try submit(kind: "upload", params: .object(params), context)
+    }
+
+    /// Whether `path` is a directory here (following links): a folder to upload.
+    static func isDirectory(_ path: BytePath) -> Bool {
+        var info = stat()
+        return path.withCString { stat($0, &info) } == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
 
     /// `--each` of files that share a name into a directory or an S3 prefix: each job would write `DEST/NAME`, the

@@ -263,4 +263,50 @@ struct FolderUploadEndToEndTests {
         }
         #expect(files.count > 40 && copiedAgain.count <= 9, "\(copiedAgain.count) of \(files.count) copied again")
     }
+
+    /// Uploading the same folder to a directory again copies nothing; after adding 5 files and editing 1, exactly
+    /// those 6 are copied; `--again` copies all. Files left alone keep their inode (never rewritten), and nothing at
+    /// the destination is deleted.
+    @Test func aSecondUploadToADirectoryCopiesOnlyWhatChanged() throws {
+        let trip = try Trip()
+        let daemon = try DaemonHarness()
+        let destination = TemporaryDirectory("tbj-dest")
+        let into = destination.file("lisbon")
+        func upload(_ extra: [String] = []) throws -> JSONValue {
+            let id = try daemon.submitUpload([trip.root, "--to", "file://" + into] + extra)
+            return try daemon.waitForState(id, "succeeded", timeout: 60)
+        }
+        func inode(_ name: String) throws -> Int? {
+            try FileManager.default.attributesOfItem(atPath: into + "/" + name)[.systemFileNumber] as? Int
+        }
+        let first = try upload()
+        #expect(first["result"]?["tree"]?["uploaded"]?.intValue == Int64(trip.expected.count))
+        #expect(first["result"]?["tree"]?["already_there"]?.intValue == 0)
+        _ = FileManager.default.createFile(atPath: into + "/kept-at-destination.txt", contents: Data([1]))
+        let before = try inode("part.bin")
+
+        let second = try upload()
+        #expect(second["result"]?["files"]?.arrayValue?.count == 0)
+        #expect(second["result"]?["tree"]?["uploaded"]?.intValue == 0)
+        #expect(second["result"]?["tree"]?["already_there"]?.intValue == Int64(trip.expected.count))
+        #expect(second["result"]?["tree"]?["already_there_bytes"]?.intValue == first["result"]?["bytes"]?.intValue)
+        #expect(try inode("part.bin") == before)
+
+        try FileManager.default.createDirectory(atPath: trip.root + "/day3", withIntermediateDirectories: true)
+        for index in 0..<5 { try trip.add("day3/new \(index).jpg", bytes: 100 + index) }
+        try trip.add("day1/IMG 0001.jpg", bytes: 1000)  // edited in place, same size
+        let third = try upload()
+        let sent = Set(third["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [])
+        #expect(sent == Set((0..<5).map { "day3/new \($0).jpg" } + ["day1/IMG 0001.jpg"]))
+        #expect(third["result"]?["tree"]?["already_there"]?.intValue == Int64(trip.expected.count - 6))
+        for (name, sha) in trip.expected {
+            #expect(try Self.sha256(of: BytePath.join(BytePath(into), BytePath(bytes: name))) == sha)
+        }
+        #expect(try inode("part.bin") == before)
+
+        let again = try upload(["--again"])
+        #expect(again["result"]?["files"]?.arrayValue?.count == trip.expected.count)
+        #expect(try inode("part.bin") != before)
+        #expect(FileManager.default.fileExists(atPath: into + "/kept-at-destination.txt"))
+    }
 }

@@ -44,7 +44,8 @@ public struct UploadJob: JobKind {
         /// files when the job first runs; `nil` for an upload of `files`.
         public var photos: UploadPhotoSelection?
         /// With `photos`: upload also the photos the library remembers as uploaded to this destination already
-        /// (`--again`); by default they are skipped (`already_uploaded`).
+        /// (`--again`); by default they are skipped (`already_uploaded`). With folders to `file://`: copy also the
+        /// files the destination already holds with the same bytes (by default left out, `already_there`).
         public var again: Bool
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
@@ -188,8 +189,6 @@ public struct UploadJob: JobKind {
                     throw JobError(code: "invalid_params", message: "give files or photos (ids, ids_file, tags), not both")
                 }
                 try photos.check()
-            } else if again {
-                throw JobError(code: "invalid_params", message: "again applies to photos of the library only (--ids, --ids-file, --tag)")
             } else if files.isEmpty {
                 throw JobError(code: "invalid_params", message: "no files to upload; give at least one file")
             }
@@ -250,6 +249,12 @@ public struct UploadJob: JobKind {
         if params.photos == nil, await Task.detached(operation: { Self.hasFolders(files) }).value {
             try await Self.validateTree(params, destination: destination)
         } else {
+            if params.again, params.photos == nil {
+                // Files given one by one are always sent; a folder's unchanged files are left out unless `again`.
+                throw JobError(
+                    code: "invalid_params",
+                    message: "again (--again) applies to photos of the library (--ids, --ids-file, --tag) and to folders")
+            }
             try await Self.validateFiles(params, destination: destination)
         }
         if params.s3 != nil, case .s3 = destination {} else if params.s3 != nil {

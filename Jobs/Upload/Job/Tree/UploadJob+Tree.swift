@@ -90,8 +90,11 @@ extension UploadJob {
             guard try await job.runOnPool({ hasFolders(sources) }) else { return nil }
             let filter = try params.filter()
             let followLinks = params.followLinks
-            let (listed, identities) = try await job.runOnPool {
+            var (listed, identities) = try await job.runOnPool {
                 try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
+            }
+            if case .directory(let path) = destination, !params.again {
+                try await DirectoryTreeSync.leaveOutUnchanged(&listed, identities: &identities, directory: path, in: job)
             }
             var checkpoint = UploadCheckpoint(sources: identities)
             checkpoint.tree = listed
@@ -102,6 +105,7 @@ extension UploadJob {
             job.log(
                 .info,
                 "listed \(listed.files.count) files to upload"
+                    + (listed.unchangedCount == 0 ? "" : "; \(listed.unchangedCount) already there")
                     + (skipped.isEmpty ? "" : "; passed over: " + skipped.joined(separator: ", "))
                     + (failed.isEmpty ? "" : "; cannot upload: " + failed.joined(separator: ", ")))
             for entry in listed.failed { job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)") }

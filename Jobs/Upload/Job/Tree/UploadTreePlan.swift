@@ -14,7 +14,7 @@ import TrailbookEngine
 /// relative path with `/` separators.
 ///
 /// JSON: `{"files", "names", "skipped_count", "skipped_by_reason", "skipped", "failed_count", "failed_by_code",
-/// "failed"}`; each listed entry `{"path", "reason", "message"}` (and `"name"` for a failed file).
+/// "failed", "already_there", "already_there_bytes"}`; each listed entry `{"path", "reason", "message"}` (and `"name"` for a failed file).
 public struct UploadTreePlan: Codable, Sendable, Equatable {
     /// The files to upload, absolute, in upload order: the job's sources.
     public var files: [BytePath]
@@ -33,6 +33,11 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     public var failedByCode: [String: Int]
     /// The first `listed` failed files.
     public var failed: [Entry]
+
+    /// Files left out because the destination already holds the same bytes (`DirectoryTreeSync`); not listed.
+    public var unchangedCount: Int
+    /// Their bytes.
+    public var unchangedBytes: Int64
 
     /// Most entries listed per list (all are counted).
     public static let listed = 1000
@@ -55,6 +60,8 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         case skippedByReason = "skipped_by_reason"
         case failedCount = "failed_count"
         case failedByCode = "failed_by_code"
+        case unchangedCount = "already_there"
+        case unchangedBytes = "already_there_bytes"
     }
 
     init() {
@@ -66,6 +73,8 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         failedCount = 0
         failedByCode = [:]
         failed = []
+        unchangedCount = 0
+        unchangedBytes = 0
     }
 
     mutating func skip(_ entry: Entry) {
@@ -171,13 +180,16 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         }
     }
 
-    /// `result` (`UploadJob.result`) with the folder's account: `"tree": {"uploaded", "bytes", "skipped",
-    /// "skipped_by_reason", "failed", "failed_by_code"}`, `"skipped": […]` and `"failed": […]`.
+    /// `result` (`UploadJob.result`) with the folder's account: `"tree": {"uploaded", "bytes", "already_there",
+    /// "already_there_bytes", "skipped", "skipped_by_reason", "failed", "failed_by_code"}`, `"skipped": […]` and
+    /// `"failed": […]`.
     func annotate(_ result: JSONValue) -> JSONValue {
         guard case .object(var members) = result else { return result }
         members["tree"] = [
             "uploaded": .number(Double(files.count)),
             "bytes": members["bytes"] ?? .number(0),
+            "already_there": .number(Double(unchangedCount)),
+            "already_there_bytes": .number(Double(unchangedBytes)),
             "skipped": .number(Double(skippedCount)),
             "skipped_by_reason": .object(skippedByReason.mapValues { .number(Double($0)) }),
             "failed": .number(Double(failedCount)),
