@@ -104,11 +104,12 @@ public struct UploadJob: JobKind {
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case files, to, headers, s3, photos, again, include, exclude
-            case followLinks = "follow_links"
+            case files, to, headers, s3, photos, again
             case chunkSize = "chunk_size"
             case maxRate = "max_rate"
             case caBundle = "ca_bundle"
+            case include, exclude
+            case followLinks = "follow_links"
         }
 
         /// Encodes the params as JSON; `chunk_size`, `headers`, `ca_bundle`, `photos` and `again` only when given.
