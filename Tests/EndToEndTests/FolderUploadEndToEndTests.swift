@@ -67,7 +67,10 @@ struct FolderUploadEndToEndTests {
             let skipped = try #require(done["result"]?["skipped"]?.arrayValue)
             let reasons = Dictionary(
                 uniqueKeysWithValues: skipped.map { ($0["path"]?.stringValue ?? "", $0["reason"]?.stringValue ?? "") })
-            #expect(reasons == [root + "/link.jpg": "symlink", root + "/day2/loop": "symlink", root + "/pipe": "not_regular"])
+            #expect(
+                reasons == [
+                    root + "/link.jpg": "symlink", root + "/day2/loop": "symlink", root + "/pipe": "not_regular",
+                ])
         }
     }
 
@@ -100,7 +103,8 @@ struct FolderUploadEndToEndTests {
         }
         // Only the files: no link, no FIFO, no .part left; the empty folder is not recreated.
         let listed = try FileManager.default.subpathsOfDirectory(atPath: into)
-        #expect(!listed.contains { $0.hasSuffix(".part") || $0.contains("link") || $0.contains("pipe") || $0 == "empty" })
+        #expect(
+            !listed.contains { $0.hasSuffix(".part") || $0.contains("link") || $0.contains("pipe") || $0 == "empty" })
         #expect(FileManager.default.fileExists(atPath: into + "/.hidden/.dot"))
     }
 
@@ -134,7 +138,8 @@ struct FolderUploadEndToEndTests {
             #expect(try Self.sha256(of: BytePath(tus.storedPath(url))) == trip.expected[name])
         }
         // The `filename` metadata of each creation is the relative path, byte for byte.
-        let filenames = try tus.requests().filter { $0["method"]?.stringValue == "POST" }.compactMap { request -> [UInt8]? in
+        let filenames = try tus.requests().filter { $0["method"]?.stringValue == "POST" }.compactMap {
+            request -> [UInt8]? in
             guard let metadata = request["headers"]?["upload-metadata"]?.stringValue else { return nil }
             for pair in metadata.split(separator: ",") {
                 let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: " ")
@@ -154,10 +159,12 @@ struct FolderUploadEndToEndTests {
         let daemon = try DaemonHarness()
         let destination = TemporaryDirectory("tbj-dest")
         let id = try daemon.submitUpload([
-            trip.root, "--to", "file://" + destination.path, "--follow-links", "--exclude", "*.bin", "--include", "*.jpg",
+            trip.root, "--to", "file://" + destination.path, "--follow-links", "--exclude", "*.bin", "--include",
+            "*.jpg",
         ])
         let done = try daemon.waitForState(id, "succeeded", timeout: 60)
-        let names = Set(done["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue.map { Array($0.utf8) } } ?? [])
+        let names = Set(
+            done["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue.map { Array($0.utf8) } } ?? [])
         let jpegs = Set(trip.expected.keys.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".jpg") })
         #expect(names == jpegs.union([Array("link.jpg".utf8)]))
         let tree = try #require(done["result"]?["tree"])
@@ -165,7 +172,9 @@ struct FolderUploadEndToEndTests {
         #expect(tree["skipped_by_reason"]?["excluded"]?.intValue == 4)
         #expect(tree["skipped_by_reason"]?["symlink_loop"]?.intValue == 1)
         #expect(tree["skipped_by_reason"]?["not_regular"]?.intValue == 1)
-        #expect(try Self.sha256(of: BytePath(destination.file("link.jpg"))) == trip.expected[Array("day1/IMG 0001.jpg".utf8)])
+        #expect(
+            try Self.sha256(of: BytePath(destination.file("link.jpg")))
+                == trip.expected[Array("day1/IMG 0001.jpg".utf8)])
     }
 
     /// Two folders whose files would land on one name are refused at submit, naming both; nothing is queued.
@@ -182,12 +191,19 @@ struct FolderUploadEndToEndTests {
         ])
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("duplicate_name"))
-        #expect(refused.stderr.contains(work.file("camera/IMG_0001.JPG")) && refused.stderr.contains(work.file("phone/IMG_0001.JPG")))
+        #expect(
+            refused.stderr.contains(work.file("camera/IMG_0001.JPG"))
+                && refused.stderr.contains(work.file("phone/IMG_0001.JPG")))
         // A file given by itself still goes under its own name beside a folder's files.
         _ = try UploadEndToEndTests.randomFile(work.file("single.jpg"), bytes: 3)
-        let id = try daemon.submitUpload([work.file("camera"), work.file("single.jpg"), "--to", "file://" + destination.path])
+        let id = try daemon.submitUpload([
+            work.file("camera"), work.file("single.jpg"), "--to", "file://" + destination.path,
+        ])
         let done = try daemon.waitForState(id, "succeeded")
-        #expect(done["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["IMG_0001.JPG", "single.jpg"])
+        #expect(
+            done["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == [
+                "IMG_0001.JPG", "single.jpg",
+            ])
     }
 
     /// A name S3 cannot take (a key over 1 024 bytes) fails that file only: the others are uploaded, then the job
@@ -225,10 +241,14 @@ struct FolderUploadEndToEndTests {
         let server = try S3Server()
         let daemon = try DaemonHarness(environment: server.environment())
         let out = work.file("out")
-        let toDirectory = try daemon.submitUpload([work.file("trip"), "--to", "file://" + out, "--max-rate", "1MiB", "--chunk-size", "256KiB"])
+        let toDirectory = try daemon.submitUpload([
+            work.file("trip"), "--to", "file://" + out, "--max-rate", "1MiB", "--chunk-size", "256KiB",
+        ])
         let toS3 = try daemon.submitUpload([work.file("trip"), "--to", "s3://photos/crash/", "--max-rate", "1MiB"])
         for id in [toDirectory, toS3] {
-            try daemon.waitFor(id, timeout: 30, "a third") { ($0["progress"]?["completed"]?.intValue ?? 0) >= total / 3 }
+            try daemon.waitFor(id, timeout: 30, "a third") {
+                ($0["progress"]?["completed"]?.intValue ?? 0) >= total / 3
+            }
         }
         // A file added after the list was taken is not part of the job.
         _ = try UploadEndToEndTests.randomFile(work.file("trip/late.bin"), bytes: 10)
@@ -259,7 +279,8 @@ struct FolderUploadEndToEndTests {
         // them (at most one chunk's worth: 256 KiB = 8 files, plus the one in progress).
         let files = before.filter { expected[$0] != nil }
         let copiedAgain = try files.filter { path in
-            try FileManager.default.attributesOfItem(atPath: out + "/" + path)[.systemFileNumber] as? Int != inodes[path]
+            try FileManager.default.attributesOfItem(atPath: out + "/" + path)[.systemFileNumber] as? Int
+                != inodes[path]
         }
         #expect(files.count > 40 && copiedAgain.count <= 9, "\(copiedAgain.count) of \(files.count) copied again")
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
-
 import TrailbookEngine
+
 @testable import UploadJob
 
 /// Folder uploads without a daemon: the `--include`/`--exclude` patterns and what a walk of a real folder lists.
@@ -70,13 +70,15 @@ struct UploadTreeTests {
 
         let destination = UploadDestination.directory(path: "/srv")
         let plain = try UploadTreePlan.list(
-            [BytePath(root)], destination: destination, filter: UploadFilter(include: [], exclude: []), followLinks: false)
+            [BytePath(root)], destination: destination, filter: UploadFilter(include: [], exclude: []),
+            followLinks: false)
         #expect(plain.plan.names == ["day1/a.jpg", "day1/phone/b b.jpg", "day2/.hidden", "top.txt"])
         #expect(plain.plan.files.first == BytePath(root + "/day1/a.jpg"))
         #expect(plain.identities.map(\.size) == [3, 0, 1, 5])
         #expect(plain.plan.skippedByReason == ["symlink": 3, "not_regular": 1])
-        #expect(plain.plan.skipped.map(\.path.description).sorted()
-            == [root + "/day2/loop", root + "/link-to-a.jpg", root + "/pipe", root + "/self"])
+        #expect(
+            plain.plan.skipped.map(\.path.description).sorted()
+                == [root + "/day2/loop", root + "/link-to-a.jpg", root + "/pipe", root + "/self"])
         #expect(plain.plan.failedCount == 0)
 
         let followed = try UploadTreePlan.list(
@@ -91,7 +93,8 @@ struct UploadTreeTests {
         let root = NSTemporaryDirectory() + "tbj-tree-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: root) }
         let fm = FileManager.default
-        try fm.createDirectory(atPath: root + "/a/" + String(repeating: "d", count: 200), withIntermediateDirectories: true)
+        try fm.createDirectory(
+            atPath: root + "/a/" + String(repeating: "d", count: 200), withIntermediateDirectories: true)
         try fm.createDirectory(atPath: root + "/b", withIntermediateDirectories: true)
         let long = "a/" + String(repeating: "d", count: 200) + "/" + String(repeating: "f", count: 200)
         #expect(fm.createFile(atPath: root + "/" + long, contents: Data()))
@@ -112,7 +115,8 @@ struct UploadTreeTests {
         #expect(both.plan.failed.first?.message.contains(root + "/a/ok.jpg") == true)
         // tus gives every file its own upload: no clash there.
         let tus = try UploadTreePlan.list(
-            [BytePath(root + "/a"), BytePath(root + "/b")], destination: .tus(endpoint: "http://h/files/"), filter: none,
+            [BytePath(root + "/a"), BytePath(root + "/b")], destination: .tus(endpoint: "http://h/files/"),
+            filter: none,
             followLinks: false)
         #expect(tus.plan.failedCount == 0 && tus.plan.files.count == 3)
     }

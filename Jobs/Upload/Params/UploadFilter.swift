@@ -24,7 +24,9 @@ public struct UploadFilter: Sendable, Equatable {
 
     /// Whether the file at `relativePath` is uploaded, or the pattern that leaves it out.
     public func verdict(_ relativePath: BytePath) -> Verdict {
-        if let rule = excludes.first(where: { $0.matches(relativePath) }) { return .excluded(by: "--exclude '\(rule.pattern)'") }
+        if let rule = excludes.first(where: { $0.matches(relativePath) }) {
+            return .excluded(by: "--exclude '\(rule.pattern)'")
+        }
         if includes.isEmpty || includes.contains(where: { $0.matches(relativePath) }) { return .included }
         return .excluded(by: "no --include pattern")
     }

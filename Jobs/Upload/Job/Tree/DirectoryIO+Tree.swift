@@ -18,12 +18,15 @@ extension DirectoryIO {
                 guard isDirectory(mode) else {
                     throw JobError(
                         code: "destination_not_directory",
-                        message: "\(path) is not a directory, so \(directory) cannot be one; give a directory to upload into")
+                        message:
+                            "\(path) is not a directory, so \(directory) cannot be one; give a directory to upload into"
+                    )
                 }
                 guard path.withCString({ access($0, W_OK | X_OK) }) == 0 else {
                     throw JobError(
                         code: "destination_not_writable",
-                        message: "cannot write into \(path): \(errorText(errno)); fix its permissions or choose another "
+                        message:
+                            "cannot write into \(path): \(errorText(errno)); fix its permissions or choose another "
                             + "directory")
                 }
                 return
@@ -50,7 +53,8 @@ extension DirectoryIO {
         case (EEXIST, _), (ENOTDIR, _):
             throw JobError(
                 code: "destination_not_directory",
-                message: "cannot create directory \(directory): a file is in the way; move it or choose another destination")
+                message:
+                    "cannot create directory \(directory): a file is in the way; move it or choose another destination")
         case (EACCES, _), (EPERM, _), (EROFS, _):
             throw JobError(
                 code: "destination_not_writable",
@@ -81,7 +85,8 @@ extension DirectoryIO {
                 }
                 throw JobError(
                     code: "bad_name",
-                    message: "\(path) is \(isLink(mode) ? "a symbolic link that leads outside the destination" : "not a folder"), "
+                    message:
+                        "\(path) is \(isLink(mode) ? "a symbolic link that leads outside the destination" : "not a folder"), "
                         + "so \(name) cannot be written under it; move it away or choose another destination")
             }
             guard path.withCString({ mkdir($0, 0o777) }) == 0 || errno == EEXIST else {

@@ -45,7 +45,9 @@ enum DirectoryTreeSync {
             case .success(let (identity, _)) = DirectoryIO.status(target), identity.size == size
         else { return false }
         guard size > 0 else { return true }
-        guard let theirs = sha256(of: target, flags: O_NOFOLLOW), let ours = sha256(of: source, flags: 0) else { return false }
+        guard let theirs = sha256(of: target, flags: O_NOFOLLOW), let ours = sha256(of: source, flags: 0) else {
+            return false
+        }
         return theirs == ours
     }
 

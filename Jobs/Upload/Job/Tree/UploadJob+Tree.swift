@@ -28,7 +28,8 @@ extension UploadJob {
         let followLinks = params.followLinks
         let listed = await Task.detached {
             Result { () throws(JobError) in
-                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks).plan
+                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
+                    .plan
             }
         }.value
         let plan = try listed.get()
@@ -62,13 +63,16 @@ extension UploadJob {
     nonisolated static func checkOutside(_ destination: BytePath, of sources: [BytePath]) throws(JobError) {
         let target = destination.resolvedByFileSystem
         for source in sources {
-            guard case .success(let (_, mode)) = DirectoryIO.status(source), DirectoryIO.isDirectory(mode) else { continue }
+            guard case .success(let (_, mode)) = DirectoryIO.status(source), DirectoryIO.isDirectory(mode) else {
+                continue
+            }
             let folder = source.resolvedByFileSystem
             let inside = target == folder || target.bytes.starts(with: BytePath.join(folder, "").bytes)
             guard !inside else {
                 throw JobError(
                     code: "bad_destination",
-                    message: "destination \(destination) is inside the folder \(source) being uploaded; its files would be "
+                    message:
+                        "destination \(destination) is inside the folder \(source) being uploaded; its files would be "
                         + "copied onto themselves; upload into a directory outside the folder")
             }
         }
@@ -94,7 +98,8 @@ extension UploadJob {
                 try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
             }
             if case .directory(let path) = destination, !params.again {
-                try await DirectoryTreeSync.leaveOutUnchanged(&listed, identities: &identities, directory: path, in: job)
+                try await DirectoryTreeSync.leaveOutUnchanged(
+                    &listed, identities: &identities, directory: path, in: job)
             }
             var checkpoint = UploadCheckpoint(sources: identities)
             checkpoint.tree = listed
