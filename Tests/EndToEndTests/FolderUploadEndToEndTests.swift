@@ -330,4 +330,26 @@ struct FolderUploadEndToEndTests {
         #expect(try inode("part.bin") != before)
         #expect(FileManager.default.fileExists(atPath: into + "/kept-at-destination.txt"))
     }
+
+    /// `cancel` mid-tree (files go in byte order: `0 small.bin` before the folder `b`) removes the job's `.part` file in
+    /// a subfolder, keeps the files it completed, and leaves
+    /// alone a file that was at the destination before.
+    @Test func cancelMidTreeRemovesOnlyThePartialFileInItsFolder() throws {
+        let work = TemporaryDirectory("tbj-cancel")
+        try FileManager.default.createDirectory(atPath: work.file("trip/a/b"), withIntermediateDirectories: true)
+        let small = try UploadEndToEndTests.randomFile(work.file("trip/a/0 small.bin"), bytes: 64 << 10)
+        _ = try UploadEndToEndTests.randomFile(work.file("trip/a/b/big.bin"), bytes: 16 << 20)
+        try FileManager.default.createDirectory(atPath: work.file("out/a"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: work.file("out/a/theirs.txt"), contents: Data([1, 2, 3]))
+        let daemon = try DaemonHarness()
+        let id = try daemon.submitUpload([work.file("trip"), "--to", "file://" + work.file("out"), "--max-rate", "2MiB"])
+        let part = work.file("out/a/b/big.bin.\(id.prefix(8)).part")
+        try daemon.waitFor(id, "into big.bin") { _ in FileManager.default.fileExists(atPath: part) }
+        let job = try daemon.job(["op": "cancel", "job": .string(id)])
+        #expect(job["state"]?.stringValue == "cancelled")
+        try daemon.waitFor(id, "the .part removed") { _ in !FileManager.default.fileExists(atPath: part) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work.file("out/a/b")).isEmpty)
+        #expect(try Self.sha256(of: BytePath(work.file("out/a/0 small.bin"))) == small)
+        #expect(FileManager.default.fileExists(atPath: work.file("out/a/theirs.txt")))
+    }
 }
