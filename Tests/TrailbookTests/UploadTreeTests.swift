@@ -120,4 +120,18 @@ struct UploadTreeTests {
             followLinks: false)
         #expect(tus.plan.failedCount == 0 && tus.plan.files.count == 3)
     }
+
+    /// Two jobs uploading folders of one name to one place are no clash (the folder's name is not kept there);
+    /// the same folder twice still is (by where it leads).
+    @Test func aFolderIsKeyedByWhereItLeadsNotByItsName() throws {
+        let root = NSTemporaryDirectory() + "tbj-tree-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root + "/Lisbon", withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: root + "/a.jpg", contents: Data()))
+        let folder = UploadJob.duplicateKeys(
+            UploadJob.Params(files: [BytePath(root + "/Lisbon")], to: "s3://bucket/p/"), environment: [:])
+        #expect(folder.count == 1 && folder[0].hasPrefix("upload of /"))
+        let file = UploadJob.duplicateKeys(UploadJob.Params(files: [BytePath(root + "/a.jpg")], to: "s3://bucket/p/"), environment: [:])
+        #expect(file.contains("upload of a file named a.jpg to s3://bucket/p"))
+    }
 }

@@ -304,7 +304,8 @@ public struct UploadJob: JobKind {
 
     /// What the job works on, for refusing a second job that would do the same (`duplicate_upload`): per file,
     /// `"upload of <source> to <place>"`, and for a directory or S3 destination also `"upload of a file named
-    /// <name> to <place>"` (another file of the same name would replace this one's copy there).
+    /// <name> to <place>"` (another file of the same name would replace this one's copy there) unless the source
+    /// is a folder.
     ///
     /// The place is the destination's identity (`destinationIdentity`, as the photo library remembers uploads by:
     /// a directory by where it leads in the file system, a tus endpoint without case or default-port differences,
@@ -331,7 +332,10 @@ public struct UploadJob: JobKind {
         let namesCollide = if case .tus = destination { false } else { true }
         return params.files.flatMap { file in
             let source = "upload of \(file.resolvedByFileSystem.key) to \(place)"
-            return namesCollide ? [source, "upload of a file named \(file.lastComponent.key) to \(place)"] : [source]
+            // A folder's own name is not kept at the destination (its files go under it by their relative paths):
+            // two folders of one name are no clash.
+            let named = namesCollide && !hasFolders([file])
+            return named ? [source, "upload of a file named \(file.lastComponent.key) to \(place)"] : [source]
         }
     }
 
