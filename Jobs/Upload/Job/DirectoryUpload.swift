@@ -52,7 +52,9 @@ struct DirectoryUpload: UploadTransfer {
         let files = params.files
         let names = self.names
         let directory = self.directory
-        var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
+        var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(
+            files: files, in: job, filesFailAlone: true
+        ) { indices in
             try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: indices)
         }
 
@@ -61,9 +63,16 @@ struct DirectoryUpload: UploadTransfer {
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
-            try await upload(
-                checkpoint.fileIndex, checkpoint: &checkpoint, countLeftovers: resumed,
-                progress: &progress, pacer: &pacer, in: job)
+            let index = checkpoint.fileIndex
+            do {
+                try await upload(
+                    index, checkpoint: &checkpoint, countLeftovers: resumed, progress: &progress, pacer: &pacer,
+                    in: job)
+            } catch {
+                // A folder's file removed before its turn or changed while copied fails alone; the others go on.
+                guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
+                try await skipFailed(index, failure, checkpoint: &checkpoint, in: job)
+            }
         }
         job.reportProgress(completed: progress.completed, total: progress.total, current: nil, items: progress.items)
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
@@ -266,6 +275,19 @@ struct DirectoryUpload: UploadTransfer {
                 stop.raise()
             }
         }
+    }
+
+    /// File `index` of a folder upload failed by itself (`UploadCheckpoint.fileFailure`): removes its `.part`,
+    /// lists it in the checkpoint's failures and moves on (saved), so the job uploads every other file and then
+    /// ends `failed` with `some_files_failed`.
+    private func skipFailed(
+        _ index: Int, _ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext
+    ) async throws {
+        let partPath = partPath(index, job: job)
+        job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
+        _ = try await job.runOnPool { partPath.withCString(unlink) }
+        checkpoint.failFile(index, path: params.files[index], error: failure)
+        try job.saveCheckpoint(checkpoint)
     }
 
     private func finish(

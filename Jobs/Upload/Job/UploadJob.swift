@@ -375,10 +375,12 @@ public struct UploadJob: JobKind {
         if let tree { params.files = tree.files }
         let transfer = try Self.transfer(for: params, names: tree?.names, landed: landed)
         do {
-            if let tree {
+            if var tree {
                 let result = try await tree.files.isEmpty
                     ? Self.result(files: [], bytesResent: 0, destination: params.to)
                     : job.runCancellingOnStop { try await transfer.run(in: job) }
+                // With the files that failed while the transfer ran (`UploadCheckpoint.failFile`).
+                tree = try job.loadCheckpoint(as: UploadCheckpoint.self)?.tree ?? tree
                 if let failure = tree.failure(destination: params.to) { throw failure }
                 return tree.annotate(result)
             }

@@ -14,7 +14,8 @@ import TrailbookEngine
 /// relative path with `/` separators.
 ///
 /// JSON: `{"files", "names", "skipped_count", "skipped_by_reason", "skipped", "failed_count", "failed_by_code",
-/// "failed", "already_there", "already_there_bytes"}`; each listed entry `{"path", "reason", "message"}` (and `"name"` for a failed file).
+/// "failed", "failed_while_uploading", "already_there", "already_there_bytes"}`; each listed entry `{"path",
+/// "reason", "message"}` (and `"name"` for a failed file).
 public struct UploadTreePlan: Codable, Sendable, Equatable {
     /// The files to upload, absolute, in upload order: the job's sources.
     public var files: [BytePath]
@@ -33,6 +34,9 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     public var failedByCode: [String: Int]
     /// The first `listed` failed files.
     public var failed: [Entry]
+    /// Of `failedCount`, the files listed in `files` that failed while the job ran (`source_missing`,
+    /// `source_changed`, …: see `UploadCheckpoint.failFile`); the others were never in `files`.
+    public var failedWhileUploading: Int
 
     /// Files left out because the destination already holds the same bytes (`DirectoryTreeSync`); not listed.
     public var unchangedCount: Int
@@ -62,6 +66,7 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         case failedByCode = "failed_by_code"
         case unchangedCount = "already_there"
         case unchangedBytes = "already_there_bytes"
+        case failedWhileUploading = "failed_while_uploading"
     }
 
     init() {
@@ -73,6 +78,7 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         failedCount = 0
         failedByCode = [:]
         failed = []
+        failedWhileUploading = 0
         unchangedCount = 0
         unchangedBytes = 0
     }
@@ -186,7 +192,7 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     func annotate(_ result: JSONValue) -> JSONValue {
         guard case .object(var members) = result else { return result }
         members["tree"] = [
-            "uploaded": .number(Double(files.count)),
+            "uploaded": .number(Double(uploadedCount)),
             "bytes": members["bytes"] ?? .number(0),
             "already_there": .number(Double(unchangedCount)),
             "already_there_bytes": .number(Double(unchangedBytes)),
@@ -200,6 +206,9 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         return .object(members)
     }
 
+    /// Files uploaded once the job is done: the ones listed less those that failed while it ran.
+    var uploadedCount: Int { files.count - failedWhileUploading }
+
     /// The error a job ends with when some of its files failed (after every other file was uploaded):
     /// `some_files_failed`, with the counts and the first few files named; `nil` when none failed.
     func failure(destination: String) -> JobError? {
@@ -209,7 +218,7 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         let more = failedCount > 3 ? "; and \(failedCount - 3) more" : ""
         return JobError(
             code: "some_files_failed",
-            message: "\(failedCount) of \(failedCount + files.count) files failed (\(codes)); the other \(files.count) "
-                + "were uploaded to \(destination): \(named)\(more); fix or rename them and upload the folder again")
+            message: "\(failedCount) of \(failedCount + uploadedCount) files failed (\(codes)); the other "
+                + "\(uploadedCount) were uploaded to \(destination): \(named)\(more); fix or rename them and upload the folder again")
     }
 }
