@@ -42,5 +42,10 @@ struct FolderUploadChangesEndToEndTests {
         #expect(try FolderUploadEndToEndTests.sha256(of: BytePath(destination.file("sub/4-nested.bin"))) == nested)
         let listed = try FileManager.default.subpathsOfDirectory(atPath: destination.path).sorted()
         #expect(listed == ["3-kept.bin", "sub", "sub/4-nested.bin"])
+        // Progress in two units: bytes and files, in JSON and in plain `show`.
+        #expect(done["progress"]?["files_completed"]?.intValue == 2)
+        #expect(done["progress"]?["files_total"]?.intValue == 4)
+        let shown = try daemon.cli(["show", id])
+        #expect(shown.stdout.contains(", 2 / 4 files"), "\(shown.stdout)")
     }
 }

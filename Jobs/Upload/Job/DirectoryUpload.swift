@@ -59,7 +59,10 @@ struct DirectoryUpload: UploadTransfer {
         }
 
         var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, file) in checkpoint.finished.enumerated() { progress.set(index, file.bytes) }
+        for (index, file) in checkpoint.finished.enumerated() {
+            progress.set(index, file.bytes)
+            progress.filesDone += 1
+        }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
@@ -74,7 +77,9 @@ struct DirectoryUpload: UploadTransfer {
                 try await skipFailed(index, failure, checkpoint: &checkpoint, in: job)
             }
         }
-        job.reportProgress(completed: progress.completed, total: progress.total, current: nil, items: progress.items)
+        job.reportProgress(
+            completed: progress.completed, total: progress.total, current: nil, items: progress.items,
+            files: progress.files)
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
@@ -152,7 +157,8 @@ struct DirectoryUpload: UploadTransfer {
 
             progress.set(index, offset)
             job.reportProgress(
-                completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+                completed: progress.completed, total: progress.total, current: name.description, items: progress.items,
+                files: progress.files)
             let piece = RatePacer.pieceSize(maxRate: params.maxRate)
             // `--chunk-size` fixes the bytes between syncs; without it they follow bytes and time.
             let chunk = params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes
@@ -201,7 +207,8 @@ struct DirectoryUpload: UploadTransfer {
                         offset += copied
                         progress.set(index, offset)
                         job.reportProgress(
-                            completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+                            completed: progress.completed, total: progress.total, current: name.description,
+                            items: progress.items, files: progress.files)
                     }
                     // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the
                     // next file's start; a chunk inside the file is synced before the checkpoint that claims it.
@@ -299,6 +306,7 @@ struct DirectoryUpload: UploadTransfer {
         checkpoint.fileBytesResent = 0
         checkpoint.partFile = nil
         progress.set(index, record.bytes)
+        progress.filesDone += 1
     }
 
     /// File `index` was finished (renamed into place) before a crash lost the checkpoint that said so: takes it
@@ -389,6 +397,11 @@ struct UploadProgress {
     private var current = 0
     /// Bytes of files finished since the checkpoint was last saved (not persisted).
     var unsavedFinishedBytes: Int64 = 0
+    /// Files landed at the destination (counted by the transfer as each one lands).
+    var filesDone: Int64 = 0
+
+    /// Files landed of files in all, reported beside the bytes (`JobProgress.files`).
+    var files: ProgressFileCount { ProgressFileCount(completed: filesDone, total: Int64(all.count)) }
 
     /// Per-file rows sent with each report, at most: a job of 20 000 small files must not copy and publish
     /// 20 000 rows per report (that made it quadratic); the window follows the file in progress.
