@@ -122,6 +122,9 @@ struct FolderUploadEndToEndTests {
         let paths = done["result"]?["files"]?.arrayValue?.compactMap { $0["path"]?.stringValue } ?? []
         #expect(paths.contains("s3://photos/trips/lisbon/day1/phone/IMG 0001.jpg"))
         #expect(try server.uploads() == 0)
+        // Progress counts files beside bytes: every file landed.
+        #expect(done["progress"]?["files_completed"]?.intValue == Int64(trip.expected.count))
+        #expect(done["progress"]?["files_total"]?.intValue == Int64(trip.expected.count))
     }
 
     @Test func aFolderGoesToTusWithRelativePathsAsFilenames() throws {
