@@ -153,6 +153,8 @@ struct FolderUploadEndToEndTests {
             return nil
         }
         #expect(Set(filenames) == Set(trip.expected.keys))
+        #expect(done["progress"]?["files_completed"]?.intValue == Int64(trip.expected.count))
+        #expect(done["progress"]?["files_total"]?.intValue == Int64(trip.expected.count))
     }
 
     /// `--follow-links` takes the link to a file as a file and passes over the loop; `--exclude` and `--include`
