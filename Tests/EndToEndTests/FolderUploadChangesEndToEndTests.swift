@@ -48,4 +48,33 @@ struct FolderUploadChangesEndToEndTests {
         let shown = try daemon.cli(["show", id])
         #expect(shown.stdout.contains(", 2 / 4 files"), "\(shown.stdout)")
     }
+
+    /// The file in progress when the daemon was killed is gone when it comes back: the resumed job fails that file
+    /// alone (`source_missing`), uploads the rest, and removes the file's `.part`.
+    @Test func aFileRemovedWhileTheDaemonWasDownFailsAlone() throws {
+        let work = TemporaryDirectory("tbj-gone")
+        try FileManager.default.createDirectory(atPath: work.file("trip"), withIntermediateDirectories: true)
+        _ = try UploadEndToEndTests.randomFile(work.file("trip/1-gone.bin"), bytes: 1 << 20)
+        let kept = try UploadEndToEndTests.randomFile(work.file("trip/2-kept.bin"), bytes: 3000)
+        let daemon = try DaemonHarness()
+        let destination = TemporaryDirectory("tbj-dest")
+        let id = try daemon.submitUpload([
+            work.file("trip"), "--to", "file://" + destination.path, "--max-rate", "64KiB", "--chunk-size", "64KiB",
+        ])
+        try daemon.waitFor(id, timeout: 30, "a chunk of the first file checkpointed") {
+            ($0["progress"]?["completed"]?.intValue ?? 0) > 128 << 10
+        }
+        try daemon.crash()
+        try FileManager.default.removeItem(atPath: work.file("trip/1-gone.bin"))
+        try daemon.start()
+        let done = try daemon.waitForState(id, "failed", timeout: 60)
+        #expect(done["error"]?["code"]?.stringValue == "some_files_failed")
+        let message = done["error"]?["message"]?.stringValue ?? ""
+        #expect(message.contains("1 of 2 files failed (1 source_missing)"), "\(message)")
+        #expect(try FolderUploadEndToEndTests.sha256(of: BytePath(destination.file("2-kept.bin"))) == kept)
+        // The clean-up after the failed ending removed the gone file's .part.
+        try daemon.waitFor(id, timeout: 30, "the clean-up") { _ in
+            (try? FileManager.default.contentsOfDirectory(atPath: destination.path)) == ["2-kept.bin"]
+        }
+    }
 }
