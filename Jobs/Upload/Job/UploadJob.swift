@@ -16,7 +16,9 @@ import TrailbookEngine
 /// `destination_not_directory`, `destination_not_writable`, `write_failed` (retryable for a full disk or an I/O
 /// error), `bad_checkpoint`; for tus also `too_large`, `unauthorized`, `gone`, `checksum_mismatch`,
 /// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); for s3 the `S3Error.Code`s, `too_large` and
-/// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`).
+/// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`); for folders
+/// `some_files_failed`, once every other file is uploaded, when files failed alone (listed `bad_name` or
+/// `duplicate_name`; to `file://` also removed or changed while the job ran: `UploadCheckpoint.fileFailure`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
