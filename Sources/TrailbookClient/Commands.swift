@@ -62,13 +62,13 @@ package enum Commands {
             ],
             details: "State lives in $TRAILBOOK_JOBS_HOME (default $XDG_STATE_HOME/trailbook-jobs or ~/.local/state/trailbook-jobs)."),
         CommandSpec(
-            path: ["submit", "upload"], summary: "upload files, or photos of the library, in resumable chunks",
-            positionals: [PositionalSpec(name: "FILE", min: 0, max: nil, help: "files to upload (or give --ids, --ids-file or --tag)")],
+            path: ["submit", "upload"], summary: "upload files, folders, or photos of the library, in resumable chunks",
+            positionals: [PositionalSpec(name: "FILE", min: 0, max: nil, help: "files or folders to upload (or give --ids, --ids-file or --tag); a folder's contents go under DEST, keeping their layout")],
             options: [
                 OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG; given several times, photos with every TAG"),
-                OptionSpec("again", help: "photos: upload also those already uploaded to this destination (skipped by default)"),
+                OptionSpec("again", help: "photos: upload also those already uploaded to this destination; folders to file://: copy also files already there with the same bytes (both skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, completion: .directory, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
@@ -83,15 +83,22 @@ package enum Commands {
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
                 OptionSpec("checksum", .value(placeholder: "sha256|md5"), completion: .choices(["sha256", "md5"]), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
+                OptionSpec("follow-links", help: "folders: follow symbolic links inside them (loops are detected); by default links are passed over"),
+                OptionSpec("include", .value(placeholder: "GLOB"), repeatable: true, help: "folders: upload only files whose path inside the folder matches GLOB (rclone syntax: *, **, ?, [a-z], {a,b}; /GLOB anchors at the folder)"),
+                OptionSpec("exclude", .value(placeholder: "GLOB"), repeatable: true, help: "folders: leave out files whose path inside the folder matches GLOB (tried before --include; DIR/ leaves out a whole folder)"),
                 OptionSpec("each", help: "one job per FILE, submitted as one batch (all queued or none); prints their IDs in order"),
             ] + submitCommon,
-            details: "Example: trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
+            details: "Example: trailbook-jobs submit upload ~/Pictures/Lisbon --to s3://my-bucket/trips/lisbon/ --exclude '*.tmp'\n"
+                + "         trailbook-jobs submit upload IMG_0001.jpg IMG_0002.jpg --to file:///srv/photos --watch\n"
                 + "         trailbook-jobs submit upload big.mov --to https://tus.example.com/files/ --header \"Authorization: Bearer $TOKEN\"\n"
                 + "         trailbook-jobs submit upload big.mov --to s3://my-bucket/photos/ --chunk-size 16MiB\n"
                 + "         trailbook-jobs submit upload a.jpg b.jpg c.jpg --to file:///srv/photos --each\n"
                 + "         trailbook-jobs submit upload --tag pick --to s3://my-bucket/picks/\n"
                 + "Give files, or photos of the library (one of --ids, --ids-file, --tag): a photo already uploaded to the\n"
                 + "same destination is skipped (already_uploaded) unless --again.\n"
+                + "A folder is one job: its files go under DEST by their paths inside it, the folder's own name not kept\n"
+                + "(as rclone copy); a missing destination directory is created. Symbolic links (unless --follow-links),\n"
+                + "FIFOs, sockets and devices are passed over and listed with their reason in the result.\n"
                 + "S3 credentials are read by the daemon (its environment, ~/.aws), never passed on the command line.\n"
                 + exitCodes),
         CommandSpec(
@@ -251,8 +258,14 @@ package enum Commands {
         } else if try context.positionalPaths.isEmpty {
             throw UsageError("give the files to upload (FILE…), or photos of the library with --ids, --ids-file or --tag")
         } else if arguments.flag("again") {
-            throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag)")
+            guard files.contains(where: isDirectory) else {
+                throw UsageError("--again applies to photos of the library (--ids, --ids-file, --tag) and to folders")
+            }
+            params["again"] = true
         }
+        if arguments.flag("follow-links") { params["follow_links"] = true }
+        if !arguments.values("include").isEmpty { params["include"] = .array(arguments.values("include").map { .string($0) }) }
+        if !arguments.values("exclude").isEmpty { params["exclude"] = .array(arguments.values("exclude").map { .string($0) }) }
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }
         if let rate = try arguments.size("max-rate") { params["max_rate"] = .number(Double(rate)) }
         let headers = arguments.values("header")
@@ -291,6 +304,12 @@ package enum Commands {
             return try BatchSubmit.submit(entries, context)
         }
         return try submit(kind: "upload", params: .object(params), context)
+    }
+
+    /// Whether `path` is a directory here (following links): a folder to upload.
+    static func isDirectory(_ path: BytePath) -> Bool {
+        var info = stat()
+        return path.withCString { stat($0, &info) } == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
 
     /// `--each` of files that share a name into a directory or an S3 prefix: each job would write `DEST/NAME`, the

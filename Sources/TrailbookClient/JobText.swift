@@ -34,11 +34,31 @@ enum JobText {
         } else {
             parts.append(amount(completed, unit: unit))
         }
+        if let files = files(progress) { parts[parts.count - 1] += ", " + files }
         if let rate = progress["rate_per_s"]?.doubleValue, rate > 0 {
             parts.append(amount(Int64(rate), unit: unit) + "/s")
         }
         if let eta = progress["eta_s"]?.doubleValue, total > completed { parts.append("ETA " + duration(eta)) }
         return parts.joined(separator: " ")
+    }
+
+    /// "312 / 2 480 files" from a progress object that counts files (`files_completed`, `files_total`) of more than
+    /// one; `nil` otherwise.
+    static func files(_ progress: JSONValue) -> String? {
+        guard let total = progress["files_total"]?.intValue, total > 1 else { return nil }
+        return grouped(progress["files_completed"]?.intValue ?? 0) + " / " + grouped(total) + " files"
+    }
+
+    /// `count` with its digits in groups of three, separated by a space: "2 480", "100 000".
+    static func grouped(_ count: Int64) -> String {
+        var digits = String(count.magnitude)
+        var groups: [Substring] = []
+        while digits.count > 3 {
+            groups.insert(digits.suffix(3), at: 0)
+            digits.removeLast(3)
+        }
+        groups.insert(Substring(digits), at: 0)
+        return (count < 0 ? "-" : "") + groups.joined(separator: " ")
     }
 
     /// Why a job stopped, in words ("stopped by you", "timed out — will retry").

@@ -27,6 +27,8 @@ struct WatchScreen {
         var eta: Double?
         var current: String?
         var items: [ProgressItem] = []
+        /// "312 / 2 480 files" for a job that counts files (`JobText.files`), else `nil`.
+        var files: String?
         var cancellation: JSONValue = .null
         var error: JSONValue = .null
         /// When a `needs_retry` job is due to be queued again, Unix seconds.
@@ -166,6 +168,7 @@ struct WatchScreen {
         row.unit = progress["unit"]?.stringValue ?? row.unit
         row.current = progress["current"]?.stringValue
         row.items = progress["items"].flatMap { try? JSONCoding.convert($0, to: [ProgressItem].self) } ?? []
+        row.files = JobText.files(progress)
         // Our own moving average (3 s time constant, like the daemon's) for when the daemon sends no rate.
         var ownRate: Double?
         if let sample = row.sample, now - sample.at >= 0.2 {
@@ -343,7 +346,7 @@ struct WatchScreen {
                 cell[.id] = Span(String(row.id.prefix(8)), .dim)
                 cell[.label] = Span(WatchScreen.truncate(Self.label(row), 24))
                 cell[.percent] = Span(row.total > 0 ? WatchScreen.percent(row.fraction) : "", .bold)
-                cell[.amount] = Span(WatchScreen.amount(row))
+                cell[.amount] = Span(WatchScreen.amount(row) + (row.files.map { ", " + $0 } ?? ""))
                 cell[.rate] = Span(row.rate.map { Self.rate($0, unit: row.unit) } ?? "", .dim)
                 cell[.eta] = Span(row.state == .running ? row.eta.map { "ETA " + JobText.duration($0) } ?? "" : "", .dim)
                 cell[.elapsed] = Span(WatchScreen.elapsed(row, now: now).map { WatchScreen.clock($0) } ?? "", .dim)

@@ -98,10 +98,14 @@ public final class JobContext {
     ///   - items: per-part progress for jobs with several parts; `nil` keeps the previous list.
     ///   - inFlight: units under way but not confirmed (see `JobProgress.inFlight`); they move the stall timeout's
     ///     heartbeat and the rate too. `nil` for none.
+    ///   - files: files done of files in all, for kinds that count files beside their unit (`JobProgress.files`);
+    ///     `nil` for none.
     public func reportProgress(
-        completed: Int64, total: Int64, current: String? = nil, items: [ProgressItem]? = nil, inFlight: Int64? = nil
+        completed: Int64, total: Int64, current: String? = nil, items: [ProgressItem]? = nil, inFlight: Int64? = nil,
+        files: ProgressFileCount? = nil
     ) {
         progress.inFlight = inFlight
+        progress.files = files
         progress.completed = completed
         progress.total = total
         progress.current = current

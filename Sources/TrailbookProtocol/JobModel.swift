@@ -142,14 +142,19 @@ public struct JobProgress: Sendable, Equatable {
     /// Units on their way but not yet confirmed (a tus `PATCH`'s bytes already sent, which the server has not
     /// acknowledged), not counted in `completed`; `nil` for kinds that have no such thing. JSON `in_flight`.
     public var inFlight: Int64?
+    /// Files done and files in all, for kinds that count files beside their unit (a folder upload: bytes and
+    /// files, "1.2 GiB / 8.4 GiB, 312 / 2 480 files"); `nil` for the others. JSON `files_completed`, `files_total`.
+    public var files: ProgressFileCount?
     /// Whether the job has succeeded: then `fraction` is 1 even when `total` is 0 (an empty upload).
     public var isFinished = false
 
     public init(
         completed: Int64 = 0, total: Int64 = 0, unit: ProgressUnit, ratePerSecond: Double? = nil,
-        etaSeconds: Double? = nil, current: String? = nil, items: [ProgressItem] = [], inFlight: Int64? = nil
+        etaSeconds: Double? = nil, current: String? = nil, items: [ProgressItem] = [], inFlight: Int64? = nil,
+        files: ProgressFileCount? = nil
     ) {
         self.inFlight = inFlight
+        self.files = files
         self.completed = completed
         self.total = total
         self.unit = unit
@@ -164,8 +169,8 @@ public struct JobProgress: Sendable, Equatable {
         total > 0 ? min(1, max(0, Double(completed) / Double(total))) : isFinished ? 1 : 0
     }
 
-    /// The docs/reference/json.md "Progress" shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current` and
-    /// `items` (sub-rows for `watch --expand`).
+    /// The docs/reference/json.md "Progress" shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current`,
+    /// `items` (sub-rows for `watch --expand`), and `in_flight`, `files_completed` / `files_total` when known.
     public var json: JSONValue { .object(Dictionary(uniqueKeysWithValues: jsonMembers)) }
 
     /// `json` as compact JSON text (the stored form), written member by member in key order, as `jsonMembers`
@@ -176,6 +181,10 @@ public struct JobProgress: Sendable, Equatable {
         writer.member("completed", .number(Double(completed)))
         writer.member("current", .string(current))
         writer.member("eta_s", etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null)
+        if let files {
+            writer.member("files_completed", .number(Double(files.completed)))
+            writer.member("files_total", .number(Double(files.total)))
+        }
         writer.member("fraction", .number((fraction * 10_000).rounded() / 10_000))
         if let inFlight { writer.member("in_flight", .number(Double(inFlight))) }
         if !items.isEmpty { writer.member("items", JSONCoding.value(of: items)) }
@@ -191,9 +200,13 @@ public struct JobProgress: Sendable, Equatable {
         var members: [(key: String, value: JSONValue)] = [
             ("completed", .number(Double(completed))), ("current", .string(current)),
             ("eta_s", etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null),
-            ("fraction", .number((fraction * 10_000).rounded() / 10_000)),
         ]
-        members.reserveCapacity(9)
+        members.reserveCapacity(11)
+        if let files {
+            members.append(("files_completed", .number(Double(files.completed))))
+            members.append(("files_total", .number(Double(files.total))))
+        }
+        members.append(("fraction", .number((fraction * 10_000).rounded() / 10_000)))
         if let inFlight { members.append(("in_flight", .number(Double(inFlight)))) }
         if !items.isEmpty { members.append(("items", JSONCoding.value(of: items))) }
         members.append(("rate_per_s", ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null))
@@ -211,7 +224,10 @@ public struct JobProgress: Sendable, Equatable {
             completed: completed, total: total, unit: unit, ratePerSecond: json["rate_per_s"]?.doubleValue,
             etaSeconds: json["eta_s"]?.doubleValue, current: json["current"]?.stringValue,
             items: json["items"].flatMap { try? JSONCoding.convert($0, to: [ProgressItem].self) } ?? [],
-            inFlight: json["in_flight"]?.intValue)
+            inFlight: json["in_flight"]?.intValue,
+            files: json["files_total"]?.intValue.map {
+                ProgressFileCount(completed: json["files_completed"]?.intValue ?? 0, total: $0)
+            })
         isFinished = total == 0 && json["fraction"]?.doubleValue == 1
     }
 }

@@ -459,7 +459,9 @@ struct UploadEndToEndTests {
         _ = try Self.randomFile(work.file("sub/ok.bin"), bytes: 10)
         let cases: [(arguments: [String], code: String)] = [
             ([work.file("missing.bin"), "--to", work.file("out")], "source_missing"),
-            ([work.file("out"), "--to", work.file("out")], "source_not_regular"),
+            // A folder uploaded into itself, or into a folder inside it (issue 35).
+            ([work.file("out"), "--to", work.file("out")], "bad_destination"),
+            ([work.path, "--to", work.file("out")], "bad_destination"),
             ([work.file("fifo"), "--to", work.file("out")], "source_not_regular"),
             ([work.file("ok.bin"), "--to", work.file("nowhere")], "destination_missing"),
             ([work.file("ok.bin"), "--to", work.file("not-a-dir")], "destination_not_directory"),

@@ -52,20 +52,34 @@ struct DirectoryUpload: UploadTransfer {
         let files = params.files
         let names = self.names
         let directory = self.directory
-        var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
+        var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(
+            files: files, in: job, filesFailAlone: true
+        ) { indices in
             try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: indices)
         }
 
         var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, file) in checkpoint.finished.enumerated() { progress.set(index, file.bytes) }
+        for (index, file) in checkpoint.finished.enumerated() {
+            progress.set(index, file.bytes)
+            progress.filesDone += 1
+        }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
-            try await upload(
-                checkpoint.fileIndex, checkpoint: &checkpoint, countLeftovers: resumed,
-                progress: &progress, pacer: &pacer, in: job)
+            let index = checkpoint.fileIndex
+            do {
+                try await upload(
+                    index, checkpoint: &checkpoint, countLeftovers: resumed, progress: &progress, pacer: &pacer,
+                    in: job)
+            } catch {
+                // A folder's file removed before its turn or changed while copied fails alone; the others go on.
+                guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
+                try await skipFailed(index, failure, checkpoint: &checkpoint, in: job)
+            }
         }
-        job.reportProgress(completed: progress.completed, total: progress.total, current: nil, items: progress.items)
+        job.reportProgress(
+            completed: progress.completed, total: progress.total, current: nil, items: progress.items,
+            files: progress.files)
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
@@ -95,6 +109,10 @@ struct DirectoryUpload: UploadTransfer {
             return
         }
 
+        if name.bytes.contains(UInt8(ascii: "/")) {
+            // A file of a folder upload: its folders under the destination first.
+            try await job.runOnPool { try DirectoryIO.makeParents(of: name, in: directory) }
+        }
         let (file, partLength) = try await job.runOnPool {
             try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
         }
@@ -139,7 +157,8 @@ struct DirectoryUpload: UploadTransfer {
 
             progress.set(index, offset)
             job.reportProgress(
-                completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+                completed: progress.completed, total: progress.total, current: name.description, items: progress.items,
+                files: progress.files)
             let piece = RatePacer.pieceSize(maxRate: params.maxRate)
             // `--chunk-size` fixes the bytes between syncs; without it they follow bytes and time.
             let chunk = params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes
@@ -188,7 +207,8 @@ struct DirectoryUpload: UploadTransfer {
                         offset += copied
                         progress.set(index, offset)
                         job.reportProgress(
-                            completed: progress.completed, total: progress.total, current: name.description, items: progress.items)
+                            completed: progress.completed, total: progress.total, current: name.description,
+                            items: progress.items, files: progress.files)
                     }
                     // The end of the file is recorded once it is renamed (below, where `commit` syncs it), with the
                     // next file's start; a chunk inside the file is synced before the checkpoint that claims it.
@@ -264,6 +284,19 @@ struct DirectoryUpload: UploadTransfer {
         }
     }
 
+    /// File `index` of a folder upload failed by itself (`UploadCheckpoint.fileFailure`): removes its `.part`,
+    /// lists it in the checkpoint's failures and moves on (saved), so the job uploads every other file and then
+    /// ends `failed` with `some_files_failed`.
+    private func skipFailed(
+        _ index: Int, _ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext
+    ) async throws {
+        let partPath = partPath(index, job: job)
+        job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
+        _ = try await job.runOnPool { partPath.withCString(unlink) }
+        checkpoint.failFile(index, path: params.files[index], error: failure)
+        try job.saveCheckpoint(checkpoint)
+    }
+
     private func finish(
         _ index: Int, _ record: UploadedFile, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress
     ) {
@@ -273,6 +306,7 @@ struct DirectoryUpload: UploadTransfer {
         checkpoint.fileBytesResent = 0
         checkpoint.partFile = nil
         progress.set(index, record.bytes)
+        progress.filesDone += 1
     }
 
     /// File `index` was finished (renamed into place) before a crash lost the checkpoint that said so: takes it
@@ -316,24 +350,31 @@ struct DirectoryUpload: UploadTransfer {
     ///
     /// Not only the checkpoint's file: finished files are checkpointed in batches, so the job may have moved on
     /// to later files (and written their `.part`) since the last save. One `readdir` of the destination finds
-    /// them: a name `NAME.<job>.part` with `NAME` one of the job's names and `<job>` this job's id prefix.
+    /// them: a name `NAME.<job>.part` with `NAME` one of the job's names and `<job>` this job's id prefix. A
+    /// folder upload's names have folders: each folder that holds one of its files is read the same way.
     func discardPartial(in job: JobContext) async -> CleanUpOutcome {
         let suffix = "." + String(job.id.prefix(8)) + UploadNames.partSuffix
-        let partNames = Set(names.map { $0 + suffix })
         let directory = self.directory
+        let partPaths = Set(names.map { BytePath.join(directory, $0 + suffix) })
+        let folders = DirectoryIO.folders(of: names, in: directory)
         let outcome = try? await job.runOnPool { () -> (removed: [BytePath], failed: [(BytePath, Int32)]) in
             var removed: [BytePath] = []
             var failed: [(BytePath, Int32)] = []
-            guard let stream = directory.withCString({ opendir($0) }) else { return ([], [(directory, errno)]) }
-            defer { closedir(stream) }
             var found: [BytePath] = []
-            while let entry = readdir(stream) {
-                // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
-                let name = BytePath(bytes: DirectoryEntry.name(entry))
-                if partNames.contains(name) { found.append(name) }
+            for folder in folders {
+                guard let stream = folder.withCString({ opendir($0) }) else {
+                    // A folder never made holds no .part file.
+                    if errno != ENOENT || folder == directory { failed.append((folder, errno)) }
+                    continue
+                }
+                defer { closedir(stream) }
+                while let entry = readdir(stream) {
+                    // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
+                    let path = BytePath.join(folder, BytePath(bytes: DirectoryEntry.name(entry)))
+                    if partPaths.contains(path) { found.append(path) }
+                }
             }
-            for name in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
-                let path = BytePath.join(directory, name)
+            for path in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
                 if path.withCString(unlink) == 0 {
                     removed.append(path)
                 } else if errno != ENOENT {
@@ -356,6 +397,11 @@ struct UploadProgress {
     private var current = 0
     /// Bytes of files finished since the checkpoint was last saved (not persisted).
     var unsavedFinishedBytes: Int64 = 0
+    /// Files landed at the destination (counted by the transfer as each one lands).
+    var filesDone: Int64 = 0
+
+    /// Files landed of files in all, reported beside the bytes (`JobProgress.files`).
+    var files: ProgressFileCount { ProgressFileCount(completed: filesDone, total: Int64(all.count)) }
 
     /// Per-file rows sent with each report, at most: a job of 20 000 small files must not copy and publish
     /// 20 000 rows per report (that made it quadratic); the window follows the file in progress.

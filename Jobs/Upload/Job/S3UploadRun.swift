@@ -171,6 +171,7 @@ struct S3UploadRun: UploadTransfer {
         let progress = S3Progress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
         for (index, file) in checkpoint.finished.enumerated() { progress.upload.set(index, file.bytes) }
         for ahead in checkpoint.finishedAhead ?? [] { progress.upload.set(ahead.index, ahead.file.bytes) }
+        progress.upload.filesDone = Int64(checkpoint.landedCount)
         while checkpoint.fileIndex < files.count {
             try job.checkCancellation()
             let index = checkpoint.fileIndex
@@ -774,6 +775,7 @@ final class S3Progress {
     /// checkpoint is saved, which stores them too).
     func finishFile(_ index: Int) {
         upload.set(index, sizes[index])
+        upload.filesDone += 1
         acknowledgedBytes[index] = nil
         inFlight = inFlight.filter { $0.key.file != index }
         report(current: acknowledgedBytes.keys.min().map { names[$0] })
@@ -808,6 +810,6 @@ final class S3Progress {
         lastReport = Timestamp.monotonic()
         job.reportProgress(
             completed: upload.completed, total: upload.total, current: current, items: upload.items,
-            inFlight: inFlight.values.reduce(0, +))
+            inFlight: inFlight.values.reduce(0, +), files: upload.files)
     }
 }

@@ -113,7 +113,10 @@ struct TusUploadRun: UploadTransfer {
         }
 
         let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, file) in checkpoint.finished.enumerated() { progress.acknowledged(index, file.bytes) }
+        for (index, file) in checkpoint.finished.enumerated() {
+            progress.acknowledged(index, file.bytes)
+            progress.landed()
+        }
         let client = try Self.client(for: params, endpoint: endpoint, quiet: NetworkQuietLimit(for: job))
         var info: TusServerInfo?
         var cadence = LandedFilesCadence()
@@ -333,6 +336,7 @@ struct TusUploadRun: UploadTransfer {
                     checkpoint.uploadExpires = nil
                     checkpoint.sentThrough = nil
                     progress.acknowledged(index, bytes)
+                    progress.landed()
                     if cadence.landed(bytes: bytes, landed: checkpoint.landedCount) { try save(checkpoint) }
                     await landed?(index, file)
                     return
@@ -478,12 +482,15 @@ final class TusProgress {
         upload.set(index, bytes)
     }
 
+    /// A file's upload is complete: counted in the files landed (`JobProgress.files`).
+    func landed() { upload.filesDone += 1 }
+
     /// Reports the current numbers.
     func report(current: BytePath?) {
         lastReport = Timestamp.monotonic()
         job.reportProgress(
             completed: upload.completed, total: upload.total, current: current?.description, items: upload.items,
-            inFlight: inFlight)
+            inFlight: inFlight, files: upload.files)
     }
 
     /// The `PATCH` of file `index` has sent `sent` bytes: reports them as in flight, at most every

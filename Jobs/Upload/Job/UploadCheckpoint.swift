@@ -206,7 +206,8 @@ public struct FileNode: Codable, Sendable, Equatable {
 /// the files before them land too and they move to `finished` in order. A resume does not send them again.
 ///
 /// An upload of library photos adds `"photos"` (`PhotoUploadPlan`): the photos it resolved on its first run, whose
-/// files are its sources.
+/// files are its sources. An upload of folders adds `"tree"` (`UploadTreePlan`): the files it listed on its first
+/// run and their names at the destination.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -250,6 +251,9 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// A photo upload (`photos` param): the photos resolved on the first run and the files they are, saved with
     /// the first checkpoint so every attempt uploads the same ones; `nil` for an upload of files.
     public var photos: PhotoUploadPlan?
+    /// An upload of folders: the files listed on the first run and their destination names, saved with the first
+    /// checkpoint so every attempt uploads the same ones; `nil` for an upload of files only.
+    public var tree: UploadTreePlan?
     /// s3: when a `CreateMultipartUpload` of the current file was first about to be sent (Unix seconds, the
     /// daemon's clock) and its UploadId is not known yet; saved before the request, cleared with `s3UploadID`'s
     /// save. Set on resume, the server may hold an upload this job created but never heard of (a crash or a lost
@@ -295,7 +299,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case s3Plan = "s3_plan"
         case s3UploadID = "s3_upload_id"
         case s3PartsSent = "s3_parts_sent"
-        case photos
+        case photos, tree
         case s3CreateStarted = "s3_create_started"
         case failingSince = "failing_since_ms"
         case finishedAhead = "finished_ahead"

@@ -16,7 +16,9 @@ import TrailbookEngine
 /// `destination_not_directory`, `destination_not_writable`, `write_failed` (retryable for a full disk or an I/O
 /// error), `bad_checkpoint`; for tus also `too_large`, `unauthorized`, `gone`, `checksum_mismatch`,
 /// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); for s3 the `S3Error.Code`s, `too_large` and
-/// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`).
+/// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`); for folders
+/// `some_files_failed`, once every other file is uploaded, when files failed alone (listed `bad_name` or
+/// `duplicate_name`; to `file://` also removed or changed while the job ran: `UploadCheckpoint.fileFailure`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
@@ -44,7 +46,8 @@ public struct UploadJob: JobKind {
         /// files when the job first runs; `nil` for an upload of `files`.
         public var photos: UploadPhotoSelection?
         /// With `photos`: upload also the photos the library remembers as uploaded to this destination already
-        /// (`--again`); by default they are skipped (`already_uploaded`).
+        /// (`--again`); by default they are skipped (`already_uploaded`). With folders to `file://`: copy also the
+        /// files the destination already holds with the same bytes (by default left out, `already_there`).
         public var again: Bool
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
@@ -62,6 +65,13 @@ public struct UploadJob: JobKind {
         public var headers: [String]
         /// tus only: a PEM file of CA certificates to verify an `https` server with; `nil` for the system's.
         public var caBundle: String?
+        /// Folders: follow symbolic links inside them (`--follow-links`), with loop detection; by default links are
+        /// passed over (`symlink`). See `UploadTreeWalk`.
+        public var followLinks: Bool
+        /// Folders: patterns of files to take (`--include`; `UploadFilter`); empty for all.
+        public var include: [String]
+        /// Folders: patterns of files to leave out (`--exclude`; `UploadFilter`).
+        public var exclude: [String]
         /// s3 only: overrides of the endpoint, region, addressing and profile, and the multipart limits; `nil`
         /// for the defaults (see `S3Options`). Never holds a secret: credentials are read by the daemon.
         public var s3: S3Options?
@@ -78,9 +88,12 @@ public struct UploadJob: JobKind {
         public init(
             files: [BytePath], to: String, chunkSize: Int64? = nil, maxRate: Int64? = nil,
             headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil, photos: UploadPhotoSelection? = nil,
-            again: Bool = false
+            again: Bool = false, followLinks: Bool = false, include: [String] = [], exclude: [String] = []
         ) {
             self.files = files
+            self.followLinks = followLinks
+            self.include = include
+            self.exclude = exclude
             self.photos = photos
             self.again = again
             self.to = to
@@ -97,6 +110,8 @@ public struct UploadJob: JobKind {
             case chunkSize = "chunk_size"
             case maxRate = "max_rate"
             case caBundle = "ca_bundle"
+            case include, exclude
+            case followLinks = "follow_links"
         }
 
         /// Encodes the params as JSON; `chunk_size`, `headers`, `ca_bundle`, `photos` and `again` only when given.
@@ -111,6 +126,9 @@ public struct UploadJob: JobKind {
             try container.encodeIfPresent(s3, forKey: .s3)
             try container.encodeIfPresent(photos, forKey: .photos)
             if again { try container.encode(again, forKey: .again) }
+            if followLinks { try container.encode(followLinks, forKey: .followLinks) }
+            if !include.isEmpty { try container.encode(include, forKey: .include) }
+            if !exclude.isEmpty { try container.encode(exclude, forKey: .exclude) }
         }
 
         public init(from decoder: any Decoder) throws {
@@ -128,6 +146,15 @@ public struct UploadJob: JobKind {
             headers = try container.decodeIfPresent([String].self, forKey: .headers) ?? []
             caBundle = try container.decodeIfPresent(String.self, forKey: .caBundle)
             s3 = try container.decodeIfPresent(S3Options.self, forKey: .s3)
+            followLinks = try container.decodeIfPresent(Bool.self, forKey: .followLinks) ?? false
+            include = try container.decodeIfPresent([String].self, forKey: .include) ?? []
+            exclude = try container.decodeIfPresent([String].self, forKey: .exclude) ?? []
+        }
+
+        /// The `include` / `exclude` rules, compiled.
+        /// - Throws: `JobError` `invalid_params` for a malformed pattern.
+        public func filter() throws(JobError) -> UploadFilter {
+            try UploadFilter(include: include, exclude: exclude)
         }
 
         /// `headers` as name/value pairs.
@@ -170,11 +197,15 @@ public struct UploadJob: JobKind {
                     throw JobError(code: "invalid_params", message: "give files or photos (ids, ids_file, tags), not both")
                 }
                 try photos.check()
-            } else if again {
-                throw JobError(code: "invalid_params", message: "again applies to photos of the library only (--ids, --ids-file, --tag)")
             } else if files.isEmpty {
                 throw JobError(code: "invalid_params", message: "no files to upload; give at least one file")
             }
+            if photos != nil, followLinks || !include.isEmpty || !exclude.isEmpty {
+                throw JobError(
+                    code: "invalid_params",
+                    message: "follow_links, include and exclude apply to folders (--follow-links, --include, --exclude), not photos")
+            }
+            _ = try filter()
             for file in files where !file.isAbsolute || file.containsNUL {
                 throw JobError(
                     code: "invalid_params", message: "source '\(file)' is not an absolute path; give absolute paths")
@@ -228,6 +259,25 @@ public struct UploadJob: JobKind {
                 message: "headers and ca_bundle apply to http(s):// (tus) destinations only; leave them out for "
                     + (params.to.lowercased().hasPrefix("s3:") ? "s3://" : "file://") + " destinations")
         }
+        let files = params.files
+        if params.photos == nil, await Task.detached(operation: { Self.hasFolders(files) }).value {
+            try await Self.validateTree(params, destination: destination)
+        } else {
+            if params.again, params.photos == nil {
+                // Files given one by one are always sent; a folder's unchanged files are left out unless `again`.
+                throw JobError(
+                    code: "invalid_params",
+                    message: "again (--again) applies to photos of the library (--ids, --ids-file, --tag) and to folders")
+            }
+            try await Self.validateFiles(params, destination: destination)
+        }
+        if params.s3 != nil, case .s3 = destination {} else if params.s3 != nil {
+            throw JobError(code: "invalid_params", message: "s3 settings apply to s3:// destinations only")
+        }
+    }
+
+    /// `validate` of an upload of files (no folder among them), each checked.
+    private static func validateFiles(_ params: Params, destination: UploadDestination) async throws(JobError) {
         switch destination {
         case .directory(let path):
             let names = try UploadNames.names(ofSources: params.files)
@@ -238,9 +288,6 @@ public struct UploadJob: JobKind {
             try await TusUploadRun.validate(params)
         case .s3(_, let prefix):
             try await S3UploadRun.validate(params, prefix: prefix)
-        }
-        if params.s3 != nil, case .s3 = destination {} else if params.s3 != nil {
-            throw JobError(code: "invalid_params", message: "s3 settings apply to s3:// destinations only")
         }
     }
 
@@ -270,7 +317,8 @@ public struct UploadJob: JobKind {
 
     /// What the job works on, for refusing a second job that would do the same (`duplicate_upload`): per file,
     /// `"upload of <source> to <place>"`, and for a directory or S3 destination also `"upload of a file named
-    /// <name> to <place>"` (another file of the same name would replace this one's copy there).
+    /// <name> to <place>"` (another file of the same name would replace this one's copy there) unless the source
+    /// is a folder.
     ///
     /// The place is the destination's identity (`destinationIdentity`, as the photo library remembers uploads by:
     /// a directory by where it leads in the file system, a tus endpoint without case or default-port differences,
@@ -297,7 +345,10 @@ public struct UploadJob: JobKind {
         let namesCollide = if case .tus = destination { false } else { true }
         return params.files.flatMap { file in
             let source = "upload of \(file.resolvedByFileSystem.key) to \(place)"
-            return namesCollide ? [source, "upload of a file named \(file.lastComponent.key) to \(place)"] : [source]
+            // A folder's own name is not kept at the destination (its files go under it by their relative paths):
+            // two folders of one name are no clash.
+            let named = namesCollide && !hasFolders([file])
+            return named ? [source, "upload of a file named \(file.lastComponent.key) to \(place)"] : [source]
         }
     }
 
@@ -332,8 +383,20 @@ public struct UploadJob: JobKind {
                 }
             }
         }
-        let transfer = try Self.transfer(for: params, landed: landed)
+        // Folders: the files listed on the first run, named by their paths inside the folders.
+        let tree = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
+        if let tree { params.files = tree.files }
+        let transfer = try Self.transfer(for: params, names: tree?.names, landed: landed)
         do {
+            if var tree {
+                let result = try await tree.files.isEmpty
+                    ? Self.result(files: [], bytesResent: 0, destination: params.to)
+                    : job.runCancellingOnStop { try await transfer.run(in: job) }
+                // With the files that failed while the transfer ran (`UploadCheckpoint.failFile`).
+                tree = try job.loadCheckpoint(as: UploadCheckpoint.self)?.tree ?? tree
+                if let failure = tree.failure(destination: params.to) { throw failure }
+                return tree.annotate(result)
+            }
             // Its own task, cancelled on any stop, so a stop aborts a request in flight at once.
             let result = try await job.runCancellingOnStop { try await transfer.run(in: job) }
             guard let plan, let library else { return result }
@@ -361,25 +424,39 @@ public struct UploadJob: JobKind {
             }
             params.files = plan.files
         }
-        guard let transfer = try? Self.transfer(for: params) else { return .done }
+        var names: [BytePath]?
+        if params.photos == nil, let tree = try? job.loadCheckpoint(as: UploadCheckpoint.self)?.tree {
+            params.files = tree.files
+            names = tree.names
+        }
+        guard let transfer = try? Self.transfer(for: params, names: names) else { return .done }
         return await transfer.discardPartial(in: job)
     }
 
     /// The transfer for `params.to`.
     /// - Throws: `bad_destination`, `bad_name`, `duplicate_name`.
-    /// - Parameter landed: told of each file that landed (see `FileLanded`).
-    static func transfer(for params: Params, landed: FileLanded? = nil) throws(JobError) -> any UploadTransfer {
+    /// - Parameters:
+    ///   - names: the destination names of `params.files` (a folder upload's relative paths, already checked by
+    ///     `UploadTreePlan`); `nil` for each file's last path component.
+    ///   - landed: told of each file that landed (see `FileLanded`).
+    static func transfer(for params: Params, names given: [BytePath]? = nil, landed: FileLanded? = nil)
+        throws(JobError) -> any UploadTransfer
+    {
         switch try UploadDestination(parsing: params.to) {
         case .directory(let path):
-            return DirectoryUpload(
-                params: params, names: try UploadNames.names(ofSources: params.files), directory: path, landed: landed)
+            var names = given ?? []
+            if given == nil { names = try UploadNames.names(ofSources: params.files) }
+            return DirectoryUpload(params: params, names: names, directory: path, landed: landed)
         case .tus(let endpoint):
             // Each file gets its own upload URL from the server; its name is only metadata, so two sources may
             // share one.
-            let names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) }
+            var names = given ?? []
+            if given == nil { names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) } }
             return TusUploadRun(params: params, names: names, endpoint: endpoint, landed: landed)
         case .s3(let bucket, let prefix):
-            let names = try S3UploadRun.names(of: params.files, prefix: prefix)
+            // A folder's names are UTF-8 here: `UploadTreePlan.nameProblem` failed the others.
+            var names = given?.map { $0.text ?? $0.description } ?? []
+            if given == nil { names = try S3UploadRun.names(of: params.files, prefix: prefix) }
             return S3UploadRun(params: params, names: names, bucket: bucket, prefix: prefix, landed: landed)
         }
     }

@@ -36,15 +36,21 @@ extension UploadCheckpoint {
     /// - Parameters:
     ///   - identities: stats the sources at the given indices (and may check the destination too); runs on the
     ///     thread pool.
+    ///   - filesFailAlone: a folder upload whose transfer fails a file by itself (`failFile`): only the file in
+    ///     progress is checked now (the others at their turn), and one that changed or is gone is failed alone
+    ///     and passed (saved), then the next is checked.
     /// - Returns: the checkpoint and whether it was resumed from a saved one.
     /// - Throws: `bad_checkpoint`, `source_changed`, and what `identities` throws.
     @LoopActor
     static func startOrResume(
-        files: [BytePath], in job: JobContext,
+        files: [BytePath], in job: JobContext, filesFailAlone: Bool = false,
         identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
     ) async throws -> (checkpoint: UploadCheckpoint, resumed: Bool) {
         if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
             try saved.check(fileCount: files.count)
+            if filesFailAlone, saved.tree != nil {
+                return (try await saved.checkCurrentFile(files: files, in: job, identities: identities), true)
+            }
             let remaining = saved.fileIndex..<files.count
             let now = try await job.runOnPool { try identities(remaining) }
             for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {

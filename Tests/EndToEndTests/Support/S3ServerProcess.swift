@@ -52,7 +52,10 @@ final class S3Server {
 
     /// The object's size and SHA-256, or `nil` if there is none.
     func object(_ key: String) throws -> (size: Int64, sha256: String)? {
-        let text = try TusServers.curl(["-s", "http://127.0.0.1:\(process.port)/__object?key=\(key)"])
+        // Every byte but unreserved ASCII percent-encoded: keys may hold spaces, `+`, `%`, `#` and non-ASCII.
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+        let query = key.addingPercentEncoding(withAllowedCharacters: unreserved) ?? key
+        let text = try TusServers.curl(["-s", "http://127.0.0.1:\(process.port)/__object?key=\(query)"])
         let value = try JSONCoding.decode(JSONValue.self, from: Array(text.utf8))
         guard let size = value["size"]?.intValue, let sha = value["sha256"]?.stringValue else { return nil }
         return (size, sha)

@@ -1,0 +1,127 @@
+import TrailbookEngine
+import TrailbookLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Uploads of folders (`submit upload DIR… --to DEST`): see `UploadTreePlan` for the layout rule and
+/// `UploadTreeWalk` for what is in a tree.
+extension UploadJob {
+    /// Whether any of `files` is a folder (following links, as a source given is followed). Blocking.
+    nonisolated static func hasFolders(_ files: [BytePath]) -> Bool {
+        files.contains { file in
+            guard case .success(let (_, mode)) = DirectoryIO.status(file) else { return false }
+            return DirectoryIO.isDirectory(mode)
+        }
+    }
+
+    /// Submit-time checks of an upload with folders among its sources: lists them (off the loop thread), refuses
+    /// two files that would land on one name (`duplicate_name`, naming both), then checks the destination without
+    /// its files (options, headers; a `file://` directory that exists and is writable, or that can be created).
+    /// Files the destination cannot take are not refused here: they are that file's failure when the job runs.
+    /// - Throws: `JobError` `duplicate_name`, `source_missing`, `source_unreadable`, `source_not_regular`,
+    ///   `destination_not_directory`, `destination_not_writable`, and the destination's own (see `validate`).
+    static func validateTree(_ params: Params, destination: UploadDestination) async throws(JobError) {
+        let filter = try params.filter()
+        let sources = params.files
+        let followLinks = params.followLinks
+        let listed = await Task.detached {
+            Result { () throws(JobError) in
+                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
+                    .plan
+            }
+        }.value
+        let plan = try listed.get()
+        if let clash = plan.failed.first(where: { $0.reason == "duplicate_name" }) {
+            throw JobError(code: "duplicate_name", message: clash.message)
+        }
+        var empty = params
+        empty.files = []
+        switch destination {
+        case .directory(let path):
+            let checked = await Task.detached {
+                Result { () throws(JobError) in
+                    try DirectoryIO.checkCreatable(path)
+                    try checkOutside(path, of: sources)
+                }
+            }.value
+            try checked.get()
+        case .tus:
+            try await TusUploadRun.validate(empty)
+        case .s3(_, let prefix):
+            try await S3UploadRun.validate(empty, prefix: prefix)
+        }
+    }
+
+    /// Refuses a `file://` destination that is one of the folders uploaded or inside one (as `rclone copy`
+    /// refuses overlapping source and destination): its files would be copied onto themselves, and every later
+    /// upload of the folder would take in the copies of the one before. Compared where they lead in the file
+    /// system, so a link or `..` cannot hide it; a destination not made yet is compared by its nearest existing
+    /// ancestor plus the rest. Blocking.
+    /// - Throws: `JobError` `bad_destination`.
+    nonisolated static func checkOutside(_ destination: BytePath, of sources: [BytePath]) throws(JobError) {
+        let target = destination.resolvedByFileSystem
+        for source in sources {
+            guard case .success(let (_, mode)) = DirectoryIO.status(source), DirectoryIO.isDirectory(mode) else {
+                continue
+            }
+            let folder = source.resolvedByFileSystem
+            let inside = target == folder || target.bytes.starts(with: BytePath.join(folder, "").bytes)
+            guard !inside else {
+                throw JobError(
+                    code: "bad_destination",
+                    message:
+                        "destination \(destination) is inside the folder \(source) being uploaded; its files would be "
+                        + "copied onto themselves; upload into a directory outside the folder")
+            }
+        }
+    }
+
+    /// The folder upload's plan: the checkpoint's on a later attempt; on the first, when a source is a folder, the
+    /// files listed now, saved with a checkpoint of their identities so every attempt uploads the same ones.
+    /// `nil` for an upload of files only. A `file://` destination directory is created if missing (`mkdir -p`).
+    /// - Throws: `JobError` from listing (`source_missing`, `source_unreadable`, `source_not_regular`),
+    ///   `bad_destination`, `write_failed` / `destination_not_writable` (the directory cannot be made).
+    static func treePlan(_ params: Params, in job: JobContext) async throws -> UploadTreePlan? {
+        let destination = try UploadDestination(parsing: params.to)
+        let plan: UploadTreePlan
+        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+            guard let tree = saved.tree else { return nil }
+            plan = tree
+        } else {
+            let sources = params.files
+            guard try await job.runOnPool({ hasFolders(sources) }) else { return nil }
+            let filter = try params.filter()
+            let followLinks = params.followLinks
+            var (listed, identities) = try await job.runOnPool {
+                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
+            }
+            if case .directory(let path) = destination, !params.again {
+                try await DirectoryTreeSync.leaveOutUnchanged(
+                    &listed, identities: &identities, directory: path, in: job)
+            }
+            var checkpoint = UploadCheckpoint(sources: identities)
+            checkpoint.tree = listed
+            try job.saveCheckpoint(checkpoint)
+            plan = listed
+            let skipped = listed.skippedByReason.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            let failed = listed.failedByCode.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            job.log(
+                .info,
+                "listed \(listed.files.count) files to upload"
+                    + (listed.unchangedCount == 0 ? "" : "; \(listed.unchangedCount) already there")
+                    + (skipped.isEmpty ? "" : "; passed over: " + skipped.joined(separator: ", "))
+                    + (failed.isEmpty ? "" : "; cannot upload: " + failed.joined(separator: ", ")))
+            for entry in listed.failed { job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)") }
+        }
+        if case .directory(let path) = destination {
+            let sources = params.files
+            try await job.runOnPool {
+                try checkOutside(path, of: sources)
+                try DirectoryIO.makeDirectories(path)
+            }
+        }
+        return plan
+    }
+}
