@@ -95,6 +95,7 @@ public enum ErrorCodes {
         .init("signature_does_not_match", .jobFailed, "S3 refused the request's signature", do: "fix the secret key, --region, or --path-style/--virtual-hosted"),
         .init("size_mismatch", .jobFailed, "the uploaded object's size differs from the source file's", do: "resubmit the upload; check nothing else writes to the key"),
         .init("slow_down", .jobFailed, "S3 asked to slow down", do: "nothing: the job waits and retries; lower --parts-in-flight if it repeats"),
+        .init("some_files_failed", .jobFailed, "a folder upload could not upload some of its files (the message counts them by code and names the first); the others were uploaded", do: "fix, rename or restore those files and upload the folder again: files already there with the same bytes are not sent again"),
         .init("source_changed", .jobFailed, "the source file changed while it was uploaded", do: "submit it again once the file no longer changes"),
         .init("source_missing", .usage, "a source file does not exist", do: "check the path"),
         .init("source_not_regular", .usage, "a source is not a regular file (a directory, device or pipe)", do: "give regular files (a folder's files, not the folder)"),
