@@ -399,6 +399,10 @@ def main():
             if fault == "kill":
                 daemon.kill9()
                 figures["kills"] += 1
+                if figures["kills"] % 25 == 0:
+                    print("shared-crash-loop: %d kills, %d PostgreSQL restarts, %d stops, %d cuts, %.0f s"
+                          % (figures["kills"], figures["pg_restarts"], figures["stops"], figures["cuts"],
+                             time.time() - started), flush=True)
                 time.sleep(rng.uniform(0, 1))
                 daemon.start()
             elif fault == "postgres":

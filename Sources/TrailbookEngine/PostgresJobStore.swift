@@ -411,7 +411,7 @@ public final class PostgresJobStore: LeasingJobStoring {
         // state this write gives it (both read before this statement's UPDATE, which then finds no running row).
         let landed =
             token != nil && releases
-            ? "UNION ALL SELECT id\(releases ? ", NULL::text" : "") FROM trailbook_jobs WHERE id = $1 AND end_token = $11::bigint AND state = $2"
+            ? "UNION ALL SELECT id, NULL::text FROM trailbook_jobs WHERE id = $1 AND end_token = $11::bigint AND state = $2"
             : ""
         return PostgresStatement(
             """
