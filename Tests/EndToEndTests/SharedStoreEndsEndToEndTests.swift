@@ -86,6 +86,42 @@ struct SharedStoreEndsEndToEndTests {
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 
+    /// A run's end whose first write landed but whose answer was lost (simulated: a trigger refuses A's writes of
+    /// the end, and another session writes the same end under the run's lease token, as the lost try would have)
+    /// is found written when A tries it again, by the run's token: it is announced once, and not taken for
+    /// another daemon's end (it was, by comparing states, before the token was recorded; and with the end only
+    /// announced once written, it would never have been announced).
+    @Test func aRunsEndThatLandedUnansweredIsAnnouncedOnce() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
+        let onA = try FeedRecorder(a)
+        let id = try a.submitSleep(units: 20, unitMilliseconds: 100)
+        _ = try a.waitForState(id, "running")
+        let token = try psql(server, "SELECT lease_token FROM trailbook_jobs WHERE id = '\(id)'")
+        #expect(Int64(token) != nil, "\(token)")
+        _ = try psql(server, """
+            CREATE FUNCTION tb_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+            CREATE TRIGGER tb_refuse BEFORE UPDATE ON trailbook_jobs FOR EACH ROW
+                WHEN (OLD.id = '\(id)' AND NEW.state = 'succeeded') EXECUTE FUNCTION tb_refuse();
+            """)
+        #expect(eventually(30) { a.log().contains("job \(id.prefix(8)) sleep: running -> succeeded waits for the shared store") })
+        #expect(!onA.states(of: id).contains("succeeded"), "announced unwritten")
+        // The first try's commit, as if its answer had been lost on the way.
+        _ = try psql(server, """
+            SET session_replication_role = replica;
+            UPDATE trailbook_jobs SET state = 'succeeded', result = '{}', lease_host = NULL, lease_daemon = NULL,
+                lease_token = NULL, lease_expires_at = NULL, end_token = \(token) WHERE id = '\(id)';
+            DROP TRIGGER tb_refuse ON trailbook_jobs;
+            """)
+        #expect(eventually(20) { onA.states(of: id).contains("succeeded") }, "\(a.log().suffix(2_000))")
+        #expect(onA.states(of: id).filter { $0 == "succeeded" }.count == 1)
+        #expect(a.logShows("job \(id.prefix(8)) sleep running -> succeeded"))
+        #expect(!a.log().contains("this run's end is not the job's"), "\(a.log().suffix(2_000))")
+        _ = try a.stop()
+        #expect(a.log().components(separatedBy: "job \(id.prefix(8)) sleep running -> succeeded").count == 2)
+    }
+
     /// A `cancel` through B of a job running on A (in a queue only A serves) when A is killed: B asks A, A never
     /// answers, B rescues the job once A's lease expires (`running` → `queued`). The cancel must then cancel the
     /// job where it is: it used to exit 0 with state `queued`, and the job ran to `succeeded` once A was back.
