@@ -12,5 +12,9 @@ swift build --build-tests
 # kill -9 at random moments during tus, s3:// and file:// uploads (with injected faults), then check nothing was lost,
 # corrupted or orphaned; a small count here, long runs by hand (CONTRIBUTING.md, "Crash loop").
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
+# Three daemons sharing one PostgreSQL: kill -9 of daemons, server restarts, stops past the lease and cut links; every
+# job must end exactly once in the store and once on every watcher. A small count here (under 2 minutes), long runs
+# by hand.
+python3 scripts/shared-crash-loop.py --kills "${SHARED_CRASH_LOOP_KILLS:-4}"
 # Serially: the end-to-end tests measure latencies and CPU, which parallel suites on 2 cores would distort.
 swift test --skip-build --no-parallel "$@"

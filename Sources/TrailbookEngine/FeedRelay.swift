@@ -50,6 +50,8 @@ public final class FeedRelay {
     private var closing = false
     /// `close`'s wait, resumed when the last send is answered or its time is up.
     private var closeWaiter: CheckedContinuation<Void, Never>?
+    /// Numbers the events sent, and drops copies of those received again (a send retried after its answer was lost).
+    private var numbering = RelayedEventNumbering()
 
     /// Relays `feed`'s events through `store` and `store`'s events of other daemons to `feed`: sets
     /// `feed.onLocalEvent` and `store.onFeed`.
@@ -102,11 +104,11 @@ public final class FeedRelay {
         guard let job = members["job"]?.stringValue else { return }
         let isProgress = members["type"]?.stringValue == "progress"
         if isProgress, let index = progressAt[job] {
-            pending[index] = members
+            pending[index] = numbering.numbered(members)
             return
         }
         progressAt[job] = isProgress ? pending.count : nil
-        pending.append(members)
+        pending.append(numbering.numbered(members))
         if pending.count > maxPending { dropOldest() }
         arm(after: isProgress ? progressDelay : 0)
     }
@@ -236,7 +238,7 @@ public final class FeedRelay {
 
     private func received(_ payload: String) {
         for line in payload.utf8.split(separator: 0x0A) {
-            guard case .object(var members) = try? JSONParser.parse(line) else { continue }
+            guard case .object(let sent) = try? JSONParser.parse(line), var members = numbering.delivered(sent) else { continue }
             if members["reread"] != nil { members = reread(members) }
             feed.relay(members)
         }

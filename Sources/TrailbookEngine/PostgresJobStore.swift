@@ -387,8 +387,13 @@ public final class PostgresJobStore: LeasingJobStoring {
     /// the lease is released when the run is over); any other job only while it waits (`queued`, `paused`,
     /// `needs_retry`): not while another daemon runs it, nor once it ended (a cancel read the job queued, and
     /// another daemon ran it to its end before the cancel's write). An end drops the
-    /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened. Its
-    /// result has one row when written, none when fenced off. Times are the database's (`DatabaseClock`).
+    /// job's duplicate keys, and `addingCleanUp` records its clean-up, only if the write itself happened.
+    ///
+    /// A run's write out of `running` also records the run's lease token (`end_token`): the same write tried again
+    /// (its first answer was lost, past the request timeout or in a cut) finds that it landed, and counts as
+    /// written without writing anything again, where another daemon's end of the job fences it off. Its result
+    /// has one row when written (now or by that earlier try), none when fenced off. Times are the database's
+    /// (`DatabaseClock`).
     private func writeStatement(_ job: JobRecord, addingCleanUp: Bool) -> PostgresStatement {
         let token = fenceToken(of: job.id)
         let releases = job.state != .running
@@ -397,13 +402,21 @@ public final class PostgresJobStore: LeasingJobStoring {
             ? "lease_token = $10::bigint AND state = 'running'"
             : "lease_token IS NULL AND state IN ('queued', 'paused', 'needs_retry') AND $10::bigint IS NULL"
         let release =
-            releases ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL, control = NULL" : ""
+            releases
+            ? ", lease_host = NULL, lease_daemon = NULL, lease_token = NULL, lease_expires_at = NULL, control = NULL, "
+                + "end_token = $10::bigint" : ""
         // A run that ends with a control request pending tells the daemon waiting for it (`onControlledEnd`).
         // `asked` reads the row as it was before this statement's UPDATE (one snapshot for every part of it); a
         // request committed in between is not seen here, and its daemon finds the end by polling.
         let told =
             releases
-            ? ", (SELECT pg_notify('\(PostgresJobQueue.controlChannel)', 'ended ' || id) FROM asked)" : ""
+            ? ", (SELECT pg_notify('\(PostgresJobQueue.controlChannel)', 'ended ' || id) FROM asked)::text" : ""
+        // An earlier try of this very write that landed: the row left `running` under this run's token, for the
+        // state this write gives it (both read before this statement's UPDATE, which then finds no running row).
+        let landed =
+            token != nil && releases
+            ? "UNION ALL SELECT id, NULL::text FROM trailbook_jobs WHERE id = $1 AND end_token = $10::bigint AND state = $2"
+            : ""
         return PostgresStatement(
             """
             WITH asked AS (
@@ -421,7 +434,7 @@ public final class PostgresJobStore: LeasingJobStoring {
                 SELECT id, 0, \(DatabaseClock.now), \(DatabaseClock.now) FROM written WHERE $12::boolean
                 ON CONFLICT DO NOTHING
             )
-            SELECT id\(told) FROM written
+            SELECT id\(told) FROM written \(landed)
             """,
             [
                 .text(job.id), .text(job.state.rawValue), .integer(Int64(job.attempt)),

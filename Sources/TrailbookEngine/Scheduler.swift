@@ -248,6 +248,12 @@ public final class Scheduler {
     private var unsavedCleanUps: Set<String> = []
     /// Cancelled waiting jobs whose `onCancel(user_stop)` waits until the cancellation is written.
     private var cancelledWhileWaiting: Set<String> = []
+    /// Shared store: the jobs of `unsavedRecords` whose new state is not announced yet, with the state announced
+    /// before it. Until the store has it another daemon may take the job over (and fence the write off), so it
+    /// is announced, logged and handed to `jobEnded` only once written (`retryStoreWrites`), and reported as
+    /// fenced off otherwise (`reportFencedOff`). On SQLite no other writer can, and a kept state is announced
+    /// at once.
+    private var unannounced: [String: JobState] = [:]
     /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons, by job id.
     private var controlWaits: [String: [ControlledEndWait]] = [:]
     /// The current fault: its cause and since when (monotonic seconds), from the first refused write until
@@ -782,18 +788,33 @@ public final class Scheduler {
     }
 
     /// Cancels a job (reason `user_stop`): a running job is stopped and cleans up; a waiting one is cancelled and
-    /// its partial output removed. Returns once the job is `cancelled`.
-    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, or `invalid_state` for a job already ended.
+    /// its partial output removed. Returns once the job is `cancelled`, and only then: a run that stopped without
+    /// being cancelled (its daemon died and another rescued the job, or it was paused) is cancelled where the job
+    /// is now (`CancelVerdict`).
+    /// - Throws: `JobError` `no_such_job`, `ambiguous_id`, or `invalid_state` for a job already ended (also when
+    ///   its run ended otherwise before the cancel reached it); on a shared store `store_unavailable` when the
+    ///   store has not taken the cancel yet (the daemon keeps trying).
     public func cancel(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         var job = try await fetchJob(idOrPrefix)
         let id = job.id
         // Each turn follows another daemon's change of the job, so a few do (as in `controlElsewhere`).
         for _ in 0..<Self.turnsAfterChangesElsewhere {
-            if let ended = try await controlElsewhere(&job, .cancel) { return ended }
+            if let stopped = try await controlElsewhere(&job, .cancel) {
+                switch try CancelVerdict(stopped, unwritten: false) {
+                case .cancelled(let cancelled): return cancelled
+                case .again(let now): job = now
+                }
+                continue
+            }
             if let active = running[id] {
                 stop(active, .userStop, detail: "cancelled by user")
                 await waitUntilStopped(active)
-                return try await fetchJob(id)
+                let now = try await fetchJob(id)
+                switch try CancelVerdict(now, unwritten: leasing != nil && unsavedRecords[id] != nil) {
+                case .cancelled(let cancelled): return cancelled
+                case .again(let now): job = now
+                }
+                continue
             }
             var cancelled = job
             try transition(&cancelled, .cancelWhileWaiting, verb: "cancel")
@@ -805,7 +826,9 @@ public final class Scheduler {
             let cleansUp = kinds[cancelled.kind]?.traits.cleansUpAfterEnd == true
             switch commit(cancelled, addingCleanUp: cleansUp) {
             case .written: await endWritten(cancelled, cancelledWhileWaiting: true, cleansUp: cleansUp)
-            case .kept: cancelledWhileWaiting.insert(id)
+            case .kept:
+                cancelledWhileWaiting.insert(id)
+                if leasing != nil { throw CancelVerdict.notYetWritten(id) }
             case .fencedOff:
                 job = try await changedElsewhere(id)
                 continue
@@ -1402,12 +1425,23 @@ public final class Scheduler {
     private func commitAtTurnEnd(
         _ job: JobRecord, from: JobState, addingCleanUp: Bool, written: @escaping @LoopActor (Bool) -> Void
     ) {
-        guard !groupCommitClosed else {
-            return written(commit(job, from: from, addingCleanUp: addingCleanUp) == .written)
-        }
+        guard !groupCommitClosed else { return written(commitAlone(job, from: from, addingCleanUp: addingCleanUp)) }
         pendingEnds.append(PendingEnd(job: job, from: from, cleansUp: addingCleanUp, written: written))
         pendingRecords[job.id] = job
         armGroupCommit()
+    }
+
+    /// `commit` of a run's transition out of the group commit (after the store refused the group, or after
+    /// shutdown); a transition fenced off is reported as such (`reportFencedOff`).
+    /// - Returns: whether it is written.
+    private func commitAlone(_ job: JobRecord, from: JobState, addingCleanUp: Bool) -> Bool {
+        switch commit(job, from: from, addingCleanUp: addingCleanUp) {
+        case .written: return true
+        case .kept: return false
+        case .fencedOff:
+            reportFencedOff(job, from: from)
+            return false
+        }
     }
 
     private func armGroupCommit() {
@@ -1499,8 +1533,10 @@ public final class Scheduler {
         _ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd], inserted: [JobRecord], lost: Set<String>
     ) {
         // A start or end written supersedes an older refused write of the same job still waiting for the retry.
-        for start in starts { unsavedRecords[start.id] = nil }
-        for end in ends { unsavedRecords[end.job.id] = nil }
+        for id in starts.map(\.id) + ends.map(\.job.id) {
+            unsavedRecords[id] = nil
+            unannounced[id] = nil
+        }
         groupCommitted?(inserted.count, starts.count + ends.count)
         var next = 0
         for submit in submits {
@@ -1512,9 +1548,8 @@ public final class Scheduler {
         for end in ends {
             guard !lost.contains(end.job.id) else {
                 // Fenced off: another daemon took the job over; this run's end is not the job's.
-                activeCounts[end.from, default: 0] -= 1
-                DaemonLog.write(
-                    "job \(end.job.id.prefix(8)) \(end.job.kind): its lease was lost before its end (\(end.job.state.rawValue)) was written; not written")
+                if end.from != .running { activeCounts[end.from, default: 0] -= 1 }
+                reportFencedOff(end.job, from: end.from)
                 end.written(false)
                 continue
             }
@@ -1533,7 +1568,7 @@ public final class Scheduler {
                 unsavedRecords[start.id] = start
             }
         }
-        for end in ends { end.written(commit(end.job, from: end.from, addingCleanUp: end.cleansUp) == .written) }
+        for end in ends { end.written(commitAlone(end.job, from: end.from, addingCleanUp: end.cleansUp)) }
         for submit in submits {
             Task.onLoop {
                 var jobs = submit.jobs
@@ -1724,9 +1759,10 @@ public final class Scheduler {
     /// Persists `job` and announces the transition from `from` (the state before, read if `nil`); with
     /// `addingCleanUp`, records its pending clean-up in the same transaction.
     ///
-    /// When the store refuses the write (locked, disk full), the new state is kept in `unsavedRecords` and
-    /// announced all the same; the store retry writes it. On a shared store, a write another daemon's change
-    /// fenced off (it runs or ended the job meanwhile) is dropped and not announced.
+    /// When the store refuses the write (locked, disk full), the new state is kept in `unsavedRecords` and, on
+    /// SQLite, announced all the same; the store retry writes it. On a shared store it is announced only once the
+    /// retry wrote it (`unannounced`), and a write another daemon's change fenced off (it runs or ended the job
+    /// meanwhile) is dropped and not announced.
     /// - Returns: what became of the write.
     @discardableResult
     private func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> CommitOutcome {
@@ -1739,19 +1775,38 @@ public final class Scheduler {
             }
             unsavedRecords[job.id] = job
             if addingCleanUp { unsavedCleanUps.insert(job.id) }
-            announce(job, from: previous)
+            guard leasing != nil else {
+                announce(job, from: previous)
+                return .kept
+            }
+            if unannounced[job.id] == nil { unannounced[job.id] = previous }
+            DaemonLog.write(
+                "job \(job.id.prefix(8)) \(job.kind): \(previous.rawValue) -> \(job.state.rawValue) waits for the shared store; "
+                    + "announced once written")
             return .kept
         }
         unsavedRecords[job.id] = nil
+        unannounced[job.id] = nil
         announce((try? store.job(id: job.id)) ?? job, from: previous)
         return .written
     }
 
-    /// Forgets the unwritten state of job `id` (a shared store fenced its write off: another daemon changed it).
+    /// Forgets the unwritten state of job `id` (a shared store fenced its write off: another daemon changed it);
+    /// one not announced yet is reported as fenced off.
     private func dropUnsaved(_ id: String) {
-        unsavedRecords[id] = nil
+        if let job = unsavedRecords.removeValue(forKey: id), let previous = unannounced.removeValue(forKey: id) {
+            reportFencedOff(job, from: previous)
+        }
         unsavedCleanUps.remove(id)
         cancelledWhileWaiting.remove(id)
+    }
+
+    /// Reports a transition the shared store fenced off (another daemon took the job over before it was
+    /// written), as such: a warning on the feed and in the log, never a `state` event (the job's state is the
+    /// other daemon's to announce). A run's end fenced off leaves this daemon's running count.
+    private func reportFencedOff(_ job: JobRecord, from previous: JobState) {
+        if previous == .running { activeCounts[.running, default: 0] -= 1 }
+        log(job, .warning, FencedOffWrite(job: job, from: previous).message)
     }
 
     /// What became of a `commit`.
@@ -1919,10 +1974,12 @@ extension Scheduler {
             if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
                 guard error.code == Self.fencedOff.code else { return }
                 // Another daemon sharing the store changed the job meanwhile: this write is dropped. Unless the
-                // change is this very end: a write given up on (its answer lost) may have been committed all the
-                // same, and what follows it must still run (a cancelled upload's partial output removed).
-                guard job.state.isTerminal, let stored = try? store.job(id: job.id), stored.state == job.state,
-                    stored.cancellation == job.cancellation, stored.error == job.error
+                // change is this very cancel of a waiting job: a write given up on (its answer lost) may have been
+                // committed all the same, and what follows it must still run (a cancelled upload's partial output
+                // removed); its cancellation (with its time) is this daemon's own. (A run's end that landed is
+                // found by the store itself, by the run's lease token: `PostgresJobStore`'s fenced write.)
+                guard cancelledWhileWaiting.contains(job.id), let stored = try? store.job(id: job.id),
+                    stored.state == job.state, stored.cancellation == job.cancellation
                 else {
                     dropUnsaved(job.id)
                     continue
@@ -1931,6 +1988,7 @@ extension Scheduler {
             }
             unsavedRecords[job.id] = nil
             unsavedCleanUps.remove(job.id)
+            if let previous = unannounced.removeValue(forKey: job.id) { announce(job, from: previous) }
             let cancelled = cancelledWhileWaiting.remove(job.id) != nil
             guard job.state.isTerminal else { continue }
             Task.onLoop { await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }

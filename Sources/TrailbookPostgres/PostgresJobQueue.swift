@@ -235,6 +235,10 @@ public final class PostgresJobQueue {
                 WHERE state IN ('succeeded', 'failed', 'cancelled')
             """
         ],
+        // 5: the lease token of the run whose write took the job out of `running` (its end, or its pause or
+        // retry): a daemon that lost the answer to that write, and tries it again, learns that it landed
+        // (`PostgresJobStore`'s fenced write) instead of taking it for another daemon's.
+        ["ALTER TABLE trailbook_jobs ADD COLUMN end_token bigint"],
     ]
 
     /// The connection it runs on.

@@ -1,0 +1,50 @@
+import TrailbookProtocol
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Numbers the events a `FeedRelay` sends, and drops the copies of those it receives again: a send whose answer
+/// was lost (its connection dropped after the commit, or it outlasted its timeout) is sent again, and its
+/// `NOTIFY`s may then reach the other daemons twice; each event must reach their watchers once (a job's end
+/// twice was two ends to a watcher).
+///
+/// Each event goes out with the member `relay`: `"<origin> <n>"`, `origin` random per relay (one per daemon
+/// run), `n` counting up from 1. A relay sends its events in order and a retry sends the same events before any
+/// later one, so on the receiving side an event whose `n` is not above the last delivered from its origin is a
+/// copy.
+struct RelayedEventNumbering {
+    /// This relay's origin: random, so a restarted daemon (or another one) never reuses one.
+    let origin = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    /// The last number handed out.
+    private var last: UInt64 = 0
+    /// The last number delivered, by origin.
+    private var delivered: [String: UInt64] = [:]
+
+    /// The member name (removed before an event is published on this daemon's feed).
+    static let member = "relay"
+
+    /// `members` with the next number of this relay.
+    mutating func numbered(_ members: [String: JSONValue]) -> [String: JSONValue] {
+        last += 1
+        var numbered = members
+        numbered[Self.member] = .string("\(origin) \(last)")
+        return numbered
+    }
+
+    /// `members` without their number, or `nil` if an event with that number from that origin was delivered
+    /// already (a copy). An event without a number (an older daemon's) is delivered as it is.
+    mutating func delivered(_ members: [String: JSONValue]) -> [String: JSONValue]? {
+        guard let stamp = members[Self.member]?.stringValue else { return members }
+        var members = members
+        members[Self.member] = nil
+        let parts = stamp.split(separator: " ")
+        guard parts.count == 2, let number = UInt64(parts[1]) else { return members }
+        let origin = String(parts[0])
+        if let last = delivered[origin], number <= last { return nil }
+        delivered[origin] = number
+        return members
+    }
+}
