@@ -51,10 +51,12 @@ struct CutOffRequestsEndToEndTests {
         let message: String = done["error"]?["message"]?.stringValue ?? ""
         #expect(message.contains("proxy or gateway"), "\(message)")
         #expect(message.contains("262144 bytes"), "\(message)")
-        // 2 MiB twice, 512 KiB twice, 256 KiB (the floor) twice: six requests, all cut off, then no more.
+        // 2 MiB twice, 512 KiB twice, 256 KiB (the floor) twice: six requests, all cut off, then no more. Now and
+        // then one cut at the floor is not seen as mid-body (the whole 256 KiB body was already in the socket's
+        // buffers when the proxy reset it), and one more floor-sized request goes out before the job fails.
         let sizes = try Self.patchSizes(servers)
         let expected: [Int] = [2_097_152, 2_097_152, 524_288, 524_288, 262_144, 262_144]
-        #expect(sizes == expected, "\(sizes)")
-        #expect(try servers.stats()["cut_off"]?.intValue == 6)
+        #expect(sizes == expected || sizes == expected + [262_144], "\(sizes)")
+        #expect(try servers.stats()["cut_off"]?.intValue == sizes.count)
     }
 }
