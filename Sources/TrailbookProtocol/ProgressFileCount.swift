@@ -7,6 +7,7 @@ public struct ProgressFileCount: Sendable, Equatable {
     /// Files in all.
     public var total: Int64
 
+    /// `completed` files of `total` (counts of files, not bytes; `completed` ≤ `total` as the kind reports them).
     public init(completed: Int64, total: Int64) {
         self.completed = completed
         self.total = total

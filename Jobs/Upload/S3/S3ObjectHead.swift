@@ -32,6 +32,7 @@ public struct S3MultipartDigest: Sendable {
     /// Parts added so far.
     public private(set) var parts = 0
 
+    /// A digest of no parts yet; `add(sha256:md5:)` each part in part-number order.
     public init() {}
 
     /// Adds the next part (in part-number order) by its raw SHA-256 and MD5 digests.
