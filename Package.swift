@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // PostgreSQL's client library: the shared job store of several daemons (issue 15).
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        // The HTTP server of `web` (issue 39): GNU libmicrohttpd (see TrailbookWeb/WebServer.swift for why).
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // Paths as the bytes the kernel takes (no C library): below the loop, the protocol and the photo library.
         .target(name: "TrailbookPaths"),
@@ -69,9 +71,14 @@ let package = Package(
         // C library; TrailbookCLI adds the commands that need the engine or the photo library (`daemon`, `photos
         // list`, …). `trailbook-jobs` is the thin client and hands those to `trailbook-jobsd`, which has them all.
         .target(name: "TrailbookClient", dependencies: ["TrailbookProtocol", "UploadParams"]),
+        // `web`: the live page of the jobs, served on 127.0.0.1 by a client of the control socket.
+        .target(name: "TrailbookWeb", dependencies: ["TrailbookClient", "TrailbookProtocol", "CMicroHTTPD"]),
         .target(
             name: "TrailbookCLI",
-            dependencies: ["TrailbookClient", "TrailbookEngine", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary"]),
+            dependencies: [
+                "TrailbookClient", "TrailbookEngine", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary",
+                "TrailbookWeb",
+            ]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookClient"]),
         .executableTarget(name: "trailbook-jobsd", dependencies: ["TrailbookCLI"]),
 

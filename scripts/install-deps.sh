@@ -26,6 +26,9 @@ packages=(
   zsh                   # syntax check of the generated zsh completion
   fish                  # syntax check of the generated fish completion
   man-db                # man -l: the generated man page renders
+  libmicrohttpd-dev     # the HTTP server of `trailbook-jobs web`
+  chromium              # the browser tests of `web` (headless)
+  chromium-driver       # /usr/bin/chromedriver, which selenium drives
 )
 
 missing=()

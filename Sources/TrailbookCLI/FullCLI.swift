@@ -1,4 +1,5 @@
 @_exported import TrailbookClient
+import TrailbookWeb
 
 #if canImport(Glibc)
     import Glibc
@@ -17,7 +18,7 @@ public enum FullCLI {
 }
 
 extension LibraryCommands {
-    /// The handlers of `daemon`, `photos list|show`, `submit tag|autotag` and `worker`, and the library's
+    /// The handlers of `daemon`, `photos list|show`, `submit tag|autotag`, `worker` and `web`, and the library's
     /// selection of `submit upload`.
     static var all: LibraryCommands {
         LibraryCommands(
@@ -28,6 +29,7 @@ extension LibraryCommands {
                 ["submit", "tag"]: PhotoCommands.submitTag,
                 ["submit", "autotag"]: PhotoCommands.submitAutotag,
                 ["worker"]: PhotoCommands.worker,
+                ["web"]: WebCommand.run,
             ],
             uploadSelection: PhotoCommands.uploadSelection)
     }

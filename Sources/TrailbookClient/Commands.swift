@@ -154,6 +154,17 @@ package enum Commands {
             ],
             details: "Jobs whose clean-up (a tus DELETE, an S3 abort) is not done yet are kept until it is.\n"
                 + "Example: trailbook-jobs prune --older-than 1d"),
+        CommandSpec(
+            path: ["web"], summary: "serve a live page of the jobs on 127.0.0.1 (a client of the daemon; Ctrl-C stops it)",
+            options: [
+                OptionSpec("port", .value(placeholder: "N"), help: "the TCP port on 127.0.0.1 (default 0: any free port; the URL printed says which)"),
+                OptionSpec("prefix", .value(placeholder: "PATH"), help: "serve the page under PATH, e.g. /jobs (default: at /)"),
+                OptionSpec("read-only", help: "show the jobs but refuse cancel, pause and resume"),
+                OptionSpec("debug", help: "log one line per request to stderr (method, path, status; never the token)"),
+                socket,
+            ],
+            details: "Prints the page's URL once, with a token that opening it trades for a cookie; only that browser may use the page.\n"
+                + "Example: trailbook-jobs web --port 8470"),
     ] + photoSpecs + ReferenceCommands.specs
 
     static var overview: String {
