@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 if [ -x Tests/Support/tus-server/setup.sh ]; then Tests/Support/tus-server/setup.sh; fi
 if [ -x Tests/Support/s3-server/setup.sh ]; then Tests/Support/s3-server/setup.sh; fi
+if [ -x Tests/Support/browser/setup.sh ]; then Tests/Support/browser/setup.sh; fi
 
 swift build --build-tests
 # kill -9 at random moments during tus, s3:// and file:// uploads (with injected faults), then check nothing was lost,

@@ -33,6 +33,19 @@ extension WebPage {
             s = Math.round(s); const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
             return h ? h + "h " + m + "m" : m ? m + "m " + r + "s" : r + "s";
           }
+          // JSON laid out for reading: strings as the server escaped them (visible \u202e, \n), not escaped again.
+          function pretty(v, indent) {
+            indent = indent || "";
+            const inner = indent + "  ";
+            if (v === null || v === undefined) return "null";
+            if (typeof v === "string") return '"' + v + '"';
+            if (Array.isArray(v)) return v.length ? "[\n" + v.map((x) => inner + pretty(x, inner)).join(",\n") + "\n" + indent + "]" : "[]";
+            if (typeof v === "object") {
+              const keys = Object.keys(v).sort();
+              return keys.length ? "{\n" + keys.map((k) => inner + k + ": " + pretty(v[k], inner)).join(",\n") + "\n" + indent + "}" : "{}";
+            }
+            return String(v);
+          }
           function notice(text) { $("notice").textContent = text; }
 
           // MARK: the list
@@ -76,42 +89,57 @@ extension WebPage {
               li.appendChild(el("b", state.counts[s] || 0)); counts.appendChild(li);
             }
             const body = document.querySelector("#jobs tbody");
-            const rows = state.order.map((id) => row(state.jobs.get(id)));
-            body.replaceChildren(...rows);
+            const wanted = state.order.map((id) => row(state.jobs.get(id)));
+            const shown = body.children;
+            if (wanted.length !== shown.length || wanted.some((tr, i) => tr !== shown[i])) body.replaceChildren(...wanted);
+            for (const id of [...rows.keys()]) if (!state.jobs.has(id)) rows.delete(id);
             $("pageno").textContent = "page " + state.page;
             $("prev").disabled = state.page === 1; $("next").disabled = !state.more;
             $("selected").textContent = state.selected.size + " selected";
             $("all").checked = state.order.length > 0 && state.order.every((id) => state.selected.has(id));
             if (state.detail) drawLog();
           }
-          function row(job) {
-            const tr = el("tr"); tr.dataset.job = job.id; tr.dataset.state = job.state;
-            const box = el("input"); box.type = "checkbox"; box.checked = state.selected.has(job.id);
-            box.addEventListener("change", () => { box.checked ? state.selected.add(job.id) : state.selected.delete(job.id); draw(true); });
-            const pick = el("td"); pick.appendChild(box); tr.appendChild(pick);
-            const idCell = el("td"); const link = el("a", job.id.slice(0, 8), "job"); link.title = job.id;
-            link.addEventListener("click", () => openDetail(job.id)); idCell.appendChild(link); tr.appendChild(idCell);
-            tr.appendChild(el("td", job.kind));
-            tr.appendChild(el("td", job.state, "state state-" + job.state));
-            const p = job.progress || {};
-            const bar = el("td", null, "progress"); const meter = el("progress");
-            meter.max = 1; meter.value = p.fraction || 0; bar.appendChild(meter);
-            if (p.total) bar.appendChild(el("span", " " + amount(p.completed, p.unit) + " / " + amount(p.total, p.unit)));
-            if (p.files_total) bar.appendChild(el("span", " (" + p.files_completed + "/" + p.files_total + " files)"));
-            tr.appendChild(bar);
-            tr.appendChild(el("td", p.rate_per_s ? amount(Math.round(p.rate_per_s), p.unit) + "/s" : ""));
-            tr.appendChild(el("td", job.state === "running" ? duration(p.eta_s) : ""));
-            tr.appendChild(el("td", p.current || "", "name"));
-            tr.appendChild(el("td", (job.attempt || 0) + "/" + (job.max_attempts || "?")));
-            tr.appendChild(el("td", state.hosts.get(job.id) || job.pinned_host || ""));
-            const stop = el("td", null, "stop");
-            if (job.cancellation) stop.appendChild(el("span", "stopped: " + job.cancellation.reason + (job.cancellation.detail ? " (" + job.cancellation.detail + ")" : "")));
-            if (job.error) {
-              stop.appendChild(el("span", job.error.code + ": " + job.error.message));
-              if (job.error.remedy) stop.appendChild(el("span", job.error.remedy, "remedy"));
+          // A row is made once per job and updated in place, so a click is never lost to a redraw.
+          const rows = new Map();
+          function makeRow(id) {
+            const r = { tr: el("tr"), cells: {} };
+            r.tr.dataset.job = id;
+            const box = el("input"); box.type = "checkbox";
+            box.addEventListener("change", () => { box.checked ? state.selected.add(id) : state.selected.delete(id); draw(true); });
+            const pick = el("td"); pick.appendChild(box); r.tr.appendChild(pick); r.box = box;
+            const idCell = el("td"); const link = el("a", id.slice(0, 8), "job"); link.title = id;
+            link.addEventListener("click", () => openDetail(id)); idCell.appendChild(link); r.tr.appendChild(idCell);
+            for (const name of ["kind", "state", "progress", "rate", "eta", "current", "attempt", "host", "stop"]) {
+              r.cells[name] = el("td", null, name === "current" ? "name" : name); r.tr.appendChild(r.cells[name]);
             }
-            tr.appendChild(stop);
-            return tr;
+            r.meter = el("progress"); r.meter.max = 1; r.amount = el("span");
+            r.cells.progress.append(r.meter, r.amount);
+            return r;
+          }
+          function row(job) {
+            let r = rows.get(job.id);
+            if (!r) { r = makeRow(job.id); rows.set(job.id, r); }
+            const c = r.cells, p = job.progress || {};
+            r.tr.dataset.state = job.state;
+            r.box.checked = state.selected.has(job.id);
+            c.kind.textContent = job.kind;
+            c.state.textContent = job.state; c.state.className = "state state-" + job.state;
+            r.meter.value = p.fraction || 0;
+            r.amount.textContent = (p.total ? " " + amount(p.completed, p.unit) + " / " + amount(p.total, p.unit) : "")
+              + (p.files_total ? " (" + p.files_completed + "/" + p.files_total + " files)" : "");
+            c.rate.textContent = p.rate_per_s ? amount(Math.round(p.rate_per_s), p.unit) + "/s" : "";
+            c.eta.textContent = job.state === "running" ? duration(p.eta_s) : "";
+            c.current.textContent = p.current || "";
+            c.attempt.textContent = (job.attempt || 0) + "/" + (job.max_attempts || "?");
+            c.host.textContent = state.hosts.get(job.id) || job.pinned_host || "";
+            const stop = [];
+            if (job.cancellation) stop.push(el("span", "stopped: " + job.cancellation.reason + (job.cancellation.detail ? " (" + job.cancellation.detail + ")" : "")));
+            if (job.error) {
+              stop.push(el("span", job.error.code + ": " + job.error.message));
+              if (job.error.remedy) stop.push(el("span", job.error.remedy, "remedy"));
+            }
+            c.stop.replaceChildren(...stop);
+            return r.tr;
           }
 
           // MARK: the detail
@@ -129,8 +157,8 @@ extension WebPage {
               tr.appendChild(el("td", amount(item.completed, job.progress.unit) + " / " + amount(item.total, job.progress.unit)));
               items.appendChild(tr);
             }
-            $("detail-params").textContent = JSON.stringify(job.params, null, 2);
-            $("detail-result").textContent = job.result === null ? "" : JSON.stringify(job.result, null, 2);
+            $("detail-params").textContent = pretty(job.params);
+            $("detail-result").textContent = job.result === null ? "" : pretty(job.result);
             $("detail-error").textContent = job.error ? job.error.code + ": " + job.error.message + (job.error.remedy ? "\n" + job.error.remedy : "") : "";
             drawLog();
           }
