@@ -58,6 +58,17 @@ struct WebBrowserEndToEndTests {
         #expect(try setup.browser.eval("return window.notReloaded === true").boolValue == true)
         try setup.screenshot("running-job")
 
+        // Paused live updates: the daemon's job moves on, the page's bar stays; resumed, it catches up.
+        try setup.browser.click("#live")
+        let frozen = try setup.row(id)["value"]?.doubleValue ?? 0
+        _ = try setup.harness.waitFor(id, timeout: 15, "progress past the frozen bar") {
+            ($0["progress"]?["fraction"]?.doubleValue ?? 0) > frozen + 0.05
+        }
+        #expect(try setup.row(id)["value"]?.doubleValue == frozen)
+        try setup.browser.click("#live")
+        try setup.browser.wait(
+            "return document.querySelector('tr[data-job=\"\(id)\"]').querySelector('progress').value > \(frozen + 0.05)", timeout: 5)
+
         // Select it, press Cancel, confirm.
         try setup.browser.click("tr[data-job=\"\(id)\"] input[type=checkbox]")
         try setup.browser.click("button[data-verb=cancel][data-scope=selection]")

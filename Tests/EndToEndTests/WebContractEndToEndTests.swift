@@ -99,6 +99,15 @@ struct WebContractEndToEndTests {
         #expect(paused.status == 200)
         #expect(paused.body.contains("\"done\":1"))
         _ = try harness.waitForState(id, "paused")
+        // All that match a filter: the two other running sleep jobs are paused, the paused one is left alone.
+        let others = [try harness.submitSleep(units: 600, unitMilliseconds: 50), try harness.submitSleep(units: 600, unitMilliseconds: 50)]
+        for other in others { _ = try harness.waitForState(other, "running") }
+        let matched = try Self.post(
+            web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
+            body: "{\"verb\": \"pause\", \"match\": {\"state\": \"running\", \"kind\": \"sleep\"}}")
+        #expect(matched.status == 200)
+        #expect(matched.body.contains("\"done\":2"))
+        for other in others { _ = try harness.waitForState(other, "paused") }
         // A bad body is a clear 400, not a crash.
         let bad = try Self.post(
             web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
