@@ -149,18 +149,22 @@ extension WebPage {
             if (!reply.job) { notice(reply.error ? reply.error.message : "no such job"); return; }
             const job = reply.job;
             $("detail").hidden = false; $("detail-id").textContent = job.id + " (" + job.state + ")";
-            const items = document.querySelector("#detail-items tbody"); items.replaceChildren();
-            for (const item of (job.progress && job.progress.items) || []) {
-              const tr = el("tr"); tr.appendChild(el("td", item.label, "name"));
-              const td = el("td"); const m = el("progress"); m.max = item.total || 1; m.value = item.completed;
-              td.appendChild(m); tr.appendChild(td);
-              tr.appendChild(el("td", amount(item.completed, job.progress.unit) + " / " + amount(item.total, job.progress.unit)));
-              items.appendChild(tr);
-            }
+            drawItems(job.progress);
             $("detail-params").textContent = pretty(job.params);
             $("detail-result").textContent = job.result === null ? "" : pretty(job.result);
             $("detail-error").textContent = job.error ? job.error.code + ": " + job.error.message + (job.error.remedy ? "\n" + job.error.remedy : "") : "";
             drawLog();
+          }
+          // The detail's files, one bar each: from `show`, then from each progress event of the job.
+          function drawItems(progress) {
+            const items = document.querySelector("#detail-items tbody"); items.replaceChildren();
+            for (const item of (progress && progress.items) || []) {
+              const tr = el("tr"); tr.appendChild(el("td", item.label, "name"));
+              const td = el("td"); const m = el("progress"); m.max = item.total || 1; m.value = item.completed;
+              td.appendChild(m); tr.appendChild(td);
+              tr.appendChild(el("td", amount(item.completed, progress.unit) + " / " + amount(item.total, progress.unit)));
+              items.appendChild(tr);
+            }
           }
           function drawLog() {
             const list = $("detail-log"); list.replaceChildren();
@@ -202,7 +206,10 @@ extension WebPage {
                 if (state.detail === id) openDetail(id);
                 break;
               }
-              case "progress": if (job) job.progress = event.progress; break;
+              case "progress":
+                if (job) job.progress = event.progress;
+                if (state.detail === id && !state.paused) drawItems(event.progress);
+                break;
               case "log": {
                 const lines = state.logs.get(id) || [];
                 lines.push(event.at + " " + event.level + " " + event.message);

@@ -91,6 +91,8 @@ enum WebPage {
         #jobs th, #jobs td { text-align: left; padding: 0.25em 0.5em; border-bottom: 1px solid #ddd; vertical-align: top; }
         #jobs td.name, #jobs td.stop { max-width: 24em; overflow-wrap: anywhere; }
         #jobs progress { width: 10em; }
+        #jobs td.progress, #jobs td.rate, #jobs td.eta { white-space: nowrap; }
+        #jobs td.name { min-width: 12em; }
         .state-running { color: #16a; } .state-succeeded { color: #2a7; } .state-failed { color: #c33; }
         .state-cancelled { color: #777; } .state-paused { color: #a70; } .state-needs_retry { color: #a70; }
         .remedy { color: #555; font-size: 0.9em; display: block; }
