@@ -117,6 +117,7 @@ struct WebBrowserEndToEndTests {
             """, timeout: 1.0)
         let seconds = Date().timeIntervalSince(started)
         #expect(seconds < 1.0, "the batch took \(seconds) s to appear")
+        print("WebBrowserEndToEndTests: 1 000 jobs of a batch counted and listed on the page \(Int(seconds * 1000)) ms after the reply")
         // The first page is the newest 100; the next one is there.
         #expect(try setup.browser.eval("return document.getElementById('next').disabled").boolValue == false)
         try setup.screenshot("thousand-jobs")

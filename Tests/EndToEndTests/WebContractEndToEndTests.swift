@@ -118,6 +118,18 @@ struct WebContractEndToEndTests {
         #expect(!web.log().contains(web.token))
     }
 
+    @Test func badOptionsAreUsageErrors() throws {
+        let harness = try DaemonHarness()
+        let badPrefix = try harness.cli(["web", "--prefix", "jobs/../x"])
+        #expect(badPrefix.status == 2)
+        #expect(badPrefix.stderr.contains("--prefix must be a path like /jobs"))
+        let web = try WebProcess(harness)
+        let taken = try harness.cli(["web", "--port", String(web.port)])
+        #expect(taken.status == 2)
+        #expect(taken.stderr.contains("cannot listen on 127.0.0.1:\(web.port)"))
+        #expect(taken.stderr.contains("choose another --port"))
+    }
+
     @Test func eventIdsAndResumeWithLastEventID() throws {
         let harness = try DaemonHarness()
         let web = try WebProcess(harness)
