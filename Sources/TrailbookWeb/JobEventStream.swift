@@ -14,8 +14,9 @@ import TrailbookProtocol
 /// that watcher's progress events, never its state events (docs/reference/protocol.md, "The feed"); past 4 MiB
 /// the daemon cuts it off, and the stream comes back with `since` like any reconnection.
 ///
-/// When the daemon goes away the stream says so (`event: daemon` with `{"up": false, "message"}`), keeps trying
-/// every half second, and when it is back says `{"up": true}` and carries on from the last `seq` sent.
+/// When the feed ends the stream subscribes again at once with `since`. If the daemon is gone, the stream says so
+/// (`event: daemon` with `{"up": false, "message"}`), keeps trying every half second, and when it is back says
+/// `{"up": true}` and carries on from the last `seq` sent.
 ///
 /// `next` blocks (the server gives each connection its own thread) but never for more than `keepAliveSeconds`:
 /// then it returns a comment line, whose write tells the server whether the tab is still there.
@@ -70,8 +71,10 @@ final class JobEventStream: @unchecked Sendable {
             event = nil
         }
         guard let event else {
+            // The daemon stopped, or cut this watcher off for reading too slowly (a tab that does not keep up):
+            // subscribe again at once with `since`, and say the daemon is down only if that fails.
             self.client = nil
-            return out + down("the daemon closed the feed (it stopped or restarted); reconnecting…")
+            return out + connect()
         }
         return out + message(for: event)
     }

@@ -230,7 +230,13 @@ extension WebPage {
               if (status.up) load();
             });
             source.addEventListener("hello", () => { const b = $("daemon"); b.className = "daemon up"; b.textContent = "daemon running"; });
-            source.onerror = () => { const b = $("daemon"); b.className = "daemon down"; b.textContent = "the page's server is not answering; retrying…"; };
+            source.onerror = () => {
+              const b = $("daemon"); b.className = "daemon down";
+              // CLOSED: the server refused the stream (a new `web` process, whose cookie this browser lacks).
+              b.textContent = source.readyState === EventSource.CLOSED
+                ? "the page's server refused the live stream: open the URL that 'trailbook-jobs web' printed"
+                : "the page's server is not answering; retrying…";
+            };
           }
 
           // MARK: actions
