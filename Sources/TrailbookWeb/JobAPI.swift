@@ -70,19 +70,23 @@ struct JobAPI: Sendable {
     func act(_ body: [UInt8]) -> WebResponse {
         guard !readOnly else {
             return .error(
-                403, code: "read_only", "this page is read-only (started with --read-only); use the CLI, or start 'web' without it")
+                403, code: "read_only",
+                "this page is read-only (started with --read-only); use the CLI, or start 'web' without it")
         }
         guard let request = try? JSONCoding.decode(JSONValue.self, from: body),
             let verb = request["verb"]?.stringValue.flatMap(Verb.init(rawValue:))
         else {
-            return .error(400, code: "bad_request", "an action is {\"verb\": \"cancel\"|\"pause\"|\"resume\", \"jobs\": [ID, …]}")
+            return .error(
+                400, code: "bad_request", "an action is {\"verb\": \"cancel\"|\"pause\"|\"resume\", \"jobs\": [ID, …]}")
         }
         do {
             let client = try DaemonClient(socketPath: socketPath)
             var ids = (request["jobs"]?.arrayValue ?? []).compactMap(\.stringValue)
             if let match = request["match"] {
                 var list: [String: JSONValue] = ["op": "list", "limit": .number(Double(Self.maxMatched))]
-                let states = (match["state"]?.stringValue ?? "").split(separator: ",").map { JSONValue.string(String($0)) }
+                let states = (match["state"]?.stringValue ?? "").split(separator: ",").map {
+                    JSONValue.string(String($0))
+                }
                 if !states.isEmpty { list["states"] = .array(states) }
                 if let kind = match["kind"]?.stringValue, !kind.isEmpty { list["kind"] = .string(kind) }
                 let reply = try client.request(.object(list))

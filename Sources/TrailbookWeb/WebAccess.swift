@@ -58,7 +58,8 @@ struct WebAccess: Sendable {
     func checkHost(_ request: WebRequest) -> Verdict {
         guard let host = request.header("host"), hosts.contains(host) else {
             return .refused(
-                "this server answers only to Host \(origin.dropFirst(7)); open the URL that 'trailbook-jobs web' printed")
+                "this server answers only to Host \(origin.dropFirst(7)); open the URL that 'trailbook-jobs web' printed"
+            )
         }
         return .allowed
     }
@@ -76,7 +77,9 @@ struct WebAccess: Sendable {
     /// Whether `request` is an action from our own page (see the type's notes); the session is checked apart.
     func checkAction(_ request: WebRequest) -> Verdict {
         if let site = request.header("sec-fetch-site") {
-            guard site == "same-origin" else { return .refused("actions come only from the page itself (Sec-Fetch-Site: \(site))") }
+            guard site == "same-origin" else {
+                return .refused("actions come only from the page itself (Sec-Fetch-Site: \(site))")
+            }
         } else {
             guard let from = request.header("origin"), from == origin else {
                 return .refused("actions come only from the page itself (no Origin \(origin))")

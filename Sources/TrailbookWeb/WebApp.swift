@@ -45,14 +45,18 @@ struct WebApp: Sendable {
         case ("/api/action", _):
             return .error(405, code: "bad_request", "an action is a POST from the page")
         case (_, "GET"), (_, "HEAD"): break
-        default: return .error(405, code: "bad_request", "\(request.method) is not served here; the page reads with GET")
+        default:
+            return .error(405, code: "bad_request", "\(request.method) is not served here; the page reads with GET")
         }
         switch route {
         case "/": return page()
         case "/app.js":
-            return .whole(status: 200, headers: [("Content-Type", "text/javascript; charset=utf-8")], body: Array(WebPage.script.utf8))
+            return .whole(
+                status: 200, headers: [("Content-Type", "text/javascript; charset=utf-8")],
+                body: Array(WebPage.script.utf8))
         case "/app.css":
-            return .whole(status: 200, headers: [("Content-Type", "text/css; charset=utf-8")], body: Array(WebPage.style.utf8))
+            return .whole(
+                status: 200, headers: [("Content-Type", "text/css; charset=utf-8")], body: Array(WebPage.style.utf8))
         case "/api/jobs": return api.list(request.query)
         case "/api/job": return api.show(request.query["id"] ?? "")
         case "/api/events":

@@ -38,7 +38,8 @@ public enum WebCommand {
         }
         let access = WebAccess(port: server.port)
         let app = WebApp(
-            prefix: prefix, access: access, api: JobAPI(socketPath: socketPath, readOnly: readOnly), socketPath: socketPath)
+            prefix: prefix, access: access, api: JobAPI(socketPath: socketPath, readOnly: readOnly),
+            socketPath: socketPath)
         server.handler = { app.respond($0) }
         if debug {
             server.onAnswered = { method, path, status in
@@ -78,7 +79,8 @@ public enum WebCommand {
         }
         guard text.hasPrefix("/"), safe, segments.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
             throw UsageError(
-                "--prefix must be a path like /jobs or /tools/jobs (letters, digits, '-', '.', '_', '~'), not '\(TerminalText.escape(given))'")
+                "--prefix must be a path like /jobs or /tools/jobs (letters, digits, '-', '.', '_', '~'), not '\(TerminalText.escape(given))'"
+            )
         }
         return text
     }

@@ -46,7 +46,8 @@ final class WebServer: @unchecked Sendable {
         guard bound == 0, listen(fd, 64) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
-            throw WebError("cannot listen on 127.0.0.1:\(port) (\(reason)); choose another --port, or 0 for any free one")
+            throw WebError(
+                "cannot listen on 127.0.0.1:\(port) (\(reason)); choose another --port, or 0 for any free one")
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         withUnsafeMutablePointer(to: &address) {
@@ -193,7 +194,9 @@ private func webRequestCompleted(
     context.pointee = nil
 }
 
-private func webStreamRead(cls: UnsafeMutableRawPointer?, position: UInt64, buffer: UnsafeMutablePointer<CChar>?, max: Int) -> Int {
+private func webStreamRead(
+    cls: UnsafeMutableRawPointer?, position: UInt64, buffer: UnsafeMutablePointer<CChar>?, max: Int
+) -> Int {
     guard let cls, let buffer, max > 0 else { return -2 }
     let stream = Unmanaged<JobEventStream>.fromOpaque(cls).takeUnretainedValue()
     let chunk = stream.read(max: max)

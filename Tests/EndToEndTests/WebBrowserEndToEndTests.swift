@@ -48,10 +48,11 @@ struct WebBrowserEndToEndTests {
         let id = try setup.harness.submitSleep(units: 400, unitMilliseconds: 50)
         // A marker in the page's window: a reload would lose it.
         try setup.browser.eval("window.notReloaded = true;")
-        let first = try setup.browser.wait(
-            "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr && tr.dataset.state === 'running' && tr.querySelector('progress').value > 0 && tr.querySelector('progress').value",
-            timeout: 15
-        ).doubleValue ?? 0
+        let first =
+            try setup.browser.wait(
+                "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr && tr.dataset.state === 'running' && tr.querySelector('progress').value > 0 && tr.querySelector('progress').value",
+                timeout: 15
+            ).doubleValue ?? 0
         try setup.browser.wait(
             "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr.querySelector('progress').value > \(first)",
             timeout: 10)
@@ -67,7 +68,8 @@ struct WebBrowserEndToEndTests {
         #expect(try setup.row(id)["value"]?.doubleValue == frozen)
         try setup.browser.click("#live")
         try setup.browser.wait(
-            "return document.querySelector('tr[data-job=\"\(id)\"]').querySelector('progress').value > \(frozen + 0.05)", timeout: 5)
+            "return document.querySelector('tr[data-job=\"\(id)\"]').querySelector('progress').value > \(frozen + 0.05)",
+            timeout: 5)
 
         // Select it, press Cancel, confirm.
         try setup.browser.click("tr[data-job=\"\(id)\"] input[type=checkbox]")
@@ -80,17 +82,23 @@ struct WebBrowserEndToEndTests {
         #expect(job["cancellation"]?["reason"]?.stringValue == "user_stop")
         // The clean-up ran: the engine logged nothing about a pending or failed one.
         #expect(!setup.harness.log().contains("clean-up"))
-        #expect(try setup.browser.eval("return document.getElementById('notice').textContent").stringValue == "cancel: 1 done")
+        #expect(
+            try setup.browser.eval("return document.getElementById('notice').textContent").stringValue
+                == "cancel: 1 done")
     }
 
     @Test func daemonRestartedMidWatchResumesWithoutDuplicates() throws {
         let setup = try Setup()
         let id = try setup.harness.submitSleep(units: 600, unitMilliseconds: 50)
-        try setup.browser.wait("const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr && tr.dataset.state === 'running'", timeout: 15)
+        try setup.browser.wait(
+            "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr && tr.dataset.state === 'running'",
+            timeout: 15)
         try setup.browser.eval("window.notReloaded = true;")
         try setup.harness.crash()
         try setup.browser.wait("return document.getElementById('daemon').className.includes('down')", timeout: 10)
-        #expect(try setup.browser.eval("return document.getElementById('daemon').textContent").stringValue?.contains("not reachable") == true)
+        #expect(
+            try setup.browser.eval("return document.getElementById('daemon').textContent").stringValue?.contains(
+                "not reachable") == true)
         try setup.harness.start()
         try setup.browser.wait("return document.getElementById('daemon').textContent === 'daemon running'", timeout: 15)
         // The job runs again after the restart and its bar moves on the same page, in one row.
@@ -98,7 +106,9 @@ struct WebBrowserEndToEndTests {
             "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr && tr.dataset.state === 'running' && tr.querySelector('progress').value > 0",
             timeout: 20)
         let before = try setup.row(id)["value"]?.doubleValue ?? 0
-        try setup.browser.wait("return document.querySelector('tr[data-job=\"\(id)\"]').querySelector('progress').value > \(before)", timeout: 10)
+        try setup.browser.wait(
+            "return document.querySelector('tr[data-job=\"\(id)\"]').querySelector('progress').value > \(before)",
+            timeout: 10)
         #expect(try setup.row(id)["rows"]?.doubleValue == 1)
         #expect(try setup.browser.eval("return document.querySelectorAll('#jobs tbody tr').length").doubleValue == 1)
         #expect(try setup.browser.eval("return window.notReloaded === true").boolValue == true)
@@ -117,7 +127,9 @@ struct WebBrowserEndToEndTests {
             """, timeout: 1.0)
         let seconds = Date().timeIntervalSince(started)
         #expect(seconds < 1.0, "the batch took \(seconds) s to appear")
-        print("WebBrowserEndToEndTests: 1 000 jobs of a batch counted and listed on the page \(Int(seconds * 1000)) ms after the reply")
+        print(
+            "WebBrowserEndToEndTests: 1 000 jobs of a batch counted and listed on the page \(Int(seconds * 1000)) ms after the reply"
+        )
         // The first page is the newest 100; the next one is there.
         #expect(try setup.browser.eval("return document.getElementById('next').disabled").boolValue == false)
         try setup.screenshot("thousand-jobs")
@@ -133,9 +145,11 @@ struct WebBrowserEndToEndTests {
         _ = try setup.harness.waitForState(id, "succeeded")
         try setup.browser.wait("return document.querySelector('tr[data-job=\"\(id)\"] a.job') !== null", timeout: 10)
         try setup.browser.click("tr[data-job=\"\(id)\"] a.job")
-        let params = try setup.browser.wait(
-            "const p = document.getElementById('detail-params').textContent; return p.includes('onerror') && p", timeout: 10
-        ).stringValue ?? ""
+        let params =
+            try setup.browser.wait(
+                "const p = document.getElementById('detail-params').textContent; return p.includes('onerror') && p",
+                timeout: 10
+            ).stringValue ?? ""
         #expect(params.contains("<img src=x onerror=alert(1)>\\u202egnp.exe"))
         #expect(!params.contains("\u{202E}"))
         #expect(try setup.browser.eval("return document.querySelectorAll('img').length").doubleValue == 0)
@@ -147,36 +161,46 @@ struct WebBrowserEndToEndTests {
         let id = try setup.harness.submitSleep(units: 600, unitMilliseconds: 50)
         try setup.browser.wait("return document.querySelector('tr[data-job=\"\(id)\"]') !== null", timeout: 10)
         // Read-only: no action buttons, and the API refuses one sent from the page anyway.
-        #expect(try setup.browser.eval("return getComputedStyle(document.querySelector('.actions')).display").stringValue == "none")
-        let status = try setup.browser.wait(
-            """
-            if (!window.actionStatus) {
-              window.actionStatus = 'pending';
-              const token = document.querySelector('meta[name="trailbook-token"]').content;
-              fetch('api/action', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-Trailbook-Token': token},
-                body: JSON.stringify({verb: 'cancel', jobs: ['\(id)']})})
-                .then(async (r) => { window.actionStatus = r.status + ' ' + (await r.text()); });
-            }
-            return window.actionStatus !== 'pending' && window.actionStatus;
-            """
-        ).stringValue ?? ""
+        #expect(
+            try setup.browser.eval("return getComputedStyle(document.querySelector('.actions')).display").stringValue
+                == "none")
+        let status =
+            try setup.browser.wait(
+                """
+                if (!window.actionStatus) {
+                  window.actionStatus = 'pending';
+                  const token = document.querySelector('meta[name="trailbook-token"]').content;
+                  fetch('api/action', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-Trailbook-Token': token},
+                    body: JSON.stringify({verb: 'cancel', jobs: ['\(id)']})})
+                    .then(async (r) => { window.actionStatus = r.status + ' ' + (await r.text()); });
+                }
+                return window.actionStatus !== 'pending' && window.actionStatus;
+                """
+            ).stringValue ?? ""
         #expect(status.hasPrefix("403"))
         #expect(status.contains("read_only"))
 
         // Cross-site: a form on another origin posting to the page's API is refused, and the job runs on.
-        try setup.browser.open("data:text/html,<form method=post action='\(setup.web.origin)/api/action'><input name=verb value=cancel></form>")
+        try setup.browser.open(
+            "data:text/html,<form method=post action='\(setup.web.origin)/api/action'><input name=verb value=cancel></form>"
+        )
         try setup.browser.eval("document.forms[0].submit();")
-        try setup.browser.wait("return document.body && document.body.textContent.includes('no valid session')", timeout: 10)
+        try setup.browser.wait(
+            "return document.body && document.body.textContent.includes('no valid session')", timeout: 10)
         #expect(setup.web.log().contains("POST /api/action 403"))
         #expect(try setup.harness.show(id)["state"]?.stringValue == "running")
 
         // Another Host naming the same port (DNS rebinding), and the page without the token, are refused.
         try setup.browser.open("http://localhost:\(setup.web.port)/")
-        #expect(try setup.browser.eval("return document.body.textContent").stringValue?.contains("answers only to Host") == true)
+        #expect(
+            try setup.browser.eval("return document.body.textContent").stringValue?.contains("answers only to Host")
+                == true)
         try setup.browser.open("http://127.0.0.1:\(setup.web.port)/api/jobs")  // the cookie is there: allowed
         #expect(try setup.browser.eval("return document.body.textContent").stringValue?.contains("\"jobs\"") == true)
         try setup.browser.run(["op": "clear_cookies"])
         try setup.browser.open("http://127.0.0.1:\(setup.web.port)/")
-        #expect(try setup.browser.eval("return document.body.textContent").stringValue?.contains("no valid session") == true)
+        #expect(
+            try setup.browser.eval("return document.body.textContent").stringValue?.contains("no valid session") == true
+        )
     }
 }

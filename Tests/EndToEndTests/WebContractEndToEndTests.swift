@@ -17,7 +17,9 @@ struct WebContractEndToEndTests {
         return try RawHTTP.send(port: web.port, request + extra + "\r\n")
     }
 
-    static func post(_ web: WebProcess, _ path: String, cookie: String?, headers: [String], body: String) throws -> RawHTTP.Response {
+    static func post(_ web: WebProcess, _ path: String, cookie: String?, headers: [String], body: String) throws
+        -> RawHTTP.Response
+    {
         var request = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nContent-Type: application/json\r\n"
         if let cookie { request += "Cookie: \(cookie)\r\n" }
         for header in headers { request += header + "\r\n" }
@@ -58,7 +60,8 @@ struct WebContractEndToEndTests {
         #expect(page.header("Content-Type")?.hasPrefix("text/html") == true)
         #expect(page.body.contains("<script src=\"app.js\" defer></script>"))
         #expect(!page.body.contains("<script>"))  // no inline script
-        #expect(try Self.get(web, "/app.js", cookie: cookie).header("Content-Type")?.hasPrefix("text/javascript") == true)
+        #expect(
+            try Self.get(web, "/app.js", cookie: cookie).header("Content-Type")?.hasPrefix("text/javascript") == true)
 
         // DNS rebinding: the right cookie under another name is refused.
         #expect(try Self.get(web, "/", cookie: cookie, host: "evil.example:\(web.port)").status == 403)
@@ -77,40 +80,50 @@ struct WebContractEndToEndTests {
         let body = "{\"verb\": \"pause\", \"jobs\": [\"\(id)\"]}"
         #expect(try Self.get(web, "/api/action", cookie: cookie).status == 405)
         let crossSite = try Self.post(
-            web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: cross-site", "X-Trailbook-Token: \(actionToken)"],
+            web, "/api/action", cookie: cookie,
+            headers: ["Sec-Fetch-Site: cross-site", "X-Trailbook-Token: \(actionToken)"],
             body: body)
         #expect(crossSite.status == 403)
         #expect(crossSite.body.contains("web_forbidden"))
         let otherOrigin = try Self.post(
-            web, "/api/action", cookie: cookie, headers: ["Origin: http://evil.example", "X-Trailbook-Token: \(actionToken)"],
+            web, "/api/action", cookie: cookie,
+            headers: ["Origin: http://evil.example", "X-Trailbook-Token: \(actionToken)"],
             body: body)
         #expect(otherOrigin.status == 403)
-        let noToken = try Self.post(web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: same-origin"], body: body)
+        let noToken = try Self.post(
+            web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: same-origin"], body: body)
         #expect(noToken.status == 403)
         let noCookie = try Self.post(
-            web, "/api/action", cookie: nil, headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
+            web, "/api/action", cookie: nil,
+            headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
             body: body)
         #expect(noCookie.status == 403)
         #expect(try harness.show(id)["state"]?.stringValue != "paused")
 
         let paused = try Self.post(
             web, "/api/action", cookie: cookie,
-            headers: ["Sec-Fetch-Site: same-origin", "Origin: \(web.origin)", "X-Trailbook-Token: \(actionToken)"], body: body)
+            headers: ["Sec-Fetch-Site: same-origin", "Origin: \(web.origin)", "X-Trailbook-Token: \(actionToken)"],
+            body: body)
         #expect(paused.status == 200)
         #expect(paused.body.contains("\"done\":1"))
         _ = try harness.waitForState(id, "paused")
         // All that match a filter: the two other running sleep jobs are paused, the paused one is left alone.
-        let others = [try harness.submitSleep(units: 600, unitMilliseconds: 50), try harness.submitSleep(units: 600, unitMilliseconds: 50)]
+        let others = [
+            try harness.submitSleep(units: 600, unitMilliseconds: 50),
+            try harness.submitSleep(units: 600, unitMilliseconds: 50),
+        ]
         for other in others { _ = try harness.waitForState(other, "running") }
         let matched = try Self.post(
-            web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
+            web, "/api/action", cookie: cookie,
+            headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
             body: "{\"verb\": \"pause\", \"match\": {\"state\": \"running\", \"kind\": \"sleep\"}}")
         #expect(matched.status == 200)
         #expect(matched.body.contains("\"done\":2"))
         for other in others { _ = try harness.waitForState(other, "paused") }
         // A bad body is a clear 400, not a crash.
         let bad = try Self.post(
-            web, "/api/action", cookie: cookie, headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
+            web, "/api/action", cookie: cookie,
+            headers: ["Sec-Fetch-Site: same-origin", "X-Trailbook-Token: \(actionToken)"],
             body: "{\"verb\": \"explode\"}")
         #expect(bad.status == 400)
         #expect(bad.body.contains("bad_request"))
@@ -135,7 +148,8 @@ struct WebContractEndToEndTests {
         let web = try WebProcess(harness)
         let cookie = try web.sessionCookie()
 
-        let stream = try RawHTTP(port: web.port, "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nCookie: \(cookie)\r\n\r\n")
+        let stream = try RawHTTP(
+            port: web.port, "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nCookie: \(cookie)\r\n\r\n")
         let head = try stream.head()
         #expect(head.status == 200)
         #expect(head.header("Content-Type")?.hasPrefix("text/event-stream") == true)
@@ -160,7 +174,8 @@ struct WebContractEndToEndTests {
         // A browser that comes back with Last-Event-ID gets exactly what followed it.
         let resumed = try RawHTTP(
             port: web.port,
-            "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nCookie: \(cookie)\r\nLast-Event-ID: \(seqs[0])\r\n\r\n")
+            "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nCookie: \(cookie)\r\nLast-Event-ID: \(seqs[0])\r\n\r\n"
+        )
         #expect(try resumed.head().status == 200)
         var again: [Int64] = []
         while again.count < seqs.count - 1, let line = resumed.line(startingWith: "id: ") {
@@ -195,7 +210,8 @@ struct WebContractEndToEndTests {
 
         // The daemon goes away: the API says so in words, the stream says it is down, then catches up.
         let stream = try RawHTTP(
-            port: web.port, "GET /tools/jobs/api/events HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nCookie: \(cookie)\r\n\r\n")
+            port: web.port,
+            "GET /tools/jobs/api/events HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\nCookie: \(cookie)\r\n\r\n")
         #expect(try stream.head().status == 200)
         #expect(stream.line(startingWith: "id: ") != nil)
         _ = try harness.stop()

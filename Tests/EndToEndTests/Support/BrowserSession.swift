@@ -10,13 +10,15 @@ final class BrowserSession {
     static var python: String {
         ProcessInfo.processInfo.environment["BROWSER_VENV"].map { $0 + "/bin/python" }
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".venv-browser/bin/python").path
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".venv-browser/bin/python")
+            .path
     }
 
     /// Starts the browser.
     /// - Throws: `HarnessError` saying how to set it up when chromium, chromedriver or the venv is missing.
     init() throws {
-        for needed in ["/usr/bin/chromium", "/usr/bin/chromedriver", Self.python] where !FileManager.default.isExecutableFile(atPath: needed) {
+        for needed in ["/usr/bin/chromium", "/usr/bin/chromedriver", Self.python]
+        where !FileManager.default.isExecutableFile(atPath: needed) {
             throw HarnessError("\(needed) is missing: run scripts/install-deps.sh and Tests/Support/browser/setup.sh")
         }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
