@@ -65,6 +65,7 @@ extension WebPage {
             for (const job of reply.jobs) { state.jobs.set(job.id, job); state.order.push(job.id); }
             state.counts = reply.counts || {};
             state.more = reply.more;
+            if (reply.deepest) notice("These are the oldest jobs the pages reach: narrow the filters for older ones.");
             const kinds = $("kind");
             if (kinds.options.length === 1) for (const k of reply.kinds) kinds.appendChild(el("option", k));
             for (const id of [...state.selected]) if (!state.jobs.has(id)) state.selected.delete(id);

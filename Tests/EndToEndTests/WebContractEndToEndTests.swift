@@ -74,6 +74,11 @@ struct WebContractEndToEndTests {
         #expect(list.status == 200)
         #expect(list.header("Content-Type")?.hasPrefix("application/json") == true)
         #expect(list.body.contains(id))
+        // The pages reach back 1 000 jobs, so no request reads more than that; past it, what to do instead.
+        let tooDeep = try Self.get(web, "/api/jobs?page=11&size=100", cookie: cookie)
+        #expect(tooDeep.status == 400)
+        #expect(tooDeep.body.contains("narrow the filters"))
+        #expect(try Self.get(web, "/api/jobs?page=10&size=100", cookie: cookie).status == 200)
 
         // Actions: POST only, same-origin, with the page's token.
         let actionToken = try #require(page.body.firstMatch(of: /name="trailbook-token" content="([0-9a-f]{64})"/)?.1)
