@@ -87,6 +87,37 @@ struct WebBrowserEndToEndTests {
                 == "cancel: 1 done")
     }
 
+    @Test func cancelATusUploadFromThePageDeletesItOnTheServer() throws {
+        let servers = try TusServers()
+        let setup = try Setup()
+        let work = TemporaryDirectory()
+        _ = try UploadEndToEndTests.randomFile(work.file("trip.mov"), bytes: 64 << 20)
+        let id = try setup.harness.submitUpload([
+            work.file("trip.mov"), "--to", servers.endpoint, "--max-rate", "4MiB", "--chunk-size", "2MiB",
+        ])
+        try setup.browser.wait(
+            "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); "
+                + "return tr && tr.dataset.state === 'running' && tr.querySelector('progress').value > 0", timeout: 20)
+        #expect(
+            try setup.browser.eval("return document.querySelector('tr[data-job=\"\(id)\"] td.name').textContent")
+                .stringValue == "trip.mov")
+        let patch = try #require(
+            try servers.requests().first { $0["method"]?.stringValue == "PATCH" }?["path"]?.stringValue)
+        let url = "http://127.0.0.1:\(servers.proxy.port)\(patch)"
+
+        try setup.browser.click("tr[data-job=\"\(id)\"] input[type=checkbox]")
+        try setup.browser.click("button[data-verb=cancel][data-scope=selection]")
+        #expect(try setup.browser.answerDialog(accept: true).contains("Cancel 1 job"))
+        try setup.browser.wait("return document.querySelector('tr[data-job=\"\(id)\"]').dataset.state === 'cancelled'")
+        let job = try setup.harness.show(id)
+        #expect(job["state"]?.stringValue == "cancelled")
+        #expect(job["cancellation"]?["reason"]?.stringValue == "user_stop")
+        // The clean-up: the upload is deleted on the tus server.
+        #expect([404, 410].contains(try servers.headStatus(url)), "the server no longer has the upload")
+        #expect(try servers.methods().last == "DELETE")
+        #expect(!FileManager.default.fileExists(atPath: servers.storedPath(url)))
+    }
+
     @Test func daemonRestartedMidWatchResumesWithoutDuplicates() throws {
         let setup = try Setup()
         let id = try setup.harness.submitSleep(units: 600, unitMilliseconds: 50)
