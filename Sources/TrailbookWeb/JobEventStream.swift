@@ -44,6 +44,8 @@ final class JobEventStream: @unchecked Sendable {
     /// Up to `max` bytes of the stream, waiting for them as needed (see the type's notes).
     func read(max: Int) -> [UInt8] {
         while pending.isEmpty { pending = next() }
+        // Events already waiting go out in the same write: a batch of 1 000 submits is a few writes, not 1 000.
+        while pending.count < max, let client, client.waitReadable(timeoutSeconds: 0) { pending += next() }
         let chunk = Array(pending.prefix(max))
         pending.removeFirst(chunk.count)
         return chunk

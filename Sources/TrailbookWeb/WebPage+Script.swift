@@ -72,7 +72,7 @@ extension WebPage {
             state.dirty = true; draw(true);
           }
           let reloadTimer = null;
-          function reloadSoon() { if (!reloadTimer) reloadTimer = setTimeout(() => { reloadTimer = null; load(); }, 250); }
+          function reloadSoon() { if (!reloadTimer) reloadTimer = setTimeout(() => { reloadTimer = null; load(); }, 100); }
 
           // MARK: drawing
           let lastDraw = 0, drawTimer = null;
