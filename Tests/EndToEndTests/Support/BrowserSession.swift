@@ -26,7 +26,11 @@ final class BrowserSession {
         driver = try ReadyProcess(python: Self.python, script: script, arguments: [])
     }
 
-    deinit { driver.stop() }
+    /// Closes the browser (chromium and chromedriver would outlive a killed driver), then stops the driver.
+    deinit {
+        _ = try? driver.command("{\"op\": \"quit\"}")
+        driver.stop()
+    }
 
     /// Runs `command` and returns its value.
     /// - Throws: `HarnessError` with the driver's error.

@@ -16,6 +16,7 @@ Once the browser runs it prints `READY 0`. Then each line on stdin is a command;
   {"op": "screenshot", "path": PATH}               save a PNG of the window
   {"op": "clear_cookies"}                          forget the session cookie
   {"op": "log"}                                    the browser console's messages so far
+  {"op": "quit"}                                   close the browser and exit (so does the end of stdin)
 """
 import json
 import sys
@@ -72,6 +73,8 @@ def run(browser, command):
     if op == "clear_cookies":
         browser.delete_all_cookies()
         return True
+    if op == "quit":
+        raise SystemExit(0)
     if op == "log":
         return [entry["message"] for entry in browser.get_log("browser")]
     raise ValueError("unknown op %r" % op)
@@ -86,11 +89,15 @@ def main():
                 continue
             try:
                 reply = {"ok": True, "value": run(browser, json.loads(line))}
+            except SystemExit:
+                break
             except Exception as error:  # every failure goes back to the test, which reports it
                 reply = {"ok": False, "error": "%s: %s" % (type(error).__name__, error)}
             print(json.dumps(reply, default=str), flush=True)
     finally:
+        # Chromium and chromedriver outlive a killed driver: they are closed here, before the test stops it.
         browser.quit()
+        print(json.dumps({"ok": True, "value": "quit"}), flush=True)
 
 
 if __name__ == "__main__":
