@@ -52,6 +52,8 @@ struct JobAPI: Sendable {
                     "more": .bool(jobs.count == limit && limit < Self.maxDepth),
                     "deepest": .bool(jobs.count == limit && limit >= Self.maxDepth),
                     "kinds": ping["kinds"] ?? [], "read_only": .bool(readOnly),
+                    // The feed's seq before the list was read: the counts hold every event up to it.
+                    "feed_seq": ping["feed_seq"] ?? .null,
                 ])
         } catch {
             return Self.unreachable(error)

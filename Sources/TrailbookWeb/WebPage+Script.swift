@@ -64,6 +64,8 @@ extension WebPage {
             state.jobs = new Map(); state.order = [];
             for (const job of reply.jobs) { state.jobs.set(job.id, job); state.order.push(job.id); }
             state.counts = reply.counts || {};
+            // Events up to this seq (some may still be on their way here) are in the counts already.
+            state.countsSeq = reply.feed_seq;
             state.more = reply.more;
             if (reply.deepest) notice("These are the oldest jobs the pages reach: narrow the filters for older ones.");
             const kinds = $("kind");
@@ -183,9 +185,10 @@ extension WebPage {
             const id = event.job;
             if (event.host) state.hosts.set(id, event.host);
             const job = state.jobs.get(id);
+            const counted = state.countsSeq === null || state.countsSeq === undefined || event.seq > state.countsSeq;
             switch (event.type) {
               case "submitted": {
-                if (!terminal.has(event.state)) state.counts[event.state] = (state.counts[event.state] || 0) + 1;
+                if (counted && !terminal.has(event.state)) state.counts[event.state] = (state.counts[event.state] || 0) + 1;
                 const f = filter();
                 const fits = (!f.kind || f.kind === event.kind) && (!f.state || f.state.split(",").includes(event.state));
                 if (state.page === 1 && fits && !job) {
@@ -197,8 +200,8 @@ extension WebPage {
                 break;
               }
               case "state": {
-                if (event.from && !terminal.has(event.from)) state.counts[event.from] = Math.max(0, (state.counts[event.from] || 0) - 1);
-                if (event.to && !terminal.has(event.to)) state.counts[event.to] = (state.counts[event.to] || 0) + 1;
+                if (counted && event.from && !terminal.has(event.from)) state.counts[event.from] = Math.max(0, (state.counts[event.from] || 0) - 1);
+                if (counted && event.to && !terminal.has(event.to)) state.counts[event.to] = (state.counts[event.to] || 0) + 1;
                 if (job) {
                   job.state = event.to; job.attempt = event.attempt;
                   job.error = event.error || null; job.cancellation = event.cancellation || null;

@@ -147,16 +147,24 @@ struct WebBrowserEndToEndTests {
 
     @Test func thousandJobsOfABatchAppearWithinASecond() throws {
         let setup = try Setup(concurrency: 2)
-        let jobs: [JSONValue] = (0..<1000).map { _ in ["kind": "sleep", "params": ["units": 1000, "unit_ms": 1000]] }
-        let reply = try setup.harness.request(["op": "submit_batch", "jobs": .array(jobs)])
-        #expect(reply["ok"]?.boolValue == true)
-        let started = Date()
-        try setup.browser.wait(
+        // The page notes (every 5 ms, on the machine's clock) when it shows all 1 000: the driver's round trips,
+        // slow on a loaded machine, are not counted.
+        try setup.browser.eval(
             """
             const n = (s) => Number(document.querySelector('#counts li[data-state="' + s + '"] b').textContent);
-            return n('queued') + n('running') === 1000 && document.querySelectorAll('#jobs tbody tr').length === 100;
-            """, timeout: 1.0)
-        let seconds = Date().timeIntervalSince(started)
+            window.appearedAt = null;
+            const timer = setInterval(() => {
+              if (n('queued') + n('running') === 1000 && document.querySelectorAll('#jobs tbody tr').length === 100) {
+                window.appearedAt = Date.now(); clearInterval(timer);
+              }
+            }, 5);
+            """)
+        let jobs: [JSONValue] = (0..<1000).map { _ in ["kind": "sleep", "params": ["units": 1000, "unit_ms": 1000]] }
+        let reply = try setup.harness.request(["op": "submit_batch", "jobs": .array(jobs)])
+        let answered = Date().timeIntervalSince1970
+        #expect(reply["ok"]?.boolValue == true)
+        let appeared = try setup.browser.wait("return window.appearedAt", timeout: 10).doubleValue ?? 0
+        let seconds = appeared / 1000 - answered
         #expect(seconds < 1.0, "the batch took \(seconds) s to appear")
         print(
             "WebBrowserEndToEndTests: 1 000 jobs of a batch counted and listed on the page \(Int(seconds * 1000)) ms after the reply"
