@@ -16,7 +16,12 @@ public struct ClientError: Error, CustomStringConvertible, Sendable {
 /// The CLI needs no event loop: it does one thing at a time, so plain `socket`/`connect`/`read`/`write` suffice.
 public final class DaemonClient {
     private let fd: Int32
+    /// Bytes read and not yet returned start at `start`; `buffer[start ..< start + scanned]` is known to hold no
+    /// newline, so a long line arriving in many reads is scanned once, and returning a line moves `start` instead of
+    /// shifting the rest (the consumed head is dropped only once it is the larger part).
     private var buffer: [UInt8] = []
+    private var start = 0
+    private var scanned = 0
     /// The socket path this client is connected to.
     public let socketPath: String
 
@@ -87,15 +92,21 @@ public final class DaemonClient {
     /// - Throws: `ClientError` if a line is not JSON.
     public func readLine() throws(ClientError) -> JSONValue? {
         while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = Array(buffer[..<newline])
-                buffer.removeSubrange(...newline)
+            if let newline = buffer[(start + scanned)...].firstIndex(of: 0x0A) {
+                let line = Array(buffer[start..<newline])
+                start = newline + 1
+                scanned = 0
+                if start >= 65_536, start * 2 >= buffer.count {
+                    buffer.removeSubrange(..<start)
+                    start = 0
+                }
                 do {
                     return try JSONCoding.decode(JSONValue.self, from: line)
                 } catch {
                     throw ClientError(message: "the daemon sent a line that is not JSON")
                 }
             }
+            scanned = buffer.count - start
             var chunk = [UInt8](repeating: 0, count: 65_536)
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
@@ -106,7 +117,7 @@ public final class DaemonClient {
 
     /// Waits until a line is ready or `timeoutSeconds` pass; `true` if something can be read.
     public func waitReadable(timeoutSeconds: Double) -> Bool {
-        if buffer.contains(0x0A) { return true }
+        if buffer[(start + scanned)...].contains(0x0A) { return true }
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&descriptor, 1, Int32(timeoutSeconds * 1000)) > 0
     }
