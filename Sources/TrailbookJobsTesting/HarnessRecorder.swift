@@ -15,7 +15,7 @@ final class HarnessRecorder: HarnessHost {
     /// The context of the attempt running: only its reports count towards the stop point.
     weak var running: JobContext?
 
-    init(checkpoint: JSONValue?) { self.checkpoint = checkpoint }
+    nonisolated init(checkpoint: JSONValue?) { self.checkpoint = checkpoint }
 
     func jobDidReportProgress(_ job: JobContext) {
         progressReports.append(job.progress)

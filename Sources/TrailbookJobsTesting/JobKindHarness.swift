@@ -9,10 +9,10 @@ import TrailbookLoop
 /// after a stop, `onCancel` runs with the reason; a `failed` or `cancelled` end runs the kind's `cleanUp`; the next
 /// `runAttempt` starts from the checkpoint the last one saved. The job's state follows the daemon's own lifecycle
 /// (`JobLifecycle`). Runs on `LoopActor`; the first harness starts the loop on a thread of its own
-/// (`EventLoop.runMainInBackground`), so a test just awaits it:
+/// (`EventLoop.runMainInBackground`), so a test just awaits its attempts:
 ///
 /// ```swift
-/// let harness = await JobKindHarness(ThumbnailJob(), params: .init(folder: dir, output: out))
+/// let harness = JobKindHarness(ThumbnailJob(), params: .init(folder: dir, output: out))
 /// let first = await harness.runAttempt(stoppingAt: .progress(atLeast: 2), reason: .timeout)
 /// let second = await harness.runAttempt()   // resumes from the checkpoint `first` saved
 /// ```
@@ -44,24 +44,26 @@ public final class JobKindHarness<Kind: JobKind> {
 
     private let recorder: HarnessRecorder
     private var lifecycle: JobLifecycle
-    private var progress: JobProgress
+    /// The progress as the last attempt left it; `nil` before the first.
+    private var progress: JobProgress?
 
     /// A job of `kind` with `params`, not yet run.
     ///
     /// - Parameters:
     ///   - checkpoint: a checkpoint to start from, as an earlier run saved it (`nil`: a first run).
     ///   - maxAttempts: attempts the job may have, at least 1 (the daemon's default is 5).
-    public init(
+    ///
+    /// Callable from any context: it starts the loop (`EventLoop.runMainInBackground`) before anything runs on it.
+    public nonisolated init(
         _ kind: Kind, params: Kind.Params, jobID: String? = nil, checkpoint: JSONValue? = nil, maxAttempts: Int = 5
     ) {
         EventLoop.runMainInBackground()
         self.kind = kind
         self.params = params
-        self.jobID = jobID ?? Self.makeID()
+        self.jobID = jobID ?? ControlProtocol.newKey()
         recorder = HarnessRecorder(checkpoint: checkpoint)
         self.maxAttempts = max(1, maxAttempts)
         lifecycle = JobLifecycle(state: .queued, attempt: 0, maxAttempts: max(1, maxAttempts))
-        progress = JobProgress(unit: Kind.traits.unit)
     }
 
     /// The saved checkpoint decoded as `C`, or `nil` if none was saved.
@@ -89,7 +91,7 @@ public final class JobKindHarness<Kind: JobKind> {
         recorder.checkpointSaves = 0
         let context = JobContext(
             id: jobID, kind: Kind.name, attempt: lifecycle.attempt, maxAttempts: maxAttempts, traits: Kind.traits,
-            progress: progress, host: recorder)
+            progress: progress ?? JobProgress(unit: Kind.traits.unit), host: recorder)
         recorder.running = context
 
         let ending: HarnessAttempt<Kind.Output>.Ending
@@ -148,14 +150,6 @@ public final class JobKindHarness<Kind: JobKind> {
     private func endedContext() -> JobContext {
         JobContext(
             id: jobID, kind: Kind.name, attempt: lifecycle.attempt, maxAttempts: maxAttempts, traits: Kind.traits,
-            progress: progress, host: recorder)
-    }
-
-    private static func makeID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let hex = (0..<16).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16) }
-            .map { $0.count == 1 ? "0" + $0 : $0 }.joined()
-        let c = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(c[$0]) }.joined(separator: "-")
+            progress: progress ?? JobProgress(unit: Kind.traits.unit), host: recorder)
     }
 }
