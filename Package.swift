@@ -9,6 +9,22 @@ let package = Package(
     products: [
         .executable(name: "trailbook-jobs", targets: ["trailbook-jobs"]),
         .executable(name: "trailbook-jobsd", targets: ["trailbook-jobsd"]),
+        // The libraries another package depends on (docs/how-to/write-a-job-kind.md). The core: the engine (the
+        // scheduler, the job store, the control socket, the `JobKind` API), the job model and protocol, and the
+        // loop. It links libuv, SQLite, OpenSSL's libcrypto and libpq, no HTTP or photo library. libpq is in the
+        // core because the shared PostgreSQL store is one of the engine's two job stores, chosen at `daemon`
+        // start (`--store`), not a job kind: several daemons of a user's own kinds share a queue the same way.
+        .library(name: "TrailbookJobs", targets: ["TrailbookEngine", "TrailbookProtocol", "TrailbookLoop"]),
+        // The built-in kinds, each with the stack it needs: uploads (libcurl) and photo tagging (libexif, libjpeg,
+        // libheif, exempi).
+        .library(name: "TrailbookUploads", targets: ["UploadJob", "UploadParams"]),
+        .library(name: "TrailbookTagging", targets: ["TaggingJobs", "PhotoLibrary"]),
+        // Runs a kind in-process on an in-memory store, for a kind's unit tests.
+        .library(name: "TrailbookJobsTesting", targets: ["TrailbookJobsTesting"]),
+        // Talks to a running daemon over its control socket; no C library.
+        .library(name: "TrailbookClient", targets: ["TrailbookClient"]),
+        // The whole command line (`daemon`, `worker`, `submit`, `watch`, …) with the built-in kinds and the caller's.
+        .library(name: "TrailbookCommandLine", targets: ["TrailbookCLI"]),
     ],
     targets: [
         .systemLibrary(name: "CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
@@ -51,6 +67,8 @@ let package = Package(
             name: "UploadJob", dependencies: ["UploadParams", "TrailbookEngine", "TrailbookLoop", "TrailbookHTTP", "TusClient", "S3Client"],
             path: "Jobs/Upload/Job"),
         .target(name: "SleepJob", dependencies: ["TrailbookEngine"], path: "Jobs/Sleep"),
+        // The test harness: a kind's run on the loop with a checkpoint store of its own, stopped where a test says.
+        .target(name: "TrailbookJobsTesting", dependencies: ["TrailbookEngine", "TrailbookLoop"]),
         // The photo library under the tagging job kinds: metadata, pixels, places, the photo store. No engine
         // dependency, so it runs the same in the daemon, on the thread pool or in a worker process (TrailbookLoop
         // only for `DirectoryEntry`).
@@ -76,8 +94,8 @@ let package = Package(
         .target(
             name: "TrailbookCLI",
             dependencies: [
-                "TrailbookClient", "TrailbookEngine", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs", "PhotoLibrary",
-                "TrailbookWeb",
+                "TrailbookClient", "TrailbookEngine", "TrailbookLoop", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs",
+                "PhotoLibrary", "TrailbookWeb",
             ]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookClient"]),
         .executableTarget(name: "trailbook-jobsd", dependencies: ["TrailbookCLI"]),
@@ -88,7 +106,7 @@ let package = Package(
             name: "TrailbookTests",
             dependencies: [
                 "TrailbookLoop", "TrailbookSQLite", "TrailbookProtocol", "TrailbookEngine", "UploadJob", "SleepJob", "TrailbookClient",
-                "TrailbookCLI", "TestSupport",
+                "TrailbookCLI", "TestSupport", "TrailbookJobsTesting",
             ]
         ),
         .testTarget(

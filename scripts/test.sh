@@ -19,3 +19,7 @@ python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
 python3 scripts/shared-crash-loop.py --kills "${SHARED_CRASH_LOOP_KILLS:-4}"
 # Serially: the end-to-end tests measure latencies and CPU, which parallel suites on 2 cores would distort.
 swift test --skip-build --no-parallel "$@"
+# The example package (examples/thumbnails): a package outside the project's targets built against its library
+# products, with its own kind, executable and harness tests, and its own daemon end to end (submit, progress,
+# cancel and clean-up; a timeout and a resumed attempt). A debug build of its own (.build in the example).
+(cd examples/thumbnails && swift build --build-tests && swift test --skip-build)

@@ -33,6 +33,12 @@ public struct SleepJob: JobKind {
         /// Test hook: checking this job holds the loop this many milliseconds (busy), as a costly check would.
         public var validationMilliseconds: Int64?
 
+        /// `units` items of `unitMilliseconds` each (10 ms when `nil`), with no test hooks.
+        public init(units: Int64, unitMilliseconds: Int64? = nil) {
+            self.units = units
+            self.unitMilliseconds = unitMilliseconds
+        }
+
         enum CodingKeys: String, CodingKey {
             case stopInValidation = "stop_in_validation"
             case holdValidationUntil = "hold_validation_until"
@@ -54,8 +60,8 @@ public struct SleepJob: JobKind {
     /// Items; long-running; the daemon loop only.
     public static let traits = JobKindTraits(unit: .items, isLongRunning: true, executionTargets: [.daemonLoop])
 
-    /// The kind (stateless).
-    public init() {}
+    /// The kind (stateless); callable off the loop.
+    public nonisolated init() {}
 
     public func validate(_ params: Params) async throws(JobError) {
         guard params.units >= 0, (params.unitMilliseconds ?? 0) >= 0 else {

@@ -2,13 +2,19 @@ import SleepJob
 import TaggingJobs
 import TrailbookClient
 import TrailbookEngine
+import TrailbookLoop
 import TrailbookPostgres
 import UploadJob
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The `daemon` command: its options into a `DaemonConfiguration`, then `Daemon.run` with every job kind.
 enum DaemonCommand {
-    /// `daemon`: runs the daemon in the foreground with every job kind until SIGTERM, SIGINT or SIGHUP.
-    static func daemon(_ context: CommandContext) throws -> Int32 {
+    /// `daemon`: runs the daemon in the foreground with every built-in job kind and those `kinds` makes, until
+    /// SIGTERM, SIGINT or SIGHUP.
+    static func daemon(_ context: CommandContext, kinds: @escaping @Sendable @LoopActor () -> [any JobKind] = { [] }) throws -> Int32 {
         var configuration = DaemonConfiguration(home: try context.home, socketPath: try context.socketPath)
         configuration.version = CLI.version
         let arguments = context.arguments
@@ -72,6 +78,14 @@ enum DaemonCommand {
             scheduler.register(TagJob(library: library))
             scheduler.register(AutotagJob(library: library))
             if testKinds { scheduler.register(SleepJob()) }
+            var names: Set<String> = [UploadJob.name, ImportJob.name, TagJob.name, AutotagJob.name, SleepJob.name]
+            for kind in kinds() {
+                guard names.insert(type(of: kind).name).inserted else {
+                    DaemonLog.write("job kind \(type(of: kind).name) is registered twice (a built-in kind or an earlier one has that name): give it another name")
+                    exit(ExitCode.usage)
+                }
+                scheduler.register(kind)
+            }
         }
     }
 

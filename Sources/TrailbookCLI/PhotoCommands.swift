@@ -37,7 +37,8 @@ enum PhotoCommands {
         return table
     }
 
-    static func worker(_ context: CommandContext) throws -> Int32 {
+    /// `worker`: the built-in tasks and `extraTasks` (a program's own, `TrailbookCommandLine`).
+    static func worker(_ context: CommandContext, extraTasks: WorkerTaskTable = WorkerTaskTable()) throws -> Int32 {
         var limits = WorkerLimits()
         if let bytes = try context.arguments.size("memory-limit") { limits.memoryBytes = bytes }
         if let seconds = try context.arguments.integer("cpu-limit", range: 1...1_000_000) {
@@ -48,7 +49,9 @@ enum PhotoCommands {
         if let pixels = try context.arguments.integer("max-pixels", range: 1...Int(Int64.max)) {
             decode.maxPixels = UInt64(pixels)
         }
-        return WorkerProcess.run(tasks: workerTasks(limits: decode), limits: limits, parent: parent)
+        var tasks = workerTasks(limits: decode)
+        tasks.merge(extraTasks)
+        return WorkerProcess.run(tasks: tasks, limits: limits, parent: parent)
     }
 
     static func selectionParams(_ context: CommandContext) throws -> [String: JSONValue] {

@@ -66,6 +66,8 @@ public final class JobContext {
 
     let traits: JobKindTraits
     weak var host: (any JobHost)?
+    /// The harness's host behind `host` (held here: `host` is weak).
+    private var harnessHost: HarnessHostAdapter?
     private var pendingSleep: (continuation: CheckedContinuation<Void, any Error>, timer: LoopTimer)?
     /// Waits on worker answers, by wait number: each ends its wait with `JobStopped` when the job is stopped.
     private var pendingWorkerWaits: [Int: (CancellationReason) -> Void] = [:]
@@ -306,6 +308,24 @@ public final class JobContext {
     public func log(_ level: LogLevel, _ message: String) {
         host?.jobLog(self, level: level, message: message)
     }
+
+    /// A context for one attempt of job `id` of `kind`, run by `host` instead of a scheduler (SPI `Harness`, for
+    /// `TrailbookJobsTesting`; not part of the public API).
+    @_spi(Harness)
+    public convenience init(
+        id: String, kind: String, attempt: Int, maxAttempts: Int, traits: JobKindTraits, progress: JobProgress,
+        host: any HarnessHost
+    ) {
+        self.init(id: id, kind: kind, attempt: attempt, maxAttempts: maxAttempts, traits: traits, progress: progress)
+        let adapter = HarnessHostAdapter(host)
+        harnessHost = adapter
+        self.host = adapter
+    }
+
+    /// Stops the job for `reason` as the scheduler would (SPI `Harness`): wakes it from a sleep and cancels the
+    /// task running `run`.
+    @_spi(Harness)
+    public func harnessStop(_ reason: CancellationReason) { stop(reason) }
 
     /// Marks the job as stopping for `reason` and wakes it from a sleep. Called by the scheduler.
     func stop(_ reason: CancellationReason) {

@@ -46,17 +46,28 @@ public struct JobKindTraits: Sendable {
 
 /// A kind of job: the code that does one kind of long, cancellable work (an upload, a tagging run).
 ///
-/// Modelled on App Intents' long-running, cancellable intents: `run` does the work and reports progress through
-/// its `JobContext`, saves a checkpoint whenever the work behind it is durable, and returns a result; when the
-/// scheduler stops it, the task is cancelled and `onCancel` is told why, to clean up (`user_stop`) or just leave
-/// the checkpoint for the next run (`timeout`, `resource_reclaim`). Kinds never touch libuv or SQLite: the
-/// context gives them what they need.
+/// Modelled on App Intents' long-running, cancellable intents (`LongRunningIntent`, `CancellableIntent`:
+/// `performBackgroundTask { … } onCancel: { reason in … }`): `run` does the work and reports progress through its
+/// `JobContext` in the kind's own unit (progress is the liveness signal: a job whose progress stops moving is
+/// stopped for `timeout`), saves a checkpoint whenever the work behind it is durable, and returns a typed `Output`.
+/// When the scheduler stops a job, the task running `run` is cancelled (`Task.checkCancellation()`,
+/// `Task.isCancelled` and `withTaskCancellationHandler` work as usual, and `JobContext.stopReason` says why), then
+/// `onCancel` is told the reason, to remove partial output (`user_stop`) or just leave the checkpoint for the next
+/// attempt (`timeout`, `resource_reclaim`). Kinds never touch libuv or SQLite: the context gives them what they
+/// need.
+///
+/// Register a kind with `Scheduler.register` (or `TrailbookCommandLine.main(kinds:)` for a whole command line) and
+/// test it with `TrailbookJobsTesting.JobKindHarness` (docs/how-to/write-a-job-kind.md).
 ///
 /// Kinds run on the daemon's loop (`LoopActor`); blocking work goes through `JobContext.runOnPool`.
 @LoopActor
 public protocol JobKind: Sendable {
     /// The kind's parameters, as submitted (JSON).
     associatedtype Params: Codable & Sendable
+    /// What a successful `run` returns (App Intents' `PerformResult`): stored with the job as JSON (its `Encodable`
+    /// form) and shown by `show`, sent to clients in the job's `result`. `JSONValue` for a kind that builds its JSON
+    /// itself.
+    associatedtype Output: Encodable & Sendable = JSONValue
 
     /// The name used by `submit`, in `list` and in the JSON (`"upload"`).
     static var name: String { get }
@@ -74,12 +85,14 @@ public protocol JobKind: Sendable {
     /// - Throws: `JobError` with a stable code and a message saying what to do.
     func validate(_ params: Params) async throws(JobError)
 
-    /// Does the work, from the checkpoint if there is one.
+    /// Does the work, from the checkpoint if there is one (`JobContext.loadCheckpoint(as:)`).
     ///
-    /// - Returns: the job's result (JSON), shown by `show`.
-    /// - Throws: `JobError` on failure; anything else is reported as code `internal`. When the job is being
-    ///   stopped, throw whatever cancellation produced (`CancellationError`, `JobStopped`): the scheduler knows why.
-    func run(_ params: Params, in job: JobContext) async throws -> JSONValue
+    /// Runs in a task of its own that is cancelled when the job is stopped; `job.stopReason` then says why.
+    /// - Returns: the job's result, stored as JSON and shown by `show`.
+    /// - Throws: `JobError` on failure (a retryable one ends the attempt `needs_retry` while attempts remain);
+    ///   anything else is reported as code `internal`. When the job is being stopped, throw whatever cancellation
+    ///   produced (`CancellationError`, `JobStopped`): the scheduler knows why.
+    func run(_ params: Params, in job: JobContext) async throws -> Output
 
     /// Cleans up after a stop: for `user_stop` remove partial output for good; for `timeout` and
     /// `resource_reclaim` keep what the checkpoint needs. Not called after a crash.
@@ -176,7 +189,13 @@ struct AnyJobKind {
             if let members = K.paramsMembers { try Self.refuseUnknownMembers(of: json, members) }
             try await kind.validate(try Self.decode(json, as: K.Params.self))
         }
-        run = { json, context in try await kind.run(try Self.decode(json, as: K.Params.self), in: context) }
+        run = { json, context in
+            let params = try Self.decode(json, as: K.Params.self)
+            // In a task of its own that a stop cancels, so `Task.checkCancellation()` and cancellation handlers in
+            // `run` see the stop; `onCancel` runs afterwards in the caller's task, which is not cancelled.
+            let output = try await context.runCancellingOnStop { try await kind.run(params, in: context) }
+            return K.Output.self == JSONValue.self ? output as! JSONValue : JSONCoding.value(of: output)
+        }
         onCancel = { reason, json, context in
             guard let params = try? Self.decode(json, as: K.Params.self) else { return }
             await kind.onCancel(reason, params: params, in: context)

@@ -29,6 +29,11 @@ public struct WorkerTaskTable: Sendable {
         handlers[T.name] = { try task.perform($0) }
     }
 
+    /// Adds every task of `other` (replacing one of the same name).
+    public mutating func merge(_ other: WorkerTaskTable) {
+        handlers.merge(other.handlers) { _, new in new }
+    }
+
     /// The names of the registered tasks, sorted.
     public var names: [String] { handlers.keys.sorted() }
 

@@ -100,11 +100,42 @@ public struct JobError: Error, Codable, Sendable, Equatable, CustomStringConvert
 }
 
 /// The unit a job's progress counts (docs/explanation/design.md: "Progress is the heartbeat").
-public enum ProgressUnit: String, Codable, Sendable {
-    case bytes
-    case photos
-    case files
-    case items
+///
+/// An open set, like App Intents' progress units: the built-in kinds use `bytes`, `photos`, `files` and `items`, and
+/// a kind may name its own (`ProgressUnit("thumbnails")`). Clients show counts as "12 thumbnails" and format only
+/// `bytes` as sizes.
+public struct ProgressUnit: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
+    /// The unit's name as it appears in the JSON (`"bytes"`): 1 to 32 lowercase ASCII letters, digits or `_`.
+    public let rawValue: String
+
+    /// The unit named `rawValue`, or `nil` if the name is empty, longer than 32 characters or has a character
+    /// other than a lowercase ASCII letter, a digit or `_`.
+    public init?(rawValue: String) {
+        let allowed = rawValue.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }
+        guard !rawValue.isEmpty, rawValue.utf8.count <= 32, allowed else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// A unit a kind names in its traits (`ProgressUnit("thumbnails")`).
+    /// - Precondition: `name` is a valid unit name (see `init(rawValue:)`): a programming error otherwise.
+    public init(_ name: StaticString) {
+        guard let unit = ProgressUnit(rawValue: name.description) else {
+            preconditionFailure("not a progress unit name (lowercase letters, digits, _): \(name)")
+        }
+        self = unit
+    }
+
+    /// Bytes: counts are shown as sizes (`1.2 GB`) and rates as `MB/s`.
+    public static let bytes = ProgressUnit("bytes")
+    /// Photos of the library.
+    public static let photos = ProgressUnit("photos")
+    /// Files.
+    public static let files = ProgressUnit("files")
+    /// Anything else counted one by one.
+    public static let items = ProgressUnit("items")
+
+    /// The name.
+    public var description: String { rawValue }
 }
 
 /// One sub-part of a job's progress, e.g. one file of a multi-file upload.

@@ -37,13 +37,9 @@ public final class LoopThread: @unchecked Sendable {
 
 /// Runs `EventLoop.main` (the loop `LoopActor` is pinned to) on a background thread, once per test process.
 ///
-/// Every test target is linked into one test binary, so this must be the only place that starts it: a second
-/// `run()` of the same loop on another thread is refused by `EventLoop.run`.
+/// Every test target is linked into one test binary, so the loop is started through `EventLoop.runMainInBackground`,
+/// as `TrailbookJobsTesting` starts it too: a second `run()` of the same loop is refused by `EventLoop.run`.
 public enum MainLoopThread {
     /// Evaluate (`_ = MainLoopThread.started`) before using `LoopActor` in a test.
-    public static let started: Void = {
-        let thread = Thread { EventLoop.main.run() }
-        thread.name = "test-main-loop"
-        thread.start()
-    }()
+    public static let started: Void = EventLoop.runMainInBackground()
 }
