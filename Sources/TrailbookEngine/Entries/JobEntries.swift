@@ -20,7 +20,7 @@ public struct JobEntries {
     let store: (any JobEntryStoring)?
 
     /// Most entries a page holds; `page` gives at most this many whatever it is asked.
-    public static let maximumPage = 10_000
+    nonisolated public static let maximumPage = 10_000
 
     /// Deletes what an earlier, unfinished walk wrote (and a sealed list too: a list taken again).
     /// - Throws: `JobError` `store_error`.
