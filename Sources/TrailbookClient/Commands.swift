@@ -122,7 +122,17 @@ package enum Commands {
                 OptionSpec("quiet", short: "q", help: "print only the jobs' IDs, one a line (for scripts and shell completion)"),
                 json, socket,
             ]),
-        CommandSpec(path: ["show"], summary: "show one job", positionals: [jobID], options: [json, socket]),
+        CommandSpec(
+            path: ["show"], summary: "show one job", positionals: [jobID],
+            options: [
+                OptionSpec("files", help: "list the job's files (a folder upload) with what became of each, a page at a time"),
+                OptionSpec(
+                    "state", .value(placeholder: "STATE"), completion: .choices(ShowFiles.states),
+                    help: "with --files: only files in STATE (" + ShowFiles.states.joined(separator: ", ") + ")"),
+                OptionSpec("after", .value(placeholder: "N"), help: "with --files: the files after position N (the line 'more:' gives it)"),
+                OptionSpec("limit", .value(placeholder: "N"), help: "with --files: at most N files (default 100, at most 10000)"),
+                json, socket,
+            ]),
         CommandSpec(path: ["cancel"], summary: "cancel a job (reason user_stop): it stops and removes its partial output", positionals: [jobID], options: [json, socket]),
         CommandSpec(path: ["pause"], summary: "pause a job; it keeps its checkpoint", positionals: [jobID], options: [json, socket]),
         CommandSpec(
@@ -434,6 +444,10 @@ package enum Commands {
     }
 
     static func show(_ context: CommandContext) throws -> Int32 {
+        if context.arguments.flag("files") { return try ShowFiles.run(context) }
+        if let paging = ShowFiles.pagingOptions.first(where: { context.arguments.value($0) != nil }) {
+            throw UsageError("--\(paging) pages the file list; give it with --files")
+        }
         let job = try context.call(["op": "show", "job": .string(context.arguments.positionals[0])])["job"] ?? .null
         print(context.json ? JSONCoding.encodePretty(job) : JobText.details(job))
         return ExitCode.success

@@ -436,6 +436,10 @@ public final class ControlServer {
             // needs them without loading a million queued jobs. On a shared store, every daemon's (the store's).
             let counts = unfinished.filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
             return ["ok": true, "jobs": .array(jobs.map(\.json)), "counts": .object(Dictionary(uniqueKeysWithValues: counts))]
+        case "files":
+            // One page of a job's file list (`show ID --files`; Entries/JobFilesRequest.swift).
+            let files = try JobFilesRequest(request)
+            return try files.answer(id: try await scheduler.fetchJob(files.job).id, store: scheduler.entryStore)
         case "show", "cancel", "pause", "resume":
             guard let id = try string(request, "job") else {
                 throw JobError(code: "bad_request", message: "\(op) needs a \"job\" id")
@@ -495,7 +499,7 @@ public final class ControlServer {
         default:
             throw JobError(
                 code: "unknown_op",
-                message: "unknown op '\(op)'; known: ping, submit, submit_batch, list, show, cancel, pause, resume, watch, prune")
+                message: "unknown op '\(op)'; known: ping, submit, submit_batch, list, show, files, cancel, pause, resume, watch, prune")
         }
     }
 

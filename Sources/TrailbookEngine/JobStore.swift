@@ -100,6 +100,25 @@ public final class JobStore {
         DROP INDEX jobs_by_state;
         CREATE INDEX jobs_queue ON jobs (priority DESC, sequence) WHERE state = 'queued';
         """,
+        // 11: jobs' entry lists (a folder upload's files, issue 35; `JobEntries`, JobStore+Entries.swift): one row per
+        // entry with its outcome, and the list's seal. They go with their job (the foreign keys cascade).
+        """
+        CREATE TABLE job_entries (
+            job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            item TEXT NOT NULL,
+            state TEXT NOT NULL,
+            code TEXT,
+            message TEXT,
+            PRIMARY KEY (job_id, position)
+        ) WITHOUT ROWID;
+        CREATE INDEX job_entries_by_state ON job_entries (job_id, state, position);
+        CREATE TABLE job_entry_lists (
+            job_id TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+            count INTEGER NOT NULL
+        );
+        """,
     ]
 
     let database: Database

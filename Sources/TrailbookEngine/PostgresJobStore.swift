@@ -314,8 +314,9 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     private static func seconds(_ value: Double) -> String { Scheduler.seconds(value) }
 
-    /// One pipeline (one round trip, one transaction).
-    private func run(_ statements: [PostgresStatement]) throws -> [PostgresResult] {
+    /// One pipeline (one round trip, one transaction). Internal, not private: the entry lists use it
+    /// (Entries/PostgresJobStore+Entries.swift).
+    func run(_ statements: [PostgresStatement]) throws -> [PostgresResult] {
         try wait { database in try await database.queue!.connection.pipeline(statements) }
     }
 

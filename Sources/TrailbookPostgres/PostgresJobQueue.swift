@@ -239,6 +239,30 @@ public final class PostgresJobQueue {
         // retry): a daemon that lost the answer to that write, and tries it again, learns that it landed
         // (`PostgresJobStore`'s fenced write) instead of taking it for another daemon's.
         ["ALTER TABLE trailbook_jobs ADD COLUMN end_token bigint"],
+        // 6: jobs' entry lists (a folder upload's files, issue 35; the engine's PostgresJobStore+Entries.swift), as
+        // the SQLite store's migration 11: one row per entry with its outcome, and the list's seal. They go with
+        // their job (the foreign keys cascade), so another daemon resuming the job finds them.
+        [
+            """
+            CREATE TABLE trailbook_job_entries (
+                job_id text NOT NULL REFERENCES trailbook_jobs (id) ON DELETE CASCADE,
+                position bigint NOT NULL,
+                size bigint NOT NULL,
+                item text NOT NULL,
+                state text NOT NULL,
+                code text,
+                message text,
+                PRIMARY KEY (job_id, position)
+            )
+            """,
+            "CREATE INDEX trailbook_job_entries_by_state ON trailbook_job_entries (job_id, state, position)",
+            """
+            CREATE TABLE trailbook_job_entry_lists (
+                job_id text PRIMARY KEY REFERENCES trailbook_jobs (id) ON DELETE CASCADE,
+                count bigint NOT NULL
+            )
+            """,
+        ],
     ]
 
     /// The connection it runs on.

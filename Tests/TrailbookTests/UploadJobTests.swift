@@ -28,8 +28,18 @@ private func runOnLoopActor<T: Sendable>(_ body: @LoopActor @Sendable () async t
 /// A `JobHost` standing in for the scheduler: keeps the checkpoint and log, and may stop the job when its progress
 /// passes a mark (deterministic stops without timers).
 @LoopActor
-final class RecordingHost: JobHost {
+final class RecordingHost: JobHost, JobEntryHost {
     var checkpoint: JSONValue?
+    /// Entry lists (a folder upload's files), in a store of its own holding the job `test-job`.
+    var entryStore: (any JobEntryStoring)? {
+        if let made = madeEntryStore { return made }
+        let store = Self.entryStore()
+        madeEntryStore = .some(store)
+        return store
+    }
+    private var madeEntryStore: JobStore??
+
+    nonisolated init() {}
     var checkpointSaves = 0
     var logs: [(LogLevel, String)] = []
     var progressReports: [JobProgress] = []
@@ -53,6 +63,19 @@ final class RecordingHost: JobHost {
     }
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? { checkpoint }
     func jobLog(_ job: JobContext, level: LogLevel, message: String) { logs.append((level, message)) }
+
+    /// A SQLite store in a new temporary file with the job `test-job` in it (entry lists need their job).
+    nonisolated static func entryStore() -> JobStore? {
+        let path = NSTemporaryDirectory() + "/recording-host-\(UUID().uuidString).sqlite3"
+        guard let store = try? JobStore(path: path) else { return nil }
+        var job = JobRecord(
+            id: "test-job", kind: "upload", state: .running,
+            options: JobOptions(priority: 0, timeoutSeconds: 60, stallTimeoutSeconds: 10, maxAttempts: 5),
+            attempt: 1, progress: JobProgress(unit: .bytes), cancellation: nil, error: nil, createdAt: "",
+            updatedAt: "", params: ["files": []], result: .null, retryAt: nil, sequence: 0)
+        try? store.insert(&job)
+        return store
+    }
 }
 
 /// A fresh temporary directory with `src/` and `dst/` in it, removed by `remove()`.

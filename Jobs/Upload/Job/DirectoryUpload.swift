@@ -294,6 +294,7 @@ struct DirectoryUpload: UploadTransfer {
         job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
         _ = try await job.runOnPool { partPath.withCString(unlink) }
         checkpoint.failFile(index, path: params.files[index], error: failure)
+        UploadTreeEntries.failed(index, error: failure, in: job)
         try job.saveCheckpoint(checkpoint)
     }
 

@@ -385,7 +385,10 @@ public struct UploadJob: JobKind {
         }
         // Folders: the files listed on the first run, named by their paths inside the folders.
         let tree = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
-        if let tree { params.files = tree.files }
+        if let tree {
+            params.files = tree.files
+            landed = UploadTreeEntries.landed(in: job)
+        }
         let transfer = try Self.transfer(for: params, names: tree?.names, landed: landed)
         do {
             if var tree {

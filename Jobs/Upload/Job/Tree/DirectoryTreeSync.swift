@@ -29,6 +29,12 @@ enum DirectoryTreeSync {
             if same {
                 plan.unchangedCount += 1
                 plan.unchangedBytes += size
+                plan.notUploaded.append(
+                    UploadTreePlan.NotUploaded(
+                        entry: UploadTreePlan.Entry(
+                            path: source, name: plan.names[index], reason: "already_there",
+                            message: "the destination holds the same bytes"),
+                        size: size, outcome: .alreadyThere))
             } else {
                 kept.append(index)
             }

@@ -58,6 +58,7 @@ extension UploadCheckpoint {
                 guard let failure = checkpoint.fileFailure(error) else { throw error }
                 job.log(.warning, "\(files[index]): \(failure.code): \(failure.message)")
                 checkpoint.failFile(index, path: files[index], error: failure)
+                UploadTreeEntries.failed(index, error: failure, in: job)
                 try job.saveCheckpoint(checkpoint)
             }
         }

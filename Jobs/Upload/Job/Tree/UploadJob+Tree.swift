@@ -102,6 +102,10 @@ extension UploadJob {
                     &listed, identities: &identities, directory: path, in: job)
             }
             var checkpoint = UploadCheckpoint(sources: identities)
+            // The whole list, with what is not uploaded and why, into the job store before the checkpoint that
+            // fixes the plan: a crash in between lists again from scratch.
+            try UploadTreeEntries.write(listed, sizes: identities.map(\.size), in: job)
+            listed.notUploaded = []
             checkpoint.tree = listed
             try job.saveCheckpoint(checkpoint)
             plan = listed

@@ -46,6 +46,20 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     /// Most entries listed per list (all are counted).
     public static let listed = 1000
 
+    /// On the first run only (not saved): every entry passed over, failed at listing or already there, uncapped,
+    /// in the order met, for the job's file list in the store (`UploadTreeEntries.write`).
+    var notUploaded: [NotUploaded] = []
+
+    /// An entry of `notUploaded`: what it is and why it is not uploaded.
+    struct NotUploaded: Sendable, Equatable {
+        /// The entry.
+        var entry: Entry
+        /// Its size in bytes, when known (files already there), else 0.
+        var size: Int64
+        /// Why: passed over (`Entry.reason` a skip reason), failed (`Entry.reason` an error code) or already there.
+        var outcome: JobEntryOutcome
+    }
+
     /// A file or entry that is not uploaded, and why.
     public struct Entry: Codable, Sendable, Equatable {
         /// Its absolute path.
@@ -84,12 +98,15 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     }
 
     mutating func skip(_ entry: Entry) {
+        notUploaded.append(
+            NotUploaded(entry: entry, size: 0, outcome: .passedOver(reason: entry.reason, message: entry.message)))
         skippedCount += 1
         skippedByReason[entry.reason, default: 0] += 1
         if skipped.count < Self.listed { skipped.append(entry) }
     }
 
     mutating func fail(_ entry: Entry) {
+        notUploaded.append(NotUploaded(entry: entry, size: 0, outcome: .failed(code: entry.reason, message: entry.message)))
         failedCount += 1
         failedByCode[entry.reason, default: 0] += 1
         if failed.count < Self.listed { failed.append(entry) }
