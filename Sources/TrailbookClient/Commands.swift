@@ -68,7 +68,7 @@ package enum Commands {
                 OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG; given several times, photos with every TAG"),
-                OptionSpec("again", help: "photos: upload also those already uploaded to this destination; folders to file://: copy also files already there with the same bytes (both skipped by default)"),
+                OptionSpec("again", help: "photos: upload also those already uploaded to this destination; folders to file:// or s3://: send also files already there with the same bytes (both skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, completion: .directory, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
