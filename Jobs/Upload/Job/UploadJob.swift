@@ -18,7 +18,7 @@ import TrailbookEngine
 /// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); for s3 the `S3Error.Code`s, `too_large` and
 /// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`); for folders
 /// `some_files_failed`, once every other file is uploaded, when files failed alone (listed `bad_name` or
-/// `duplicate_name`; to `file://` also removed or changed while the job ran: `UploadCheckpoint.fileFailure`).
+/// `duplicate_name`; also removed or changed while the job ran: `UploadCheckpoint.fileFailure`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
@@ -46,8 +46,9 @@ public struct UploadJob: JobKind {
         /// files when the job first runs; `nil` for an upload of `files`.
         public var photos: UploadPhotoSelection?
         /// With `photos`: upload also the photos the library remembers as uploaded to this destination already
-        /// (`--again`); by default they are skipped (`already_uploaded`). With folders to `file://`: copy also the
-        /// files the destination already holds with the same bytes (by default left out, `already_there`).
+        /// (`--again`); by default they are skipped (`already_uploaded`). With folders (to `file://` or S3): send
+        /// also the files the destination already holds with the same bytes (by default left out, `already_there`;
+        /// see `UploadTreeSync`).
         public var again: Bool
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
