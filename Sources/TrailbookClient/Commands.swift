@@ -83,6 +83,7 @@ package enum Commands {
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
                 OptionSpec("checksum", .value(placeholder: "sha256|md5"), completion: .choices(["sha256", "md5"]), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
+                OptionSpec("keep-folders", help: "photos (--ids, --ids-file, --tag): name each by its path under the library's root (the folder holding every photo), keeping its folders"),
                 OptionSpec("follow-links", help: "folders: follow symbolic links inside them (loops are detected); by default links are passed over"),
                 OptionSpec("include", .value(placeholder: "GLOB"), repeatable: true, help: "folders: upload only files whose path inside the folder matches GLOB (rclone syntax: *, **, ?, [a-z], {a,b}; /GLOB anchors at the folder)"),
                 OptionSpec("exclude", .value(placeholder: "GLOB"), repeatable: true, help: "folders: leave out files whose path inside the folder matches GLOB (tried before --include; DIR/ leaves out a whole folder)"),
@@ -264,6 +265,7 @@ package enum Commands {
             params["again"] = true
         }
         if arguments.flag("follow-links") { params["follow_links"] = true }
+        if arguments.flag("keep-folders") { params["keep_folders"] = true }
         if !arguments.values("include").isEmpty { params["include"] = .array(arguments.values("include").map { .string($0) }) }
         if !arguments.values("exclude").isEmpty { params["exclude"] = .array(arguments.values("exclude").map { .string($0) }) }
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }

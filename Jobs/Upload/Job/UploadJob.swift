@@ -66,6 +66,9 @@ public struct UploadJob: JobKind {
         public var headers: [String]
         /// tus only: a PEM file of CA certificates to verify an `https` server with; `nil` for the system's.
         public var caBundle: String?
+        /// Photos (`photos`): name each photo at the destination by its path under the library's root, keeping its
+        /// folders (`--keep-folders`); by default each goes under its file name.
+        public var keepFolders: Bool
         /// Folders: follow symbolic links inside them (`--follow-links`), with loop detection; by default links are
         /// passed over (`symlink`). See `UploadTreeWalk`.
         public var followLinks: Bool
@@ -89,9 +92,11 @@ public struct UploadJob: JobKind {
         public init(
             files: [BytePath], to: String, chunkSize: Int64? = nil, maxRate: Int64? = nil,
             headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil, photos: UploadPhotoSelection? = nil,
-            again: Bool = false, followLinks: Bool = false, include: [String] = [], exclude: [String] = []
+            again: Bool = false, followLinks: Bool = false, include: [String] = [], exclude: [String] = [],
+            keepFolders: Bool = false
         ) {
             self.files = files
+            self.keepFolders = keepFolders
             self.followLinks = followLinks
             self.include = include
             self.exclude = exclude
@@ -113,6 +118,7 @@ public struct UploadJob: JobKind {
             case caBundle = "ca_bundle"
             case include, exclude
             case followLinks = "follow_links"
+            case keepFolders = "keep_folders"
         }
 
         /// Encodes the params as JSON; `chunk_size`, `headers`, `ca_bundle`, `photos` and `again` only when given.
@@ -130,6 +136,7 @@ public struct UploadJob: JobKind {
             if followLinks { try container.encode(followLinks, forKey: .followLinks) }
             if !include.isEmpty { try container.encode(include, forKey: .include) }
             if !exclude.isEmpty { try container.encode(exclude, forKey: .exclude) }
+            if keepFolders { try container.encode(keepFolders, forKey: .keepFolders) }
         }
 
         public init(from decoder: any Decoder) throws {
@@ -150,6 +157,7 @@ public struct UploadJob: JobKind {
             followLinks = try container.decodeIfPresent(Bool.self, forKey: .followLinks) ?? false
             include = try container.decodeIfPresent([String].self, forKey: .include) ?? []
             exclude = try container.decodeIfPresent([String].self, forKey: .exclude) ?? []
+            keepFolders = try container.decodeIfPresent(Bool.self, forKey: .keepFolders) ?? false
         }
 
         /// The `include` / `exclude` rules, compiled.
@@ -205,6 +213,12 @@ public struct UploadJob: JobKind {
                 throw JobError(
                     code: "invalid_params",
                     message: "follow_links, include and exclude apply to folders (--follow-links, --include, --exclude), not photos")
+            }
+            if keepFolders, photos == nil {
+                throw JobError(
+                    code: "invalid_params",
+                    message: "keep_folders (--keep-folders) applies to photos of the library (--ids, --ids-file, --tag); "
+                        + "a folder uploaded keeps its layout anyway")
             }
             _ = try filter()
             for file in files where !file.isAbsolute || file.containsNUL {
@@ -387,7 +401,7 @@ public struct UploadJob: JobKind {
         // Folders: the files listed on the first run, named by their paths inside the folders.
         let tree = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
         if let tree { params.files = tree.files }
-        let transfer = try Self.transfer(for: params, names: tree?.names, landed: landed)
+        let transfer = try Self.transfer(for: params, names: tree?.names ?? plan?.names, landed: landed)
         do {
             if var tree {
                 let result = try await tree.files.isEmpty
@@ -425,7 +439,7 @@ public struct UploadJob: JobKind {
             }
             params.files = plan.files
         }
-        var names: [BytePath]?
+        var names = params.photos == nil ? nil : (try? job.loadCheckpoint(as: UploadCheckpoint.self))?.photos?.names
         if params.photos == nil, let tree = try? job.loadCheckpoint(as: UploadCheckpoint.self)?.tree {
             params.files = tree.files
             names = tree.names
