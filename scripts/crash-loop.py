@@ -2,7 +2,7 @@
 """Crash loop: kill -9 the daemon at random moments during tus, s3:// and file:// uploads and batched submits, then check
 nothing was lost or doubled.
 
-    python3 scripts/crash-loop.py [--kills 8] [--seed N] [--binary PATH] [--keep]
+    python3 scripts/crash-loop.py [--kills 8] [--seed N] [--binary PATH] [--keep] [--tree-files N] [--tree-to LIST]
 
 What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards (unless --keep):
 - starts the real tus server (Tests/Support/tus-server/server.py, from the .venv-tus that
@@ -11,6 +11,8 @@ What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards 
   Tests/Support/s3-server/setup.sh makes) with 1 MiB parts allowed;
 - submits rounds of uploads: three tus uploads of random files (one job each) through the proxy, one s3:// upload
   of a multipart file and a one-PUT file, and one directory (file://) upload of several files, all in 1 MiB chunks under --max-rate, so they run for seconds;
+  with --tree-files N, also a folder of N files (nested folders, 0 B to 48 KiB, one of 3 MiB) uploaded as one job
+  to each destination of --tree-to (default tus,s3,file);
 - --kills times: waits a random 0.2-1.5 s (and 3 times in 10 then waits for a batch submit to start, and 0-60 ms
   more, to aim the kill at it), sometimes arms a proxy fault (a 503 or a reset in the middle of a
   PATCH) or an S3 fault (a 503 SlowDown to an UploadPart), kill -9s the daemon and starts it again. When a round's jobs have all ended it is checked and a new
@@ -23,7 +25,8 @@ What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards 
 - after the last kill, lets the daemon finish and checks every round:
   * every job ended `succeeded`;
   * every uploaded object's SHA-256 (the tus server's stored file, the S3 object, the destination directory's
-    file) equals its source's, and the job's result reports the same digest;
+    file) equals its source's, and the job's result reports the same digest; a folder's every file is in its
+    result exactly once, by its relative path;
   * no orphan: the tus server holds exactly the uploads the results name, the S3 server no multipart upload in
     progress, and the destination directory holds no `.part` file;
   * a job's `bytes_resent` is at most what was in flight per kill and per injected fault during its life: one
@@ -54,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -149,12 +153,12 @@ class Daemon:
 class Round:
     """One set of uploads: their sources, job ids and life spans (for the resend bound)."""
 
-    def __init__(self, index, work, rng, daemon, proxy_url):
+    def __init__(self, index, work, rng, daemon, proxy_url, tree_files=0, tree_to=("tus", "s3", "file")):
         self.index = index
         self.dir = os.path.join(work, f"round-{index}")
         self.dest = os.path.join(self.dir, "dest")
         os.makedirs(self.dest)
-        self.sources = {}  # job id -> [source paths]
+        self.sources = {}  # job id -> {name at the destination: source path}
         self.kind = {}  # job id -> "tus", "s3" or "file"
         self.started = time.monotonic()
         for n in range(3):
@@ -162,7 +166,7 @@ class Round:
             with open(path, "wb") as f:
                 f.write(rng.randbytes(rng.randint(3 * CHUNK, 9 * CHUNK) + rng.randint(0, CHUNK)))
             job = daemon.submit([path, "--to", proxy_url, "--chunk-size", "1MiB", "--max-rate", "4MiB"])
-            self.sources[job], self.kind[job] = [path], "tus"
+            self.sources[job], self.kind[job] = names([path]), "tus"
         s3_files = []
         for n, size in enumerate([rng.randint(3 * CHUNK, 8 * CHUNK), rng.randint(1, CHUNK)]):
             path = os.path.join(self.dir, f"s3-{n}.bin")
@@ -171,7 +175,7 @@ class Round:
             s3_files.append(path)
         job = daemon.submit([*s3_files, "--to", f"s3://{S3_BUCKET}/round-{index}/", "--chunk-size", "1MiB",
                              "--min-part-size", "1MiB", "--max-rate", "4MiB"])
-        self.sources[job], self.kind[job] = s3_files, "s3"
+        self.sources[job], self.kind[job] = names(s3_files), "s3"
         files = []
         for n in range(4):
             path = os.path.join(self.dir, f"photo-{n}.jpg")
@@ -179,9 +183,38 @@ class Round:
                 f.write(rng.randbytes(rng.randint(1, 4 * CHUNK)))
             files.append(path)
         job = daemon.submit([*files, "--to", "file://" + self.dest, "--chunk-size", "1MiB", "--max-rate", "6MiB"])
-        self.sources[job], self.kind[job] = files, "file"
+        self.sources[job], self.kind[job] = names(files), "file"
+        self.s3_prefix = {}  # job id -> its S3 prefix
+        self.dests = {}  # job id -> its destination directory (file://)
+        if tree_files:
+            self.tree_round(rng, daemon, proxy_url, tree_files, tree_to)
         self.events = []  # monotonic times of kills and faults while this round ran
         self.faults = 0  # faults armed while it was the last round
+
+    def tree_round(self, rng, daemon, proxy_url, count, tree_to):
+        """A folder of `count` files, uploaded as one job to each destination of `tree_to`."""
+        tree = os.path.join(self.dir, "tree")
+        files = {}
+        for n in range(count):
+            name = f"d{n % 17}/" + (f"s{n % 5}/" if n % 3 == 0 else "") + f"f {n}.bin"
+            path = os.path.join(tree, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            size = 3 * CHUNK if n == count // 2 else rng.choice([0, 1, rng.randint(2, 48 * 1024)])
+            with open(path, "wb") as f:
+                f.write(rng.randbytes(size))
+            files[name] = path
+        if "tus" in tree_to:
+            job = daemon.submit([tree, "--to", proxy_url, "--chunk-size", "1MiB", "--max-rate", "4MiB"])
+            self.sources[job], self.kind[job] = dict(files), "tus"
+        if "s3" in tree_to:
+            prefix = f"round-{self.index}-tree/"
+            job = daemon.submit([tree, "--to", f"s3://{S3_BUCKET}/{prefix}", "--chunk-size", "1MiB",
+                                 "--min-part-size", "1MiB", "--max-rate", "4MiB"])
+            self.sources[job], self.kind[job], self.s3_prefix[job] = dict(files), "s3", prefix
+        if "file" in tree_to:
+            dest = os.path.join(self.dir, "dest-tree")
+            job = daemon.submit([tree, "--to", "file://" + dest, "--chunk-size", "1MiB", "--max-rate", "6MiB"])
+            self.sources[job], self.kind[job], self.dests[job] = dict(files), "file", dest
 
     def ended(self, daemon):
         # Only the unfinished uploads: a long run holds thousands of ended batched jobs.
@@ -296,6 +329,11 @@ class Batches(threading.Thread):
         return problems, len(jobs)
 
 
+def names(paths):
+    """Files given one by one: each goes under its own name."""
+    return {os.path.basename(p): p for p in paths}
+
+
 def s3_get(s3_port, path):
     with urllib.request.urlopen(f"http://127.0.0.1:{s3_port}{path}", timeout=10) as reply:
         return json.loads(reply.read())
@@ -317,8 +355,12 @@ def check(rounds, daemon, tus_files, s3_port):
                 continue
             result = job["result"]
             by_name = {f["name"]: f for f in result["files"]}
-            for source in sources:
-                name = os.path.basename(source)
+            if len(by_name) != len(result["files"]):
+                problems.append(f"job {job_id}: {len(result['files']) - len(by_name)} file(s) listed twice")
+            if set(by_name) != set(sources):
+                problems.append(f"job {job_id}: {len(set(sources) - set(by_name))} file(s) missing from the result, "
+                                f"{len(set(by_name) - set(sources))} unknown")
+            for name, source in sources.items():
                 entry = by_name.get(name)
                 want = sha256_file(source)
                 if entry is None:
@@ -333,11 +375,12 @@ def check(rounds, daemon, tus_files, s3_port):
                     got = sha256_file(stored) if os.path.exists(stored) else "missing"
                 elif r.kind[job_id] == "s3":
                     try:
-                        got = s3_get(s3_port, f"/__object?key=round-{r.index}/{name}")["sha256"]
+                        key = r.s3_prefix.get(job_id, f"round-{r.index}/") + name
+                        got = s3_get(s3_port, "/__object?key=" + urllib.parse.quote(key))["sha256"]
                     except urllib.error.HTTPError:
                         got = "missing"
                 else:
-                    stored = os.path.join(r.dest, name)
+                    stored = os.path.join(r.dests.get(job_id, r.dest), name)
                     got = sha256_file(stored) if os.path.exists(stored) else "missing"
                 if got != want:
                     problems.append(f"job {job_id}: stored {name} has digest {got}, source {want} (corrupt)")
@@ -347,6 +390,8 @@ def check(rounds, daemon, tus_files, s3_port):
                 problems.append(f"job {job_id}: bytes_resent {result['bytes_resent']} > {bound} "
                                 f"({in_flight} chunk(s) in flight per kill or fault, {len(r.events)} during its round)")
         leftovers = glob.glob(os.path.join(r.dest, "*.part"))
+        for dest in r.dests.values():
+            leftovers += glob.glob(os.path.join(dest, "**", "*.part"), recursive=True)
         if leftovers:
             problems.append(f"round {r.index}: .part files left: {leftovers}")
     on_server = {os.path.basename(p)[:-5] for p in glob.glob(os.path.join(tus_files, "*.info"))}
@@ -367,6 +412,10 @@ def main():
                                                            os.path.join(ROOT, ".build", "debug", "trailbook-jobs")))
     parser.add_argument("--keep", action="store_true", help="keep the work directory (its path is printed)")
     parser.add_argument("--settle", type=float, default=180, help="seconds the last round may take to finish")
+    parser.add_argument("--tree-files", type=int, default=0,
+                        help="also upload a folder of this many files to each destination every round (e.g. 2000)")
+    parser.add_argument("--tree-to", default="tus,s3,file",
+                        help="the destinations of the folder uploads, comma-separated (tus, s3, file)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -397,7 +446,7 @@ def main():
     started = time.monotonic()
     try:
         daemon.start()
-        rounds = [Round(0, work, rng, daemon, proxy_url)]
+        rounds = [Round(0, work, rng, daemon, proxy_url, args.tree_files, args.tree_to.split(","))]
         batches = Batches(daemon, rng.randrange(1 << 30))
         batches.start()
         for kill in range(args.kills):
@@ -427,7 +476,8 @@ def main():
                 # A fault armed while the last round ran may not have met a request of it, and then meets the
                 # new round's first one: it counts there too.
                 carried = rounds[-1].faults
-                rounds.append(Round(len(rounds), work, rng, daemon, proxy_url))
+                rounds.append(Round(len(rounds), work, rng, daemon, proxy_url, args.tree_files,
+                                    args.tree_to.split(",")))
                 rounds[-1].events += [time.monotonic()] * carried
         batches.stopping.set()
         batches.join()

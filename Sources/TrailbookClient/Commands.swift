@@ -68,7 +68,7 @@ package enum Commands {
                 OptionSpec("ids", .value(placeholder: "ID,…"), help: "photos of the library by stable ID (or unique prefix), comma-separated"),
                 OptionSpec("ids-file", .value(placeholder: "FILE"), takesPath: true, help: "photos of the library listed in FILE, one stable ID a line"),
                 OptionSpec("tag", .value(placeholder: "TAG"), repeatable: true, help: "photos of the library with TAG; given several times, photos with every TAG"),
-                OptionSpec("again", help: "photos: upload also those already uploaded to this destination; folders to file://: copy also files already there with the same bytes (both skipped by default)"),
+                OptionSpec("again", help: "photos: upload also those already uploaded to this destination; folders to file:// or s3://: send also files already there with the same bytes (both skipped by default)"),
                 OptionSpec("to", .value(placeholder: "DEST"), required: true, takesPath: true, completion: .directory, help: "file:///dir (or a directory path), an http(s):// tus endpoint, or s3://BUCKET/PREFIX/"),
                 OptionSpec("chunk-size", .value(placeholder: "SIZE"), help: "bytes between checkpoints, and per PATCH for tus (default 8MiB; file://: every 64MiB or 1s)"),
                 OptionSpec("max-rate", .value(placeholder: "RATE"), help: "bandwidth limit in bytes/s, e.g. 20MiB"),
@@ -83,6 +83,7 @@ package enum Commands {
                 OptionSpec("min-part-size", .value(placeholder: "SIZE"), help: "s3: smallest part the provider accepts (default 5MiB)"),
                 OptionSpec("parts-in-flight", .value(placeholder: "N"), help: "s3: parts sent at once (default 4; memory about N x part size)"),
                 OptionSpec("checksum", .value(placeholder: "sha256|md5"), completion: .choices(["sha256", "md5"]), help: "s3: the digest the server verifies: sha256 (default: x-amz-checksum-sha256) or md5 (Content-MD5, for providers without S3's additional checksums)"),
+                OptionSpec("keep-folders", help: "photos (--ids, --ids-file, --tag): name each by its path under the library's root (the folder holding every photo), keeping its folders"),
                 OptionSpec("follow-links", help: "folders: follow symbolic links inside them (loops are detected); by default links are passed over"),
                 OptionSpec("include", .value(placeholder: "GLOB"), repeatable: true, help: "folders: upload only files whose path inside the folder matches GLOB (rclone syntax: *, **, ?, [a-z], {a,b}; /GLOB anchors at the folder)"),
                 OptionSpec("exclude", .value(placeholder: "GLOB"), repeatable: true, help: "folders: leave out files whose path inside the folder matches GLOB (tried before --include; DIR/ leaves out a whole folder)"),
@@ -285,6 +286,7 @@ package enum Commands {
             params["again"] = true
         }
         if arguments.flag("follow-links") { params["follow_links"] = true }
+        if arguments.flag("keep-folders") { params["keep_folders"] = true }
         if !arguments.values("include").isEmpty { params["include"] = .array(arguments.values("include").map { .string($0) }) }
         if !arguments.values("exclude").isEmpty { params["exclude"] = .array(arguments.values("exclude").map { .string($0) }) }
         if let size = try arguments.size("chunk-size") { params["chunk_size"] = .number(Double(size)) }

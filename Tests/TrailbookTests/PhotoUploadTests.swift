@@ -43,6 +43,11 @@ final class MemoryPhotoLibrary: UploadPhotoLibrary {
         return found
     }
 
+    /// The library's root: none is set in memory unless a test gives one.
+    var libraryRoot: BytePath?
+
+    func root() throws(JobError) -> BytePath? { libraryRoot }
+
     func remember(_ uploads: [RememberedUpload]) throws(JobError) {
         // Latest wins, as in the store.
         for upload in uploads {

@@ -88,6 +88,12 @@ extension PhotoLibraryService: UploadPhotoLibrary {
         try asJobError { try store().remember(rows) }
     }
 
+    /// The library's root (`PhotoStore.libraryRoot`).
+    /// - Throws: `JobError` `photo_store_error` (retryable).
+    public func root() throws(JobError) -> BytePath? {
+        try asJobError { try store().libraryRoot() }
+    }
+
     /// Runs `body` with the library's errors as job errors (`PhotoLibraryError.jobError`).
     private func asJobError<R>(_ body: () throws -> R) throws(JobError) -> R {
         do {

@@ -109,6 +109,11 @@ public protocol UploadPhotoLibrary: AnyObject, Sendable {
     /// Remembers `uploads` (a photo already remembered for a destination is overwritten).
     /// - Throws: `JobError` `photo_store_error` (retryable).
     func remember(_ uploads: [RememberedUpload]) throws(JobError)
+
+    /// The library's root: the deepest folder holding every photo of the library (`--keep-folders` names each photo
+    /// by its path under it); `nil` for a library without photos.
+    /// - Throws: `JobError` `photo_store_error` (retryable).
+    func root() throws(JobError) -> BytePath?
 }
 
 /// A photo of the selection that the job does not upload, and why. JSON: `{"photo_id", "reason", "message"}`
@@ -148,7 +153,8 @@ public struct PhotoUploadSkip: Codable, Sendable, Equatable {
 /// A photo upload as resolved on its first run, kept in the checkpoint (`UploadCheckpoint.photos`) so every later
 /// attempt uploads the same files, whatever the library says by then.
 ///
-/// JSON: `{"destination", "ids", "files", "selected", "skipped_count", "skipped_by_reason", "skipped"}`.
+/// JSON: `{"destination", "ids", "files", "selected", "skipped_count", "skipped_by_reason", "skipped"}`, and
+/// `"names"` with `keep_folders`.
 public struct PhotoUploadPlan: Codable, Sendable, Equatable {
     /// The destination identity the photos are remembered under.
     public var destination: String
@@ -156,6 +162,10 @@ public struct PhotoUploadPlan: Codable, Sendable, Equatable {
     public var ids: [String]
     /// Their files, the job's sources.
     public var files: [BytePath]
+    /// With `keep_folders` (`--keep-folders`): their names at the destination, aligned with `files`: each file's
+    /// path under the library's root (`UploadPhotoLibrary.root`). `nil` without: each file goes under its own
+    /// name.
+    public var names: [BytePath]?
     /// Entries of the selection (distinct IDs, or photos with the tags).
     public var selected: Int
     /// Photos not uploaded.
@@ -169,7 +179,7 @@ public struct PhotoUploadPlan: Codable, Sendable, Equatable {
     public static let listedSkips = 1000
 
     enum CodingKeys: String, CodingKey {
-        case destination, ids, files, selected, skipped
+        case destination, ids, files, selected, skipped, names
         case skippedCount = "skipped_count"
         case skippedByReason = "skipped_by_reason"
     }
@@ -295,6 +305,8 @@ extension UploadJob {
             }
         }
         let remembered = params.again ? [:] : try library.uploads(of: found.map(\.id), to: plan.destination)
+        let root = params.keepFolders ? try library.root() : nil
+        if params.keepFolders { plan.names = [] }
         let candidates = found.filter { remembered[$0.id] == nil }
         let paths = candidates.map(\.path)
         // One pool call stats every candidate; a failure is that photo's, not the job's.
@@ -334,8 +346,14 @@ extension UploadJob {
                         path: path))
                 continue
             }
+            let kept = root.flatMap { Self.name(of: path, under: $0) }
             do throws(JobError) {
-                let name = try nameKey(of: path, destination: destination)
+                let name: BytePath?
+                if let kept {
+                    name = try Self.nameKey(kept: kept, destination: destination)
+                } else {
+                    name = try nameKey(of: path, destination: destination)
+                }
                 if let name, let other = names[name] {
                     throw JobError(
                         code: "duplicate_name",
@@ -349,6 +367,7 @@ extension UploadJob {
             }
             plan.ids.append(id)
             plan.files.append(path)
+            if params.keepFolders { plan.names?.append(kept ?? path.lastComponent) }
             identities.append(identity)
         }
         var checkpoint = UploadCheckpoint(sources: identities)
@@ -372,6 +391,23 @@ extension UploadJob {
             _ = try UploadNames.name(ofSource: path)
             return nil
         }
+    }
+
+    /// `path` relative to the folder `root` (`/`-separated), or `nil` when it is not under it.
+    nonisolated static func name(of path: BytePath, under root: BytePath) -> BytePath? {
+        let folder = root.bytes.last == UInt8(ascii: "/") ? root.bytes : root.bytes + [UInt8(ascii: "/")]
+        guard path.bytes.count > folder.count, path.bytes.starts(with: folder) else { return nil }
+        return BytePath(bytes: Array(path.bytes[folder.count...]))
+    }
+
+    /// `nameKey(of:destination:)` of a photo kept under its folders (`--keep-folders`) as `name`.
+    /// - Throws: `JobError` `bad_name` when the destination cannot take the name (`UploadTreePlan.nameProblem`).
+    nonisolated static func nameKey(kept name: BytePath, destination: UploadDestination) throws(JobError) -> BytePath? {
+        if let problem = UploadTreePlan.nameProblem(name, destination: destination) {
+            throw JobError(code: "bad_name", message: problem)
+        }
+        if case .tus = destination { return nil }
+        return name
     }
 
     /// Remembers every file the job has finished (its checkpoint's `finished`) as uploaded, in one transaction.

@@ -156,7 +156,9 @@ struct S3UploadRun: UploadTransfer {
         for ahead in saved?.finishedAhead ?? [] where saved!.sources.indices.contains(ahead.index) {
             landedAhead[ahead.index] = saved!.sources[ahead.index]
         }
-        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(files: files, in: job) { [landedAhead] indices in
+        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(
+            files: files, in: job, filesFailAlone: true, discardFile: { try await discardFailed($0, in: job) }
+        ) { [landedAhead] indices in
             var identities: [SourceIdentity] = []
             for index in indices {
                 if let known = landedAhead[index] {
@@ -177,8 +179,14 @@ struct S3UploadRun: UploadTransfer {
             let index = checkpoint.fileIndex
             if checkpoint.s3UploadID == nil, checkpoint.s3CreateStarted == nil, try isSinglePut(index, checkpoint) {
                 try await uploadSinglePuts(checkpoint: &checkpoint, client: client, progress: progress, in: job)
-            } else {
+                continue
+            }
+            do {
                 try await upload(index, checkpoint: &checkpoint, client: client, progress: progress, in: job)
+            } catch {
+                // A folder's file removed before its turn or changed while sent fails alone; the others go on.
+                guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
+                try await skipFailed(index, failure, checkpoint: &checkpoint, in: job)
             }
         }
         progress.report(current: nil)
@@ -200,24 +208,36 @@ struct S3UploadRun: UploadTransfer {
     ) async throws {
         let limit = options.partsInFlight ?? S3Options.defaultPartsInFlight
         do {
-            try await withThrowingTaskGroup(of: (Int, UploadedFile).self) { group in
+            let failsAlone = checkpoint.tree != nil
+            try await withThrowingTaskGroup(of: (Int, Result<UploadedFile, JobError>).self) { group in
                 var inFlight = 0
                 var next = checkpoint.fileIndex
                 var cadence = LandedFilesCadence()
-                @LoopActor func record(_ done: (Int, UploadedFile)) async throws {
+                @LoopActor func record(_ done: (Int, Result<UploadedFile, JobError>)) async throws {
                     inFlight -= 1
+                    let file: UploadedFile
+                    switch done.1 {
+                    case .success(let landed): file = landed
+                    case .failure(let failure):
+                        // A folder's file removed or changed: it fails alone (nothing of it is on the server).
+                        job.log(.warning, "\(names[done.0]): \(failure.code): \(failure.message); going on with the other files")
+                        checkpoint.failFile(done.0, path: params.files[done.0], error: failure)
+                        try job.saveCheckpoint(checkpoint)
+                        cadence.saved()
+                        return
+                    }
                     progress.finishFile(done.0)
-                    checkpoint.land(done.0, done.1)
-                    if cadence.landed(bytes: done.1.bytes, landed: checkpoint.landedCount) {
+                    checkpoint.land(done.0, file)
+                    if cadence.landed(bytes: file.bytes, landed: checkpoint.landedCount) {
                         try job.saveCheckpoint(checkpoint)
                         cadence.saved()
                     }
-                    if let landed { await landed(done.0, done.1) }
+                    if let landed { await landed(done.0, file) }
                 }
                 // A stop (timeout, reclaim, an error) keeps what landed for the next attempt, as far as it can.
                 defer { if cadence.hasUnsaved { try? job.saveCheckpoint(checkpoint) } }
                 while next < names.count {
-                    if checkpoint.landedAhead(next) {
+                    if checkpoint.landedAhead(next) || checkpoint.failedAhead?.contains(next) == true {
                         next += 1
                         continue
                     }
@@ -227,7 +247,16 @@ struct S3UploadRun: UploadTransfer {
                     let put = SinglePut(
                         run: self, index: next, identity: checkpoint.sources[next], client: client, progress: progress,
                         job: job)
-                    group.addTask { try await put.send() }
+                    let index = next
+                    group.addTask {
+                        do {
+                            let (_, file) = try await put.send()
+                            return (index, .success(file))
+                        } catch {
+                            guard failsAlone, let failure = UploadCheckpoint.failsAlone(error) else { throw error }
+                            return (index, .failure(failure))
+                        }
+                    }
                     inFlight += 1
                     next += 1
                 }
@@ -657,8 +686,13 @@ struct S3UploadRun: UploadTransfer {
     ///   server cannot be reached or is busy (the engine tries again with backoff, across restarts); `.giveUp` when
     ///   the server refuses for good (access denied, no such bucket).
     func discardPartial(in job: JobContext) async -> CleanUpOutcome {
-        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self),
-            checkpoint.s3UploadID != nil || checkpoint.s3CreateStarted != nil, checkpoint.fileIndex < names.count
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self) else { return .done }
+        return await discard(checkpoint, in: job)
+    }
+
+    /// `discardPartial` of the unfinished multipart upload `checkpoint` names for its file in progress.
+    func discard(_ checkpoint: UploadCheckpoint, in job: JobContext) async -> CleanUpOutcome {
+        guard checkpoint.s3UploadID != nil || checkpoint.s3CreateStarted != nil, checkpoint.fileIndex < names.count
         else { return .done }
         let object = "s3://\(bucket)/\(key(checkpoint.fileIndex))"
         let key = key(checkpoint.fileIndex)

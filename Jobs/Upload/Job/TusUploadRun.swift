@@ -108,7 +108,9 @@ struct TusUploadRun: UploadTransfer {
     /// Runs (or resumes) the upload; see the type's documentation.
     func run(in job: JobContext) async throws -> JSONValue {
         let files = params.files
-        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(files: files, in: job) { indices in
+        var (checkpoint, _) = try await UploadCheckpoint.startOrResume(
+            files: files, in: job, filesFailAlone: true, discardFile: { try await discardFailed($0, in: job) }
+        ) { indices in
             try DirectoryIO.sourceIdentities(files: files, indices: indices)
         }
 
@@ -123,9 +125,16 @@ struct TusUploadRun: UploadTransfer {
         do {
             while checkpoint.fileIndex < files.count {
                 try job.checkCancellation()
-                try await upload(
-                    checkpoint.fileIndex, checkpoint: &checkpoint, cadence: &cadence, info: &info, client: client,
-                    progress: progress, in: job)
+                do {
+                    try await upload(
+                        checkpoint.fileIndex, checkpoint: &checkpoint, cadence: &cadence, info: &info, client: client,
+                        progress: progress, in: job)
+                } catch {
+                    // A folder's file removed before its turn or changed while sent fails alone; the others go on.
+                    guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
+                    try await skipFailed(failure, checkpoint: &checkpoint, in: job)
+                    cadence.saved()
+                }
             }
             if cadence.hasUnsaved { try job.saveCheckpoint(checkpoint) }
         } catch {
@@ -438,8 +447,13 @@ struct TusUploadRun: UploadTransfer {
     ///   (with the URL) when it did not answer, answered 5xx, 423 or 429; `.giveUp` when it refuses termination
     ///   for good (401/403, 405 or another status outside tus).
     func discardPartial(in job: JobContext) async -> CleanUpOutcome {
-        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self), let url = checkpoint.uploadURL
-        else { return .done }
+        guard let checkpoint = try? job.loadCheckpoint(as: UploadCheckpoint.self) else { return .done }
+        return await discard(checkpoint, in: job)
+    }
+
+    /// `discardPartial` of the unfinished upload `checkpoint` names (its `uploadURL`).
+    func discard(_ checkpoint: UploadCheckpoint, in job: JobContext) async -> CleanUpOutcome {
+        guard let url = checkpoint.uploadURL else { return .done }
         do {
             let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
             try await client.terminate(url)

@@ -264,6 +264,11 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// index in `files`; `nil` or empty when none.
     public var finishedAhead: [FinishedAhead]?
 
+    /// A folder upload: files past `fileIndex` that already failed alone (a single `PUT` sent alongside earlier
+    /// files whose source changed or went away; listed in `tree`'s failures), by index in `files`; `nil` or empty
+    /// when none. `fileIndex` passes them as it reaches them.
+    public var failedAhead: [Int]?
+
     /// A file that landed before the file at `fileIndex` did.
     public struct FinishedAhead: Codable, Sendable, Equatable {
         /// Its index in `files` (greater than `fileIndex`).
@@ -303,6 +308,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case s3CreateStarted = "s3_create_started"
         case failingSince = "failing_since_ms"
         case finishedAhead = "finished_ahead"
+        case failedAhead = "failed_ahead"
     }
 
     /// Files that landed and are recorded here, in order or ahead of an earlier one.
@@ -336,11 +342,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         }
         finished.append(file)
         fileIndex += 1
-        while let next = finishedAhead?.firstIndex(where: { $0.index == fileIndex }) {
-            finished.append(finishedAhead!.remove(at: next).file)
-            fileIndex += 1
-        }
-        if finishedAhead?.isEmpty == true { finishedAhead = nil }
+        passLandedAhead()
         offset = 0
         fileBytesResent = 0
         s3Plan = nil
@@ -349,13 +351,35 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         s3CreateStarted = nil
     }
 
+    /// Moves `fileIndex` past every file that already landed (`finishedAhead`, appended to `finished`) or failed
+    /// alone (`failedAhead`) out of order.
+    mutating func passLandedAhead() {
+        while true {
+            if let next = finishedAhead?.firstIndex(where: { $0.index == fileIndex }) {
+                finished.append(finishedAhead!.remove(at: next).file)
+            } else if let failed = failedAhead?.firstIndex(of: fileIndex) {
+                failedAhead!.remove(at: failed)
+            } else {
+                break
+            }
+            fileIndex += 1
+        }
+        if finishedAhead?.isEmpty == true { finishedAhead = nil }
+        if failedAhead?.isEmpty == true { failedAhead = nil }
+    }
+
+    /// Files before `fileIndex` that failed alone (a folder upload's): `fileIndex` passed them without a row in
+    /// `finished`.
+    var failedBehind: Int { (tree?.failedWhileUploading ?? 0) - (failedAhead?.count ?? 0) }
+
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.
     /// - Throws: `JobError` `bad_checkpoint` otherwise (not retryable: resubmit the job).
     func check(fileCount: Int) throws(JobError) {
         guard version == 1, sources.count == fileCount, fileIndex >= 0, fileIndex <= fileCount,
-            finished.count == fileIndex, offset >= 0,
+            finished.count + failedBehind == fileIndex, offset >= 0,
             fileIndex == fileCount || offset <= sources[fileIndex].size,
-            (finishedAhead ?? []).allSatisfy({ $0.index > fileIndex && $0.index < fileCount })
+            (finishedAhead ?? []).allSatisfy({ $0.index > fileIndex && $0.index < fileCount }),
+            (failedAhead ?? []).allSatisfy({ $0 > fileIndex && $0 < fileCount })
         else {
             throw JobError(
                 code: "bad_checkpoint",

@@ -18,7 +18,7 @@ import TrailbookEngine
 /// `offset_mismatch`, `protocol_error` (see `TusUploadRun`); for s3 the `S3Error.Code`s, `too_large` and
 /// `size_mismatch` (see `S3UploadRun`); `duplicate_upload` at submit (see `duplicateKeys`); for folders
 /// `some_files_failed`, once every other file is uploaded, when files failed alone (listed `bad_name` or
-/// `duplicate_name`; to `file://` also removed or changed while the job ran: `UploadCheckpoint.fileFailure`).
+/// `duplicate_name`; also removed or changed while the job ran: `UploadCheckpoint.fileFailure`).
 ///
 /// Result: `{"bytes", "bytes_resent", "sha256" (the file's when exactly one, else null), "files": [{"name",
 /// "path", "bytes", "sha256", "bytes_resent"}], "destination"}`; a tus upload adds `"url"` per file and at the top
@@ -46,8 +46,9 @@ public struct UploadJob: JobKind {
         /// files when the job first runs; `nil` for an upload of `files`.
         public var photos: UploadPhotoSelection?
         /// With `photos`: upload also the photos the library remembers as uploaded to this destination already
-        /// (`--again`); by default they are skipped (`already_uploaded`). With folders to `file://`: copy also the
-        /// files the destination already holds with the same bytes (by default left out, `already_there`).
+        /// (`--again`); by default they are skipped (`already_uploaded`). With folders (to `file://` or S3): send
+        /// also the files the destination already holds with the same bytes (by default left out, `already_there`;
+        /// see `UploadTreeSync`).
         public var again: Bool
         /// Destination URL: `file:///abs/dir` (or, later, an `http(s)://` tus endpoint).
         public var to: String
@@ -65,6 +66,9 @@ public struct UploadJob: JobKind {
         public var headers: [String]
         /// tus only: a PEM file of CA certificates to verify an `https` server with; `nil` for the system's.
         public var caBundle: String?
+        /// Photos (`photos`): name each photo at the destination by its path under the library's root, keeping its
+        /// folders (`--keep-folders`); by default each goes under its file name.
+        public var keepFolders: Bool
         /// Folders: follow symbolic links inside them (`--follow-links`), with loop detection; by default links are
         /// passed over (`symlink`). See `UploadTreeWalk`.
         public var followLinks: Bool
@@ -88,9 +92,11 @@ public struct UploadJob: JobKind {
         public init(
             files: [BytePath], to: String, chunkSize: Int64? = nil, maxRate: Int64? = nil,
             headers: [String] = [], caBundle: String? = nil, s3: S3Options? = nil, photos: UploadPhotoSelection? = nil,
-            again: Bool = false, followLinks: Bool = false, include: [String] = [], exclude: [String] = []
+            again: Bool = false, followLinks: Bool = false, include: [String] = [], exclude: [String] = [],
+            keepFolders: Bool = false
         ) {
             self.files = files
+            self.keepFolders = keepFolders
             self.followLinks = followLinks
             self.include = include
             self.exclude = exclude
@@ -112,6 +118,7 @@ public struct UploadJob: JobKind {
             case caBundle = "ca_bundle"
             case include, exclude
             case followLinks = "follow_links"
+            case keepFolders = "keep_folders"
         }
 
         /// Encodes the params as JSON; `chunk_size`, `headers`, `ca_bundle`, `photos` and `again` only when given.
@@ -129,6 +136,7 @@ public struct UploadJob: JobKind {
             if followLinks { try container.encode(followLinks, forKey: .followLinks) }
             if !include.isEmpty { try container.encode(include, forKey: .include) }
             if !exclude.isEmpty { try container.encode(exclude, forKey: .exclude) }
+            if keepFolders { try container.encode(keepFolders, forKey: .keepFolders) }
         }
 
         public init(from decoder: any Decoder) throws {
@@ -149,6 +157,7 @@ public struct UploadJob: JobKind {
             followLinks = try container.decodeIfPresent(Bool.self, forKey: .followLinks) ?? false
             include = try container.decodeIfPresent([String].self, forKey: .include) ?? []
             exclude = try container.decodeIfPresent([String].self, forKey: .exclude) ?? []
+            keepFolders = try container.decodeIfPresent(Bool.self, forKey: .keepFolders) ?? false
         }
 
         /// The `include` / `exclude` rules, compiled.
@@ -204,6 +213,12 @@ public struct UploadJob: JobKind {
                 throw JobError(
                     code: "invalid_params",
                     message: "follow_links, include and exclude apply to folders (--follow-links, --include, --exclude), not photos")
+            }
+            if keepFolders, photos == nil {
+                throw JobError(
+                    code: "invalid_params",
+                    message: "keep_folders (--keep-folders) applies to photos of the library (--ids, --ids-file, --tag); "
+                        + "a folder uploaded keeps its layout anyway")
             }
             _ = try filter()
             for file in files where !file.isAbsolute || file.containsNUL {
@@ -389,7 +404,7 @@ public struct UploadJob: JobKind {
             params.files = tree.files
             landed = UploadTreeEntries.landed(in: job)
         }
-        let transfer = try Self.transfer(for: params, names: tree?.names, landed: landed)
+        let transfer = try Self.transfer(for: params, names: tree?.names ?? plan?.names, landed: landed)
         do {
             if var tree {
                 let result = try await tree.files.isEmpty
@@ -427,7 +442,7 @@ public struct UploadJob: JobKind {
             }
             params.files = plan.files
         }
-        var names: [BytePath]?
+        var names = params.photos == nil ? nil : (try? job.loadCheckpoint(as: UploadCheckpoint.self))?.photos?.names
         if params.photos == nil, let tree = try? job.loadCheckpoint(as: UploadCheckpoint.self)?.tree {
             params.files = tree.files
             names = tree.names

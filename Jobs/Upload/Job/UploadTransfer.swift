@@ -39,17 +39,22 @@ extension UploadCheckpoint {
     ///   - filesFailAlone: a folder upload whose transfer fails a file by itself (`failFile`): only the file in
     ///     progress is checked now (the others at their turn), and one that changed or is gone is failed alone
     ///     and passed (saved), then the next is checked.
+    ///   - discardFile: with `filesFailAlone`, removes what the destination holds of the file in progress (a tus
+    ///     upload, a multipart upload) before it is failed alone; `nil` when there is nothing to remove.
     /// - Returns: the checkpoint and whether it was resumed from a saved one.
     /// - Throws: `bad_checkpoint`, `source_changed`, and what `identities` throws.
     @LoopActor
     static func startOrResume(
         files: [BytePath], in job: JobContext, filesFailAlone: Bool = false,
+        discardFile: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil,
         identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
     ) async throws -> (checkpoint: UploadCheckpoint, resumed: Bool) {
         if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
             try saved.check(fileCount: files.count)
             if filesFailAlone, saved.tree != nil {
-                return (try await saved.checkCurrentFile(files: files, in: job, identities: identities), true)
+                let checked = try await saved.checkCurrentFile(
+                    files: files, in: job, discardFile: discardFile, identities: identities)
+                return (checked, true)
             }
             let remaining = saved.fileIndex..<files.count
             let now = try await job.runOnPool { try identities(remaining) }

@@ -82,6 +82,8 @@ def exit_with_parent() -> None:
 def action_of(method: str, query: dict, path: str) -> str:
     if "uploads" in query:
         return "CreateMultipartUpload" if method == "POST" else "ListMultipartUploads"
+    if "list-type" in query and method == "GET":
+        return "ListObjectsV2"
     if "uploadId" in query:
         return {
             "PUT": "UploadPart", "GET": "ListParts", "POST": "CompleteMultipartUpload",

@@ -19,30 +19,15 @@ enum DirectoryTreeSync {
     static func leaveOutUnchanged(
         _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], directory: BytePath, in job: JobContext
     ) async throws {
-        var kept: [Int] = []
+        var same: [Int] = []
         for index in plan.files.indices {
             try job.checkCancellation()
             let source = plan.files[index]
             let target = BytePath.join(directory, plan.names[index])
             let size = identities[index].size
-            let same = try await job.runOnPool { sameBytes(source, target, size: size) }
-            if same {
-                plan.unchangedCount += 1
-                plan.unchangedBytes += size
-                plan.notUploaded.append(
-                    UploadTreePlan.NotUploaded(
-                        entry: UploadTreePlan.Entry(
-                            path: source, name: plan.names[index], reason: "already_there",
-                            message: "the destination holds the same bytes"),
-                        size: size, outcome: .alreadyThere))
-            } else {
-                kept.append(index)
-            }
+            if try await job.runOnPool({ sameBytes(source, target, size: size) }) { same.append(index) }
         }
-        guard kept.count < plan.files.count else { return }
-        plan.files = kept.map { plan.files[$0] }
-        plan.names = kept.map { plan.names[$0] }
-        identities = kept.map { identities[$0] }
+        plan.leaveOut(same, identities: &identities)
     }
 
     /// Whether `target` is a regular file (not a link) of `size` bytes with the bytes of `source`. Blocking.

@@ -15,24 +15,44 @@ extension UploadCheckpoint {
     /// `error` as the failure of one file of this folder upload, or `nil` when it is not one (not a folder
     /// upload, a stop, or an error about the destination or the job).
     func fileFailure(_ error: any Error) -> JobError? {
-        guard tree != nil, let error = error as? JobError, !error.retryable, Self.fileFailureCodes.contains(error.code)
-        else { return nil }
+        tree == nil ? nil : Self.failsAlone(error)
+    }
+
+    /// `error` when it concerns one source file only (`fileFailureCodes`, not retryable), else `nil`.
+    nonisolated static func failsAlone(_ error: any Error) -> JobError? {
+        guard let error = error as? JobError, !error.retryable, fileFailureCodes.contains(error.code) else { return nil }
         return error
     }
 
-    /// Records that file `index` (the one in progress, `fileIndex`) failed with `error`: listed in the tree's
-    /// failures with its path, name and code, counted in `failedWhileUploading`, and the checkpoint moved to the
-    /// next file (offset 0, no `.part`). The caller saves the checkpoint.
+    /// Records that file `index` failed with `error`: listed in the tree's failures with its path, name and code,
+    /// and counted in `failedWhileUploading`. The file in progress (`fileIndex`) is passed: the checkpoint moves to
+    /// the next file not yet landed or failed, with no per-file state left (offset 0, no `.part`, tus upload URL or
+    /// S3 UploadId: the caller removes what they named first). A file further on (a single `PUT` sent alongside)
+    /// waits in `failedAhead`. The caller saves the checkpoint.
     mutating func failFile(_ index: Int, path: BytePath, error: JobError) {
-        guard var plan = tree else { return }
+        guard var plan = tree, index >= fileIndex else { return }
         let name = index < plan.names.count ? plan.names[index] : nil
         plan.fail(UploadTreePlan.Entry(path: path, name: name, reason: error.code, message: error.message))
         plan.failedWhileUploading += 1
         tree = plan
+        guard index == fileIndex else {
+            failedAhead = (failedAhead ?? []) + [index]
+            return
+        }
         fileIndex = index + 1
+        passLandedAhead()
         offset = 0
         fileBytesResent = 0
         partFile = nil
+        uploadURL = nil
+        uploadExpires = nil
+        sentThrough = nil
+        failingSince = nil
+        checksumVerified = nil
+        s3Plan = nil
+        s3UploadID = nil
+        s3PartsSent = nil
+        s3CreateStarted = nil
     }
 }
 
@@ -43,7 +63,8 @@ extension UploadCheckpoint {
     /// - Throws: what `identities` throws that is not one file's failure (a destination problem).
     @LoopActor
     func checkCurrentFile(
-        files: [BytePath], in job: JobContext, identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
+        files: [BytePath], in job: JobContext, discardFile: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil,
+        identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
     ) async throws -> UploadCheckpoint {
         var checkpoint = self
         while checkpoint.fileIndex < files.count {
@@ -57,6 +78,7 @@ extension UploadCheckpoint {
             } catch {
                 guard let failure = checkpoint.fileFailure(error) else { throw error }
                 job.log(.warning, "\(files[index]): \(failure.code): \(failure.message)")
+                try await discardFile?(checkpoint)
                 checkpoint.failFile(index, path: files[index], error: failure)
                 UploadTreeEntries.failed(index, error: failure, in: job)
                 try job.saveCheckpoint(checkpoint)

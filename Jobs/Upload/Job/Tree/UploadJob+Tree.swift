@@ -97,9 +97,9 @@ extension UploadJob {
             var (listed, identities) = try await job.runOnPool {
                 try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
             }
-            if case .directory(let path) = destination, !params.again {
-                try await DirectoryTreeSync.leaveOutUnchanged(
-                    &listed, identities: &identities, directory: path, in: job)
+            if !params.again {
+                try await UploadTreeSync.leaveOutUnchanged(
+                    &listed, identities: &identities, destination: destination, params: params, in: job)
             }
             var checkpoint = UploadCheckpoint(sources: identities)
             // The whole list, with what is not uploaded and why, into the job store before the checkpoint that

@@ -1,0 +1,96 @@
+import S3Client
+import TrailbookEngine
+import TrailbookLoop
+
+/// "Send only what changed" for a folder upload to `s3://BUCKET/PREFIX/`: before the first attempt sends
+/// anything, the prefix is listed (`ListObjectsV2`, every page); each listed file whose key is there with the same
+/// size is digested locally as this job would upload it (`S3LocalDigest`: the MD5 and SHA-256 of a single `PUT`,
+/// the composite ETag and checksum of a multipart upload by the job's part plan) and compared with the object's
+/// ETag; where the ETag cannot tell (SSE-KMS, SSE-C), `HeadObject` with `x-amz-checksum-mode: ENABLED` gives the
+/// object's SHA-256 checksum. A file whose bytes are proven there is left out of the job (`already_there`); any
+/// doubt sends it. Credentials that may not list the bucket (`access_denied`) fall back to one `HeadObject` per
+/// file. Nothing is ever deleted.
+@LoopActor
+enum S3TreeSync {
+    /// The indices of `plan`'s files that `bucket` holds under `prefix` with the same bytes.
+    /// - Parameters:
+    ///   - identities: the identities of `plan.files`, aligned with them.
+    /// - Throws: `JobError` with the S3 error's code when listing or a `HeadObject` fails for good (after
+    ///   `S3UploadRun.retrying`), `JobStopped` when stopped.
+    static func unchanged(
+        _ plan: UploadTreePlan, identities: [SourceIdentity], params: UploadJob.Params, bucket: String,
+        prefix: String, in job: JobContext
+    ) async throws -> [Int] {
+        let run = S3UploadRun(params: params, names: [], bucket: bucket, prefix: prefix, landed: nil)
+        let client = try await S3UploadRun.client(for: params, bucket: bucket, in: job)
+        do {
+            let candidates = try await listed(plan, identities: identities, prefix: prefix, client: client, run: run, in: job)
+            var same: [Int] = []
+            for (index, etag) in candidates.sorted(by: { $0.key < $1.key }) {
+                try job.checkCancellation()
+                guard let name = plan.names[index].text,
+                    let partPlan = try? S3UploadRun.plan(size: identities[index].size, params: params, name: name)
+                else { continue }
+                let digest: S3LocalDigest
+                do {
+                    digest = try await S3LocalDigest.compute(
+                        plan.files[index], expected: identities[index], plan: partPlan, in: job)
+                } catch let error as JobError {
+                    // Gone or changed since it was listed: it is sent (and fails alone) at its turn.
+                    job.log(.info, "\(plan.files[index]): not compared with s3 (\(error.code)); it is sent")
+                    continue
+                }
+                var verdict = etag.flatMap { digest.matches(S3ObjectHead(size: identities[index].size, etag: $0)) }
+                if verdict == nil {
+                    let key = prefix + name
+                    let head = try await run.retrying("HEAD \(key)", in: job) { () throws(S3Error) in
+                        try await client.headObject(key: key)
+                    }
+                    verdict = head.flatMap { digest.matches($0) }
+                }
+                if verdict == true { same.append(index) }
+            }
+            return same
+        } catch let error as S3Error {
+            try job.checkCancellation()
+            throw JobError(code: error.code.rawValue, message: error.message, retryable: error.code == .expiredToken)
+        }
+    }
+
+    /// The files of `plan` that the prefix's listing shows with their size, each with the listed ETag; every file
+    /// (ETag `nil`, to be asked with `HeadObject`) when the credentials may not list the bucket. Pages are read
+    /// one at a time: only the candidates are kept.
+    private static func listed(
+        _ plan: UploadTreePlan, identities: [SourceIdentity], prefix: String, client: S3Client, run: S3UploadRun,
+        in job: JobContext
+    ) async throws -> [Int: String?] {
+        // By the key's bytes: Swift's `String` equality would take a name in NFD for its NFC twin.
+        var byKey: [[UInt8]: Int] = [:]
+        for (index, name) in plan.names.enumerated() where name.text != nil {
+            byKey[Array(prefix.utf8) + name.bytes] = index
+        }
+        var candidates: [Int: String?] = [:]
+        var token: String?
+        repeat {
+            let continuation = token
+            let page: (objects: [S3ListedObject], next: String?)
+            do {
+                page = try await run.retrying("ListObjectsV2 \(prefix)", in: job) { () throws(S3Error) in
+                    try await client.listObjects(prefix: prefix, continuation: continuation)
+                }
+            } catch let error as S3Error where error.code == .accessDenied {
+                job.log(
+                    .info,
+                    "may not list s3://\(client.bucket)/\(prefix) (\(error.message)); asking HeadObject of each file instead")
+                return Dictionary(uniqueKeysWithValues: byKey.values.map { ($0, nil) })
+            }
+            for object in page.objects {
+                if let index = byKey[Array(object.key.utf8)], identities[index].size == object.size {
+                    candidates[index] = .some(object.etag)
+                }
+            }
+            token = page.next
+        } while token != nil
+        return candidates
+    }
+}

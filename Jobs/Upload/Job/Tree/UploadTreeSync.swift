@@ -1,0 +1,54 @@
+import TrailbookEngine
+import TrailbookLoop
+
+/// "Send only what changed" for a folder upload, on every destination: before the first attempt sends anything,
+/// the files the destination already holds with the same bytes are left out of the job (`already_there`). How a
+/// destination tells is its own: `DirectoryTreeSync` (`file://`: size, then SHA-256 of both sides), `S3TreeSync`
+/// (the prefix's listing and the objects' ETags or SHA-256 checksums). `--again` (`Params.again`) skips it and
+/// sends every file. Nothing at the destination is ever deleted.
+enum UploadTreeSync {
+    /// Takes out of `plan` (and `identities`, aligned with its files) each file `destination` already holds with
+    /// the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes`.
+    /// - Throws: `JobStopped` when stopped; for S3, `JobError` when the listing fails for good.
+    @LoopActor
+    static func leaveOutUnchanged(
+        _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], destination: UploadDestination,
+        params: UploadJob.Params, in job: JobContext
+    ) async throws {
+        switch destination {
+        case .directory(let path):
+            try await DirectoryTreeSync.leaveOutUnchanged(&plan, identities: &identities, directory: path, in: job)
+        case .s3(let bucket, let prefix):
+            let same = try await S3TreeSync.unchanged(
+                plan, identities: identities, params: params, bucket: bucket, prefix: prefix, in: job)
+            plan.leaveOut(same, identities: &identities)
+        case .tus:
+            break
+        }
+    }
+}
+
+extension UploadTreePlan {
+    /// Takes the files at `indices` (already at the destination) out of the plan and of `identities` (aligned
+    /// with `files`), counting them and their bytes as `already_there` and listing each in `notUploaded` (so the
+    /// job's file list records it).
+    mutating func leaveOut(_ indices: [Int], identities: inout [SourceIdentity]) {
+        guard !indices.isEmpty else { return }
+        let out = Set(indices)
+        for index in out.sorted() {
+            let size = identities[index].size
+            unchangedCount += 1
+            unchangedBytes += size
+            notUploaded.append(
+                NotUploaded(
+                    entry: Entry(
+                        path: files[index], name: names[index], reason: "already_there",
+                        message: "the destination holds the same bytes"),
+                    size: size, outcome: .alreadyThere))
+        }
+        let kept = files.indices.filter { !out.contains($0) }
+        files = kept.map { files[$0] }
+        names = kept.map { names[$0] }
+        identities = kept.map { identities[$0] }
+    }
+}
