@@ -222,6 +222,7 @@ struct S3UploadRun: UploadTransfer {
                         // A folder's file removed or changed: it fails alone (nothing of it is on the server).
                         job.log(.warning, "\(names[done.0]): \(failure.code): \(failure.message); going on with the other files")
                         checkpoint.failFile(done.0, path: params.files[done.0], error: failure)
+                        UploadTreeEntries.failed(done.0, error: failure, in: job)
                         try job.saveCheckpoint(checkpoint)
                         cadence.saved()
                         return

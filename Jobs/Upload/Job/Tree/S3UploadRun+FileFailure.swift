@@ -16,6 +16,7 @@ extension S3UploadRun {
         job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
         try await discardFailed(checkpoint, in: job)
         checkpoint.failFile(index, path: params.files[index], error: failure)
+        UploadTreeEntries.failed(index, error: failure, in: job)
         try job.saveCheckpoint(checkpoint)
     }
 

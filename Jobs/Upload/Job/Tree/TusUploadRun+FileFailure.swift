@@ -13,6 +13,7 @@ extension TusUploadRun {
         job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
         try await discardFailed(checkpoint, in: job)
         checkpoint.failFile(index, path: params.files[index], error: failure)
+        UploadTreeEntries.failed(index, error: failure, in: job)
         try job.saveCheckpoint(checkpoint)
     }
 
