@@ -30,6 +30,10 @@ public struct SchedulerOptions: Sendable {
     /// this status right after a submit's commit, before its reply, as a `kill -9` at that moment would.
     public var exitAfterSubmitCommitForTests: Int32?
 
+    /// The wait before each next try of a clean-up: 1 s doubling, at most `cleanUpMaxDelaySeconds`, times a random
+    /// factor in [0.5, 1] (the same formula as the retries' `backoff`).
+    public var cleanUpBackoff: RetryBackoff { RetryBackoff(baseSeconds: 1, capSeconds: cleanUpMaxDelaySeconds) }
+
     /// The furthest ahead a retry may be due, in seconds: the backoff's cap. A stored due time further ahead
     /// than this (the wall clock stepped back while the daemon was down) is brought back to it on start.
     public var longestRetryDelaySeconds: Double { backoff.capSeconds }

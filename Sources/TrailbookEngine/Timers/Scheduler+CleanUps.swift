@@ -40,8 +40,7 @@ extension Scheduler {
                 log(job, .error, "clean-up given up after \(tries) tries over \(Self.seconds(options.cleanUpBudgetSeconds)): \(message)")
                 try? store.removeCleanUp(jobID: id)
             } else {
-                let full = min(options.cleanUpMaxDelaySeconds, pow(2, Double(min(tries - 1, 30))))
-                let delay = full * Double.random(in: 0.5...1)
+                let delay = options.cleanUpBackoff.delay(afterAttempt: tries, unitRandom: Double.random(in: 0...1))
                 log(job, .warning, "clean-up try \(tries) failed (\(message)); next try in \((delay * 10).rounded() / 10) s")
                 try? store.rescheduleCleanUp(jobID: id, tries: tries, nextAt: now + delay, error: message)
                 cleanUpDueAt[id] = Timestamp.monotonic() + delay
