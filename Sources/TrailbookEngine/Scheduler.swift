@@ -69,12 +69,8 @@ public final class Scheduler {
     var unannounced: [String: JobState] = [:]
     /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons, by job id.
     var controlWaits: [String: [ControlledEndWait]] = [:]
-    /// The current fault: its cause and since when (monotonic seconds), from the first refused write until
-    /// everything is written again.
-    var storeFault: (cause: String, since: Double)?
-    var storeRetryTimer: LoopTimer?
-    var storeRetryArmed = false
-    var storeRetryDelay = Scheduler.firstStoreRetryDelay
+    /// The store's health as writes find it, and the retry of what it refused.
+    let storeHealth = StoreHealth()
 
     /// Submits (each a batch of one or more new jobs, stored all or none) waiting for the turn's commit.
     var pendingSubmits: [PendingSubmit] = []
@@ -90,9 +86,8 @@ public final class Scheduler {
     /// The group commit's check handle: started by what the turn queues for it, also from the commit's own check
     /// callback (`schedule()`'s starts), whose next call then comes at once (see `CheckHandle`).
     var groupCommitHandle: CheckHandle?
-    var groupCommitClosed = false
-    /// A shared store's group is sent and not answered yet (`commitGroup`); what comes meanwhile waits for the next.
-    var groupInFlight = false
+    /// Open, a shared store's group in flight (`commitGroup`), or closed by shutdown.
+    var groupPhase = GroupCommitPhase.open
     /// A shared store's claim (`claim(from:)`): one in flight at a time.
     var claimState = ClaimState.none
     /// The checkpoints claims read with their jobs (a value of `nil`: the job had none), by job id, until the run
@@ -101,8 +96,6 @@ public final class Scheduler {
     var claimedCheckpoints: [String: JSONValue?] = [:]
     /// `claimSettled()` callers, resumed when the claim in flight is answered.
     let claimAnswerWaiters = WaitList()
-    /// `groupAnswered()` callers, resumed when the group in flight is answered.
-    let groupAnswerWaiters = WaitList()
     /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
     /// the turn's group commit, or not at all when the run's end is in the same group (the end's row says all the
     /// start's would, a no-op job's start and end cost one write). Until then the store says `queued`; reads
@@ -111,10 +104,6 @@ public final class Scheduler {
     var pendingStarts: [String: JobRecord] = [:]
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
-    static let firstStoreRetryDelay = 0.05
-    /// What `write` returns for a write the shared store fenced off (not a fault: nothing to retry).
-    static let fencedOff = StoreRefusal(code: -1, isLocked: false, cause: "fenced off", description: "another daemon holds the job")
-    static let longestStoreRetryDelay = 1.0
 
     /// Makes a scheduler over `store`, publishing to `feed`.
     public init(store: any JobStoring, feed: ProgressFeed, options: SchedulerOptions) {
@@ -231,14 +220,13 @@ public final class Scheduler {
         for job in running.values { job.watchdog.close() }
         // What ended meanwhile is written now, after a group still in flight; later ends (after the grace) are
         // written at once.
-        while groupInFlight { await groupAnswered() }
+        while groupPhase.isInFlight { await groupAnswered() }
         commitGroup(waiting: true)
-        groupCommitClosed = true
+        groupPhase = .closed
         groupCommitHandle?.close()
         groupCommitHandle = nil
         // One last try at what the store refused; what is still unwritten resumes from the store's state next time.
-        storeRetryTimer?.close()
-        storeRetryTimer = nil
+        storeHealth.close()
         if !unsavedRecords.isEmpty || !unsavedCheckpoints.isEmpty { retryStoreWrites() }
     }
 

@@ -34,7 +34,7 @@ extension Scheduler {
             guard !starting.isEmpty else { continue }
             // A healthy store: the starts go with the turn's group commit (not fsynced: a crash puts a `running`
             // job back in the queue anyway), the jobs run now.
-            if storeFault == nil, !groupCommitClosed {
+            if !storeHealth.isRefusing, !groupPhase.isClosed {
                 for (job, kind) in starting {
                     pendingStarts[job.id] = job
                     launch(job, kind: kind)
@@ -49,7 +49,7 @@ extension Scheduler {
                 try store.commitGroup(
                     inserting: &none, digests: [], duplicateKeys: [], updating: starting.map { ($0.job, false) },
                     durable: false)
-            }) == nil else { break }
+            }).isWritten else { break }
             for (job, kind) in starting { launch(job, kind: kind) }
         }
         preemptIfNeeded()
@@ -84,7 +84,7 @@ extension Scheduler {
         }
         // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
         // released) before it can be claimed again. The group's answer schedules again.
-        guard !groupInFlight else {
+        guard !groupPhase.isInFlight else {
             claimState = .putOff
             return
         }
@@ -165,7 +165,9 @@ extension Scheduler {
         _ = lifecycle.handle(.fail(retryable: false))
         job.adopt(lifecycle)
         job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
-        guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: false) }) == nil else { return .unchanged }
+        guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: false) }).isWritten else {
+            return .unchanged
+        }
         announce(started, from: .queued)
         announce((try? store.job(id: job.id)) ?? job, from: .running)
         return .endedAtOnce

@@ -79,12 +79,12 @@ extension Scheduler {
 
     /// Stops a job whose lease this daemon lost (another daemon rescued it): its end will not be written.
     private func loseLease(_ active: RunningJob) {
-        guard !active.leaseLost else { return }
-        active.leaseLost = true
+        guard !active.stop.isLeaseLost else { return }
         log(
             active.record, .warning,
             "this daemon lost the job's lease (it expired and another daemon may run the job now): stopping this run without recording its end")
         stop(active, .resourceReclaim, detail: "lease lost")
+        active.stop = .leaseLost
     }
 
     /// A write the shared store fenced off (`JobStoreError.leaseLost`): a running job stops; any other write is

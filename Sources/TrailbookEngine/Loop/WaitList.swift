@@ -8,7 +8,7 @@ final class WaitList {
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// An empty list.
-    init() {}
+    nonisolated init() {}
 
     /// Suspends the caller until the next `resumeAll()`.
     func wait() async {

@@ -142,8 +142,7 @@ extension Scheduler {
         switch control {
         case .cancel: stop(active, .userStop, detail: "cancelled by user (through another daemon)")
         case .pause:
-            active.pausing = true
-            stop(active, .resourceReclaim, detail: "paused by user (through another daemon)")
+            stop(active, .resourceReclaim, detail: "paused by user (through another daemon)", thenPause: true)
         }
     }
 
@@ -165,8 +164,7 @@ extension Scheduler {
         for _ in 0..<Self.turnsAfterChangesElsewhere {
             if let stopped = try await controlElsewhere(&job, .pause) { return stopped }
             if let active = running[id] {
-                active.pausing = true
-                stop(active, .resourceReclaim, detail: "paused by user")
+                stop(active, .resourceReclaim, detail: "paused by user", thenPause: true)
                 await waitUntilStopped(active)
                 return try await fetchJob(id)
             }

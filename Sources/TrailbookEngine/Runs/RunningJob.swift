@@ -29,17 +29,12 @@ extension Scheduler {
         var previousReport: Int64?
         var rate: Double?
         var lastPersistAt = Timestamp.monotonic()
-        var pausing = false
         /// Seconds this run spent waiting out outages (`JobContext.waitOut`): they extend its deadline.
         var excusedSeconds = 0.0
         /// When the wait in progress began (monotonic), if the job is waiting out an outage now.
         var waitingSince: Double?
-        var stopDetail = ""
-        /// Set when the store refused its checkpoint or progress (disk full): the job is stopped and ends with
-        /// this retryable error instead of its stop reason.
-        var storeFailure: JobError?
-        /// Set when this daemon lost the job's lease (shared store): the run stops and its end is not written.
-        var leaseLost = false
+        /// Why it stops, once something asked it to (`Scheduler.stop`, `failForStore`, `loseLease`).
+        var stop = RunStop.none
         let waiters = WaitList()
 
         init(record: JobRecord, context: JobContext, kind: AnyJobKind) {

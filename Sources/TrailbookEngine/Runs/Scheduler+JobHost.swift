@@ -53,9 +53,9 @@ extension Scheduler: JobHost {
                 return
             }
             // Locked: the next report writes it. Disk full: the job stops, retryable, rather than run on unrecorded.
-            if let error = write("the progress of job \(job.id.prefix(8))", { try store.saveProgress(id: job.id, job.progress) }),
-                !error.isLocked
-            {
+            if case .refused(let error) = write("the progress of job \(job.id.prefix(8))", {
+                try store.saveProgress(id: job.id, job.progress)
+            }), !error.isLocked {
                 failForStore(active, JobError(
                     code: "store_write_failed", message: "cannot save the progress: \(error.cause) (\(error))",
                     retryable: true))
@@ -78,12 +78,20 @@ extension Scheduler: JobHost {
             }
             return
         }
-        guard let error = write("the checkpoint of job \(id.prefix(8))", {
+        let error: StoreRefusal
+        switch write("the checkpoint of job \(id.prefix(8))", {
             try store.saveCheckpoint(id: id, checkpoint, progress: job.progress)
-        }) else {
+        }) {
+        case .written:
             unsavedCheckpoints[id] = nil
             running[id]?.lastPersistAt = Timestamp.monotonic()
             return
+        case .fencedOff:
+            // Only a shared store fences writes off, and it takes checkpoints through `sendCheckpoint` (above).
+            throw JobError(
+                code: "store_write_failed", message: "cannot save the checkpoint: another daemon holds the job",
+                retryable: true)
+        case .refused(let refusal): error = refusal
         }
         if error.isLocked {
             // It describes work already durable, so writing it a little later is as good; the job runs on.
@@ -103,11 +111,14 @@ extension Scheduler: JobHost {
         _ job: JobContext, _ checkpoint: JSONValue, _ progress: JobProgress, _ error: (any Error)?
     ) {
         let id = job.id
-        guard let refusal = settled("the checkpoint of job \(id.prefix(8))", error) else {
+        let refusal: StoreRefusal
+        switch settled("the checkpoint of job \(id.prefix(8))", error) {
+        case .written:
             unsavedCheckpoints[id] = nil
             return
+        case .fencedOff: return
+        case .refused(let refused): refusal = refused
         }
-        guard refusal.code != Self.fencedOff.code else { return }
         let active = running[id].flatMap { $0.context === job ? $0 : nil }
         // Kept while its run goes on, or has ended with its end not written yet (a final checkpoint at a pause or
         // shutdown, refused in the same outage as the end): the retry writes it before the end.

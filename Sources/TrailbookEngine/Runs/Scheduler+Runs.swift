@@ -54,12 +54,12 @@ extension Scheduler {
 
     func finish(_ active: RunningJob, _ outcome: Outcome) {
         claimedCheckpoints.removeValue(forKey: active.record.id)
-        if active.leaseLost { return endWithoutLease(active) }
+        if active.stop.isLeaseLost { return endWithoutLease(active) }
         var job = live(active)
         var lifecycle = job.lifecycle
         let effect: JobLifecycle.Effect?
         var outcome = outcome
-        if let failure = active.storeFailure {
+        if case .storeFailed(let failure) = active.stop {
             if case .succeeded = outcome {} else { outcome = .failed(failure) }
         }
         switch outcome {
@@ -72,12 +72,13 @@ extension Scheduler {
             effect = lifecycle.handle(error.pausesJob ? .blocked : .fail(retryable: error.retryable))
             job.error = error
         case .stopped(let reason):
-            effect = lifecycle.handle(.stopped(reason, pausing: active.pausing))
-            job.cancellation = Cancellation(reason: reason, at: Timestamp.nowISO8601(), detail: active.stopDetail)
+            let (detail, thenPause) = active.stop.detailAndPause
+            effect = lifecycle.handle(.stopped(reason, pausing: thenPause))
+            job.cancellation = Cancellation(reason: reason, at: Timestamp.nowISO8601(), detail: detail)
             if reason == .timeout && lifecycle.state == .failed {
                 job.error = JobError(
                     code: "timeout",
-                    message: "\(active.stopDetail); gave up after \(job.attempt) of \(job.options.maxAttempts) attempts")
+                    message: "\(detail); gave up after \(job.attempt) of \(job.options.maxAttempts) attempts")
             }
         }
         job.adopt(lifecycle)
@@ -120,9 +121,14 @@ extension Scheduler {
         }
     }
 
-    func stop(_ active: RunningJob, _ reason: CancellationReason, detail: String) {
-        guard active.context.stopReason == nil else { return }
-        active.stopDetail = detail
+    /// Asks `active` to stop for `reason` (`detail` says why); with `thenPause`, the job is paused afterwards
+    /// instead of queued again. A run already stopping keeps its reason; `thenPause` still makes it a pause.
+    func stop(_ active: RunningJob, _ reason: CancellationReason, detail: String, thenPause: Bool = false) {
+        guard active.context.stopReason == nil else {
+            if thenPause { active.stop = active.stop.pausedAfterwards }
+            return
+        }
+        active.stop = .stopping(reason, detail: detail, thenPause: thenPause)
         active.context.stop(reason)
         log(active.record, .info, "stopping (\(reason.rawValue)): \(detail)")
     }

@@ -38,7 +38,7 @@ extension Scheduler {
     func commitAtTurnEnd(
         _ job: JobRecord, from: JobState, addingCleanUp: Bool, written: @escaping @LoopActor (Bool) -> Void
     ) {
-        guard !groupCommitClosed else { return written(commitAlone(job, from: from, addingCleanUp: addingCleanUp)) }
+        guard !groupPhase.isClosed else { return written(commitAlone(job, from: from, addingCleanUp: addingCleanUp)) }
         pendingEnds.append(PendingEnd(job: job, from: from, cleansUp: addingCleanUp, written: written))
         pendingRecords[job.id] = job
         armGroupCommit()
@@ -77,7 +77,7 @@ extension Scheduler {
     func commitGroup(waiting: Bool = false) {
         groupCommitHandle?.stop()
         // One group in flight at a time: its answer arms the next (`groupAnswered`).
-        guard !groupInFlight else { return }
+        guard !groupPhase.isInFlight else { return }
         let submits = pendingSubmits
         let ends = pendingEnds
         pendingSubmits.removeAll()
@@ -93,13 +93,14 @@ extension Scheduler {
         let duplicateKeys = submits.flatMap(\.duplicateKeys)
         let updating = starts.map { ($0, false) } + ends.map { ($0.job, $0.cleansUp) }
         if let leasing, !waiting {
-            groupInFlight = true
+            let answered = WaitList()
+            groupPhase = .inFlight(answered: answered)
             leasing.sendGroup(inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating) {
                 [weak self] outcome in
                 guard let self else { return }
-                self.groupInFlight = false
+                if self.groupPhase.isInFlight { self.groupPhase = .open }
                 self.settleGroup(submits, starts, ends, outcome)
-                self.groupAnswerWaiters.resumeAll()
+                answered.resumeAll()
                 if !self.pendingSubmits.isEmpty || !self.pendingEnds.isEmpty { self.armGroupCommit() }
             }
             return
@@ -134,8 +135,8 @@ extension Scheduler {
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).
     func groupAnswered() async {
-        guard groupInFlight else { return }
-        await groupAnswerWaiters.wait()
+        guard case .inFlight(let answered) = groupPhase else { return }
+        await answered.wait()
     }
 
     /// After the store took a group: answers its submits (`inserted`, with their sequence numbers, in order) and
@@ -173,9 +174,7 @@ extension Scheduler {
     /// run goes on; it was announced at launch), before the ends, whose refusal then replaces it.
     private func groupRefused(_ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd]) {
         for start in starts {
-            if let error = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }),
-                error.code != Self.fencedOff.code
-            {
+            if case .refused = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }) {
                 unsavedRecords[start.id] = start
             }
         }

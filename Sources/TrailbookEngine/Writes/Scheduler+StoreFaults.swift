@@ -13,10 +13,9 @@ import TrailbookSQLite
 
 // Store faults: writes the store refused, kept and retried until it takes them again.
 extension Scheduler {
-    /// Runs one store write. On failure the fault is noted (one warning naming its cause per episode) and the store
-    /// retry armed; the caller decides what the refusal means for its write.
-    /// - Returns: `nil` when written, else the error.
-    func write(_ what: String, _ body: () throws -> Void) -> StoreRefusal? {
+    /// Runs one store write. On a refusal the fault is noted (`storeHealth`: one warning naming its cause per
+    /// episode) and the store retry armed; the caller decides what the refusal means for its write.
+    func write(_ what: String, _ body: () throws -> Void) -> StoreWrite {
         do {
             try body()
         } catch {
@@ -26,60 +25,34 @@ extension Scheduler {
     }
 
     /// Settles the outcome of a store write, made waiting (`write`) or not (a checkpoint on a shared store):
-    /// `error` is `nil` when written. As `write`.
-    func settled(_ what: String, _ error: (any Error)?) -> StoreRefusal? {
+    /// `error` is `nil` when written. As `write`; a write fenced off also stops the job's run here, if any
+    /// (`fencedOff(_:)`).
+    func settled(_ what: String, _ error: (any Error)?) -> StoreWrite {
         guard let error else {
-            if storeFault != nil, unsavedRecords.isEmpty, unsavedCheckpoints.isEmpty { storeRecovered() }
-            return nil
+            if unsavedRecords.isEmpty, unsavedCheckpoints.isEmpty { storeHealth.recovered() }
+            return .written
         }
         if let lost = error as? JobStoreError, case .leaseLost(let id) = lost {
             fencedOff(id)
-            return Self.fencedOff
+            return .fencedOff
         }
         let refusal = StoreRefusal(error)
-        storeRefused(refusal, writing: what)
-        return refusal
-    }
-
-    private func storeRefused(_ error: StoreRefusal, writing what: String) {
-        if storeFault == nil {
-            storeFault = (error.cause, Timestamp.monotonic())
-            DaemonLog.write(
-                "warning: the job store refused a write (\(what)): \(error.cause) (\(error)); it is retried every "
-                    + "\(Self.seconds(Self.longestStoreRetryDelay)) at most, and reads show the daemon's own state meanwhile")
-        }
-        armStoreRetry()
-    }
-
-    private func storeRecovered() {
-        guard let fault = storeFault else { return }
-        storeFault = nil
-        storeRetryDelay = Self.firstStoreRetryDelay
-        let seconds = ((Timestamp.monotonic() - fault.since) * 10).rounded() / 10
-        DaemonLog.write("the job store takes writes again (it refused them for \(seconds) s: \(fault.cause))")
-    }
-
-    private func armStoreRetry() {
-        guard !storeRetryArmed, !isShuttingDown else { return }
-        storeRetryArmed = true
-        let timer = storeRetryTimer ?? LoopTimer(loop: .main)
-        storeRetryTimer = timer
-        timer.start(seconds: storeRetryDelay) { [weak self] in self?.retryStoreWrites() }
-        storeRetryDelay = min(storeRetryDelay * 2, Self.longestStoreRetryDelay)
+        storeHealth.refused(refusal, writing: what, retrying: !isShuttingDown) { [weak self] in self?.retryStoreWrites() }
+        return .refused(refusal)
     }
 
     /// Writes what the store refused, oldest job first, then lets waiting work start. The fault is over only once
     /// a write succeeded: with nothing to write here (an idle daemon whose claim was refused), the next write
     /// proves it, the claim `schedule()` sends on a shared store; until then the retries back off.
     func retryStoreWrites() {
-        storeRetryArmed = false
+        storeHealth.retryFired()
         let writing = !unsavedCheckpoints.isEmpty || !unsavedRecords.isEmpty
         for (id, unsaved) in unsavedCheckpoints {
-            let refusal = write("the checkpoint of job \(id.prefix(8))", {
+            let written = write("the checkpoint of job \(id.prefix(8))", {
                 try store.saveCheckpoint(id: id, unsaved.checkpoint, progress: unsaved.progress)
             })
             // Fenced off (the run's lease is lost or released): no one will take it; the rest goes on.
-            guard refusal == nil || refusal?.code == Self.fencedOff.code else { return }
+            if case .refused = written { return }
             unsavedCheckpoints[id] = nil
         }
         for unsaved in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
@@ -87,8 +60,10 @@ extension Scheduler {
             // undo a checkpoint written since (a job with an unsaved end is never started again before it is written).
             let job = running[unsaved.id].map(live) ?? unsaved
             let cleansUp = unsavedCleanUps.contains(job.id)
-            if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
-                guard error.code == Self.fencedOff.code else { return }
+            switch write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
+            case .written: break
+            case .refused: return
+            case .fencedOff:
                 // Another daemon sharing the store changed the job meanwhile: this write is dropped. Unless the
                 // change is this very cancel of a waiting job: a write given up on (its answer lost) may have been
                 // committed all the same, and what follows it must still run (a cancelled upload's partial output
@@ -109,7 +84,7 @@ extension Scheduler {
             guard job.state.isTerminal else { continue }
             Task.onLoop { await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
         }
-        if writing { storeRecovered() }
+        if writing { storeHealth.recovered() }
         armRetryTimer()
         schedule()
     }
@@ -118,8 +93,8 @@ extension Scheduler {
     /// ends with `failure` (retryable, so `needs_retry`) instead of running on with nothing recorded.
     func failForStore(_ active: RunningJob, _ failure: JobError) {
         guard active.context.stopReason == nil else { return }
-        active.storeFailure = failure
         stop(active, .resourceReclaim, detail: failure.message)
+        active.stop = .storeFailed(failure)
     }
 
     /// Inserts new jobs in one transaction; while another process holds the store's lock, tries again on a timer
@@ -130,13 +105,21 @@ extension Scheduler {
         async throws(JobError)
     {
         let started = Timestamp.monotonic()
-        var delay = Self.firstStoreRetryDelay
+        var delay = StoreHealth.firstRetryDelay
         let what = jobs.count == 1 ? "a new job" : "\(jobs.count) new jobs"
         while true {
             var inserted = jobs
-            guard let error = write(what, { try store.insert(&inserted, digests: digests, duplicateKeys: duplicateKeys) }) else {
+            let error: StoreRefusal
+            switch write(what, { try store.insert(&inserted, digests: digests, duplicateKeys: duplicateKeys) }) {
+            case .written:
                 jobs = inserted
                 return
+            case .refused(let refusal): error = refusal
+            case .fencedOff:
+                // Only updates of a job another daemon took are fenced off; an insert names no such job.
+                throw JobError(
+                    code: "store_write_failed",
+                    message: "cannot store the job: another daemon sharing the store holds it; submit again")
             }
             let nothing = jobs.count == 1 ? "nothing was submitted" : "none of the \(jobs.count) jobs was submitted"
             if error.code == StoreRefusal.unavailableCode {
@@ -159,7 +142,7 @@ extension Scheduler {
                         + "process (an open sqlite3 shell, a backup) and submit again")
             }
             await Self.wait(seconds: delay)
-            delay = min(delay * 2, Self.longestStoreRetryDelay)
+            delay = min(delay * 2, StoreHealth.longestRetryDelay)
         }
     }
 }

@@ -33,12 +33,13 @@ extension Scheduler {
     @discardableResult
     func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> CommitOutcome {
         let previous = from ?? current(job.id)?.state ?? job.state
-        if let error = write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) {
-            if error.code == Self.fencedOff.code {
-                // An older unwritten state of the job is moot too: the store's row is another daemon's now.
-                dropUnsaved(job.id)
-                return .fencedOff
-            }
+        switch write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: addingCleanUp) }) {
+        case .written: break
+        case .fencedOff:
+            // An older unwritten state of the job is moot too: the store's row is another daemon's now.
+            dropUnsaved(job.id)
+            return .fencedOff
+        case .refused:
             unsavedRecords[job.id] = job
             if addingCleanUp { unsavedCleanUps.insert(job.id) }
             guard leasing != nil else {

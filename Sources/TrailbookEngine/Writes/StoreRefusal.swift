@@ -4,7 +4,8 @@ import TrailbookSQLite
 /// (`JobStoreError.unavailable`, which is transient like a lock: progress is skipped, checkpoints and transitions
 /// are kept and retried).
 struct StoreRefusal: Error, CustomStringConvertible {
-    /// SQLite's extended result code; `unavailableCode` for an unreachable shared store; -1 for a fenced-off write.
+    /// SQLite's extended result code; `unavailableCode` for an unreachable shared store. (A fenced-off write is no
+    /// refusal: see `StoreWrite.fencedOff`.)
     let code: Int32
     /// Whether trying again later can succeed without anything else changing (a lock, an outage).
     let isLocked: Bool
