@@ -30,21 +30,19 @@ public final class Scheduler {
     let leasing: (any LeasingJobStoring)?
     var kinds: [String: AnyJobKind] = [:]
     var running: [String: RunningJob] = [:]
-    var retryTimer: LoopTimer?
     /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
     var leaseTimer: LoopTimer?
     /// Whether a `maintainLeases` is in flight.
     var tendingLeases = false
-    var cleanUpTimer: LoopTimer?
     /// Jobs whose clean-up is being tried now (one try at a time per job).
     var cleaningUp: Set<String> = []
     /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
     /// clock neither delays nor hastens a retry. The stored `retry_at` (wall clock) is for display and for the
     /// next start, which turns it back into a monotonic due time (clamped, see `start()`).
-    var retryDueAt: [String: Double] = [:]
-    /// When each pending clean-up's next try is due, on the monotonic clock, like `retryDueAt` (the store's
+    let retries = DueTimes()
+    /// When each pending clean-up's next try is due, on the monotonic clock, like `retries` (the store's
     /// `next_at` is wall-clock time for the next start).
-    var cleanUpDueAt: [String: Double] = [:]
+    let cleanUps = DueTimes()
     var isShuttingDown = false
     /// Idempotency keys of submits under way (validated, not yet stored), and the submits waiting for them.
     var keysInFlight: Set<String> = []
@@ -111,6 +109,8 @@ public final class Scheduler {
         leasing = store as? any LeasingJobStoring
         self.feed = feed
         self.options = options
+        retries.onDue = { [weak self] in self?.retryDue() }
+        cleanUps.onDue = { [weak self] in self?.cleanUpsDue() }
     }
 
     /// Makes `kind` available to `submit`.
@@ -169,18 +169,18 @@ public final class Scheduler {
                     "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
                         + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
             }
-            retryDueAt[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+            retries[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
         }
         // Clean-ups waiting for their next try: due in what is left of their wait, at most the longest wait
         // between tries (a `next_at` further ahead means the wall clock stepped back while the daemon was down).
         let wallNow = Timestamp.now()
         for pending in try store.dueCleanUps(now: .infinity) {
             let remaining = min(max(0, pending.nextAt - wallNow), options.cleanUpMaxDelaySeconds)
-            cleanUpDueAt[pending.jobID] = Timestamp.monotonic() + remaining
+            cleanUps[pending.jobID] = Timestamp.monotonic() + remaining
         }
         store.failFastOnLocks()
-        armRetryTimer()
-        armCleanUpTimer()
+        retries.arm()
+        cleanUps.arm()
         armLeaseTimer()
         schedule()
     }
@@ -191,12 +191,10 @@ public final class Scheduler {
     /// and resume on the next start, as after a crash.
     public func shutdown() async {
         isShuttingDown = true
-        retryTimer?.close()
-        retryTimer = nil
+        retries.close()
         leaseTimer?.close()
         leaseTimer = nil
-        cleanUpTimer?.close()
-        cleanUpTimer = nil
+        cleanUps.close()
         // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
         await claimSettled()
         let active = Array(running.values)

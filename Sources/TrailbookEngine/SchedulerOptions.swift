@@ -1,4 +1,3 @@
-
 /// Defaults and limits of the scheduler, set by the daemon's command line.
 public struct SchedulerOptions: Sendable {
     /// Jobs running at once (`--concurrency`, default 4: two cores, jobs mostly waiting on I/O).

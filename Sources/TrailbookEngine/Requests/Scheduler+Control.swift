@@ -45,7 +45,7 @@ extension Scheduler {
             var cancelled = job
             try transition(&cancelled, .cancelWhileWaiting, verb: "cancel")
             cancelled.cancellation = Cancellation(reason: .userStop, at: Timestamp.nowISO8601(), detail: "cancelled by user")
-            retryDueAt[id] = nil
+            retries[id] = nil
             // Recorded before the clean-up, which may suspend (an upload removes its .part on the pool): a job
             // already cancelled in the store cannot be started in that gap and then have its output removed under
             // it. While the store refuses the write, the clean-up waits for it (a restart before then resumes it).
@@ -171,12 +171,12 @@ extension Scheduler {
             var paused = job
             try transition(&paused, .pauseWhileWaiting, verb: "pause")
             paused.retryAt = nil
-            retryDueAt[id] = nil
+            retries[id] = nil
             if commit(paused) == .fencedOff {
                 job = try await changedElsewhere(id)
                 continue
             }
-            armRetryTimer()
+            retries.arm()
             return paused
         }
         throw Self.changingElsewhere(id, verb: "pause")

@@ -1,4 +1,3 @@
-
 /// Per-submission overrides of the defaults; `nil` takes the daemon's default.
 public struct SubmitOptions: Codable, Sendable, Equatable {
     /// Higher runs first; `nil` is 0.

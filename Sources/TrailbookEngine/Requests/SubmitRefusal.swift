@@ -1,4 +1,3 @@
-
 /// Why a submit (of one job or a batch) queued nothing.
 public struct SubmitRefusal: Error, Sendable, Equatable {
     /// The refused entry's index in the batch (from 0); `nil` when no one entry is to blame (the store refused

@@ -1,4 +1,3 @@
-
 /// One job to submit: a `submit` request, or one entry of a `submit_batch`.
 public struct SubmitRequest: Sendable, Equatable {
     /// The job kind's name.

@@ -1,4 +1,3 @@
-
 /// A job a submit returned: new, or found by its idempotency key.
 public struct Submitted: Sendable, Equatable {
     /// The job.

@@ -86,7 +86,7 @@ extension Scheduler {
         if case .scheduleRetry(let attempt)? = effect {
             let delay = options.backoff.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
             job.retryAt = Timestamp.now() + delay
-            retryDueAt[job.id] = Timestamp.monotonic() + delay
+            retries[job.id] = Timestamp.monotonic() + delay
         }
         if job.state != .running {
             // Nothing is under way once the run ended: what was in flight is either acknowledged or not.
@@ -101,7 +101,7 @@ extension Scheduler {
         // Nothing waits for it after this (`waitUntilStopped` checks `running`): those waiting now are resumed
         // once its end is written.
         let waiters = active.waiters
-        armRetryTimer()
+        retries.arm()
         // Written with the turn's group commit. A refused write keeps the end in memory (announced, shown,
         // cancellable) until the store retry writes it; kinds drop their state, and clean up, only once it is
         // written. A restart before then recovers the job as after a crash.

@@ -18,7 +18,7 @@ extension Scheduler {
     /// until `cleanUpBudgetSeconds` after the end, then logs that it gave up.
     func tryCleanUp(_ id: String) async {
         guard !cleaningUp.contains(id) else { return }
-        cleanUpDueAt[id] = nil
+        cleanUps[id] = nil
         cleaningUp.insert(id)
         defer { cleaningUp.remove(id) }
         guard let job = try? store.job(id: id), let kind = kinds[job.kind] else {
@@ -43,32 +43,20 @@ extension Scheduler {
                 let delay = options.cleanUpBackoff.delay(afterAttempt: tries, unitRandom: Double.random(in: 0...1))
                 log(job, .warning, "clean-up try \(tries) failed (\(message)); next try in \((delay * 10).rounded() / 10) s")
                 try? store.rescheduleCleanUp(jobID: id, tries: tries, nextAt: now + delay, error: message)
-                cleanUpDueAt[id] = Timestamp.monotonic() + delay
+                cleanUps[id] = Timestamp.monotonic() + delay
             }
         }
-        armCleanUpTimer()
+        cleanUps.arm()
     }
 
-    /// Arms the clean-up timer for the next pending clean-up, if any.
-    /// Nothing is armed once shutdown began.
-    func armCleanUpTimer() {
-        guard !isShuttingDown else { return }
-        guard let next = cleanUpDueAt.values.min() else {
-            cleanUpTimer?.stop()
-            return
-        }
-        let timer = cleanUpTimer ?? LoopTimer(loop: .main)
-        cleanUpTimer = timer
-        timer.start(seconds: max(0, next - Timestamp.monotonic())) { [weak self] in self?.cleanUpsDue() }
-    }
-
-    private func cleanUpsDue() {
-        let now = Timestamp.monotonic() + 0.001
-        let due = cleanUpDueAt.filter { $0.value <= now }.keys
+    /// Starts a try of each clean-up that is due (not those being tried now, which arm the timer again when
+    /// their try ends).
+    func cleanUpsDue() {
+        let due = cleanUps.due()
         // A timer that fired a little early: arm it again. Those being tried now re-arm it when their try ends.
-        if due.isEmpty { return armCleanUpTimer() }
+        if due.isEmpty { return cleanUps.arm() }
         for id in due where !cleaningUp.contains(id) {
-            cleanUpDueAt[id] = nil
+            cleanUps[id] = nil
             Task.onLoop { await self.tryCleanUp(id) }
         }
     }

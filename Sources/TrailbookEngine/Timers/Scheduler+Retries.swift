@@ -13,26 +13,16 @@ import TrailbookSQLite
 
 // Retries: the timer that puts `needs_retry` jobs back in the queue when they are due.
 extension Scheduler {
-    func armRetryTimer() {
-        guard !isShuttingDown else { return }
-        guard let next = retryDueAt.values.min() else {
-            retryTimer?.stop()
-            return
-        }
-        let timer = retryTimer ?? LoopTimer(loop: .main)
-        retryTimer = timer
-        timer.start(seconds: max(0, next - Timestamp.monotonic())) { [weak self] in self?.retryDue() }
-    }
-
+    /// Puts the `needs_retry` jobs that are due back in the queue (`JobEvent.retryDue`), earliest first, then
+    /// arms the timer for the next and starts what can run.
     func retryDue() {
-        let now = Timestamp.monotonic() + 0.001
-        for (id, _) in retryDueAt.filter({ $0.value <= now }).sorted(by: { $0.value < $1.value }) {
-            retryDueAt[id] = nil
+        for id in retries.due() {
+            retries[id] = nil
             guard var job = current(id), (try? transition(&job, .retryDue, verb: "retry")) != nil else { continue }
             job.retryAt = nil
             commit(job, from: .needsRetry)
         }
-        armRetryTimer()
+        retries.arm()
         schedule()
     }
 }

@@ -125,7 +125,7 @@ extension Scheduler {
         case .success(let written): groupWritten(submits, starts, ends, inserted: written.inserted, lost: written.lost)
         case .failure: groupRefused(submits, starts, ends)
         }
-        armRetryTimer()
+        retries.arm()
         // A shared store's claim costs a round trip: made after a group only when a run's end freed a slot or a
         // claim waited for the group. Submits alone wake the daemons that may claim their jobs,
         // this one too, through their notice (`WorkNotice`).

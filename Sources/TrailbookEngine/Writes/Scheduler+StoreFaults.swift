@@ -85,7 +85,7 @@ extension Scheduler {
             Task.onLoop { await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
         }
         if writing { storeHealth.recovered() }
-        armRetryTimer()
+        retries.arm()
         schedule()
     }
 
