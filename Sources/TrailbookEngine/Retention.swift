@@ -77,17 +77,28 @@ public struct PruneReport: Sendable, Equatable {
 public final class Retention {
     /// The retention periods and batch sizes it was made with.
     public let policy: RetentionPolicy
-    private let scheduler: Scheduler
+    /// The store it prunes.
+    private let store: any JobStoring
+    /// Tells the job kinds which of their ended jobs a batch deleted (`Scheduler.forgetPruned`).
+    private let forgetPruned: @LoopActor ([PrunedJob]) -> Void
     private var timer: LoopTimer?
     private var sweeping = false
     private var closed = false
     /// Whether the last refusal was logged, so a store that stays locked logs one line, not one per sweep.
     private var refusalLogged = false
 
-    /// Makes a retention over `scheduler`'s store and kinds; nothing runs until `start`.
-    public init(scheduler: Scheduler, policy: RetentionPolicy) {
-        self.scheduler = scheduler
+    /// Makes a retention over `store`; `forgetPruned` hears of each batch of deleted jobs (for their kinds).
+    /// Nothing runs until `start`.
+    public init(store: any JobStoring, policy: RetentionPolicy, forgetPruned: @escaping @LoopActor ([PrunedJob]) -> Void) {
+        self.store = store
         self.policy = policy
+        self.forgetPruned = forgetPruned
+    }
+
+    /// Makes a retention over `scheduler`'s store, telling its kinds of the jobs it deletes; nothing runs until
+    /// `start`.
+    public convenience init(scheduler: Scheduler, policy: RetentionPolicy) {
+        self.init(store: scheduler.store, policy: policy) { [weak scheduler] jobs in scheduler?.forgetPruned(jobs) }
     }
 
     /// Arms the sweep timer: the first sweep a second after start (a backlog left by a long stop drains at once),
@@ -99,7 +110,7 @@ public final class Retention {
     }
 
     /// Whether retention works on the scheduler's store: the SQLite and the shared PostgreSQL stores both prune.
-    public var isBuilt: Bool { scheduler.store is any PruningJobStoring }
+    public var isBuilt: Bool { store is any PruningJobStoring }
 
     /// Stops the timer (daemon shutdown). A sweep under way ends after its current batch.
     public func close() {
@@ -141,7 +152,7 @@ public final class Retention {
     /// - Returns: what was deleted and kept; `error` is set if the store refused a write (what was done stays).
     public func prune(olderThan: Double?) async -> PruneReport {
         var report = PruneReport()
-        guard let store = scheduler.store as? any PruningJobStoring else { return report }
+        guard let store = store as? any PruningJobStoring else { return report }
         // Daemons sharing a store prune one at a time (an advisory lock on PostgreSQL); the others skip.
         do {
             guard try store.beginPruning() else {
@@ -162,7 +173,7 @@ public final class Retention {
                 while true {
                     let batch = try store.pruneEnded(state: state, endedBefore: cutoff, limit: policy.batchSize)
                     report.pruned[state, default: 0] += batch.count
-                    scheduler.forgetPruned(batch)
+                    forgetPruned(batch)
                     if batch.count < policy.batchSize { break }
                     await Scheduler.wait(seconds: 0.001)  // the loop serves requests and jobs between batches
                     if closed { break }

@@ -1,0 +1,213 @@
+import TrailbookLoop
+import TrailbookSQLite
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// Dispatch: what starts when (local queue reads and preemption on SQLite, claims on a shared store).
+extension Scheduler {
+    func schedule() {
+        guard !isShuttingDown else { return }
+        if let leasing { return claim(from: leasing) }
+        // A job that ends as it starts (a kind this daemon lacks) frees its slot at once: look again, until the
+        // slots are full or nothing more could start. Each pass ends at least one job for good, so this stops.
+        var again = true
+        while again {
+            again = false
+            let free = options.concurrency - running.count
+            guard free > 0, let queued = queuedJobs(limit: free) else { break }
+            var starting: [(job: JobRecord, kind: AnyJobKind)] = []
+            for job in queued {
+                if let kind = kinds[job.kind] {
+                    if let started = startable(job, kind: kind) { starting.append((started, kind)) }
+                } else if startUnknownKind(job) == .endedAtOnce {
+                    again = true
+                }
+            }
+            guard !starting.isEmpty else { continue }
+            // A healthy store: the starts go with the turn's group commit (not fsynced: a crash puts a `running`
+            // job back in the queue anyway), the jobs run now.
+            if !storeHealth.isRefusing, !groupPhase.isClosed {
+                for (job, kind) in starting {
+                    pendingStarts[job.id] = job
+                    launch(job, kind: kind)
+                }
+                armGroupCommit()
+                continue
+            }
+            // While the store refuses writes, every start of this pass in one transaction first: a refused write
+            // leaves them all queued; the store retry runs `schedule()` again once writes succeed.
+            var none: [JobRecord] = []
+            guard write("the start of \(starting.count) jobs", {
+                try store.commitGroup(
+                    inserting: &none, digests: [], duplicateKeys: [], updating: starting.map { ($0.job, false) },
+                    durable: false)
+            }).isWritten else { break }
+            for (job, kind) in starting { launch(job, kind: kind) }
+        }
+        preemptIfNeeded()
+    }
+
+    /// Where a shared store's claim is.
+    enum ClaimState {
+        /// None asked for.
+        case none
+        /// Put off because a group was in flight: the group's answer claims.
+        case putOff
+        /// Sent, not answered yet; `again` if something asked for a claim meanwhile (a slot freed, a notice of
+        /// work): its answer claims again.
+        case inFlight(again: Bool)
+    }
+
+    /// Shared store: claims as many queued jobs of the kinds this daemon has as it has free slots (the store
+    /// starts them, atomically with the row lock) and runs them once the claim is answered. A refused claim is
+    /// retried by the store retry and the lease timer.
+    ///
+    /// The claim does not wait on the loop: the loop answers pings, reads and controls during its round trip.
+    /// One is in flight at a time, its answer claims again if asked to meanwhile, so notices arriving together cost
+    /// two claims, not one each. (A claim sent without waiting once held up an idle daemon's reads, one claim per
+    /// job another daemon queued; the notices now name the queue and pinned host, and a daemon claims only for
+    /// work it may take.)
+    func claim(from leasing: any LeasingJobStoring) {
+        let free = options.concurrency - running.count
+        guard free > 0 else { return }
+        if case .inFlight = claimState {
+            claimState = .inFlight(again: true)
+            return
+        }
+        // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
+        // released) before it can be claimed again. The group's answer schedules again.
+        guard !groupPhase.isInFlight else {
+            claimState = .putOff
+            return
+        }
+        claimState = .inFlight(again: false)
+        leasing.sendClaim(limit: free, kinds: kindNames) { [weak self] result in
+            self?.claimAnswered(result, what: "a claim of \(free) jobs")
+        }
+    }
+
+    /// Runs what a claim took (also while shutting down: `shutdown` waits for the claim, then stops its jobs with
+    /// the others), or settles its refusal; then claims again if asked to meanwhile.
+    private func claimAnswered(_ result: Result<[ClaimedRun], any Error>, what: String) {
+        guard case .inFlight(let again) = claimState else { return }
+        claimState = .none
+        switch result {
+        case .success(let claimed):
+            _ = settled(what, nil)
+            for run in claimed {
+                guard let kind = kinds[run.job.kind] else { continue }  // claims only registered kinds
+                claimedCheckpoints.updateValue(run.checkpoint, forKey: run.job.id)
+                launch(prepared(run.job, kind: kind), kind: kind)
+            }
+        case .failure(let error):
+            _ = settled(what, error)
+        }
+        claimAnswerWaiters.resumeAll()
+        if again { schedule() }
+    }
+
+    /// Waits until no claim is in flight.
+    func claimSettled() async {
+        guard case .inFlight = claimState else { return }
+        await claimAnswerWaiters.wait()
+    }
+
+    /// What `startUnknownKind` did with a queued job.
+    private enum StartOutcome {
+        /// It ended as it started (its kind is unknown here), and that is recorded.
+        case endedAtOnce
+        /// Nothing changed (not startable now, or its new state could not be recorded).
+        case unchanged
+    }
+
+    /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
+    /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
+    private func preemptIfNeeded() {
+        // Not on a shared store yet: the freed slot could be claimed by another daemon's job.
+        guard leasing == nil, running.count >= options.concurrency else { return }
+        // The usual case first, from one row: the most urgent waiting job outranks no running one.
+        let lowest = running.values.lazy.filter { $0.context.stopReason == nil }.map(\.record.options.priority).min()
+        guard let lowest, let first = highestQueuedPriority(), first > lowest,
+            let waiting = queuedJobs(limit: options.concurrency), !waiting.isEmpty
+        else { return }
+        var freeing = running.values.filter { $0.context.stopReason != nil }.count
+        var candidates = running.values.filter { $0.context.stopReason == nil }
+            .sorted { ($0.record.options.priority, -$0.startedAt) < ($1.record.options.priority, -$1.startedAt) }
+        for job in waiting {
+            if freeing > 0 {
+                freeing -= 1
+                continue
+            }
+            guard let victim = candidates.first, victim.record.options.priority < job.options.priority else { return }
+            candidates.removeFirst()
+            stop(victim, .resourceReclaim, detail: "paused to free a slot for job \(job.id) (priority \(job.options.priority))")
+        }
+    }
+
+    /// Records the start of a queued job of a kind this daemon lacks: a stored job an older or newer version
+    /// wrote. It starts and fails at once, through the lifecycle like any other failure, so the feed and the
+    /// attempt count stay true. One write (queued -> failed), then both transitions announced: a failed write
+    /// leaves it queued, never half-way in `running`.
+    private func startUnknownKind(_ queued: JobRecord) -> StartOutcome {
+        var job = queued
+        var lifecycle = job.lifecycle
+        guard lifecycle.handle(.start) == .run else { return .unchanged }
+        job.adopt(lifecycle)
+        let started = job
+        _ = lifecycle.handle(.fail(retryable: false))
+        job.adopt(lifecycle)
+        job.error = JobError(code: "unknown_kind", message: "this daemon has no job kind '\(job.kind)'")
+        guard write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: false) }).isWritten else {
+            return .unchanged
+        }
+        announce(started, from: .queued)
+        announce((try? store.job(id: job.id)) ?? job, from: .running)
+        return .endedAtOnce
+    }
+
+    /// A queued job as it starts (state `running`, its attempt counted), or `nil` if it cannot start.
+    private func startable(_ queued: JobRecord, kind: AnyJobKind) -> JobRecord? {
+        var job = queued
+        var lifecycle = job.lifecycle
+        guard lifecycle.handle(.start) == .run else { return nil }
+        job.adopt(lifecycle)
+        return prepared(job, kind: kind)
+    }
+
+    /// A started job (state `running`) as its run begins: no error of an earlier attempt, the kind's unit, no rate.
+    private func prepared(_ started: JobRecord, kind: AnyJobKind) -> JobRecord {
+        var job = started
+        job.error = nil
+        job.progress.unit = kind.traits.unit
+        job.progress.ratePerSecond = nil
+        job.progress.etaSeconds = nil
+        job.updatedAt = Timestamp.nowISO8601()
+        return job
+    }
+
+    /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
+    /// cannot be read.
+    func queuedJobs(limit: Int) -> [JobRecord]? {
+        try? store.queuedJobs(limit: limit, skipping: queuedButNotWaiting)
+    }
+
+    /// `store.highestQueuedPriority` past the same jobs `queuedJobs(limit:)` skips; `nil` if none waits or the
+    /// store cannot be read.
+    func highestQueuedPriority() -> Int? {
+        (try? store.highestQueuedPriority(skipping: queuedButNotWaiting)) ?? nil
+    }
+
+    /// The jobs the store still has queued whose newer state is not written yet (refused writes, starts waiting
+    /// for the turn's group commit): the queue reads pass over them.
+    private var queuedButNotWaiting: Set<String> {
+        Set(unsavedRecords.keys).union(pendingStarts.keys)
+    }
+}
