@@ -326,7 +326,13 @@ public final class PostgresJobQueue {
     /// Claims up to `limit` queued jobs for `owner`: of `queues`, pinned to `owner.host` or to no host, in
     /// priority then submission order (only of `kinds` when given: a daemon claims only what it can run),
     /// skipping rows other daemons are claiming (`FOR UPDATE SKIP LOCKED`), so
-    /// concurrent claims never take the same job and never wait for each other. Each claimed job is `running`
+    /// concurrent claims never take the same job and never wait for each other.
+    ///
+    /// Its cost does not grow with the queue: each queue of `queues` is read on its own (a `LATERAL` subquery per
+    /// queue), in the claim index's order (`trailbook_jobs_claim`: queue, priority, sequence), up to `limit` rows,
+    /// and only those few are merged; `queue = ANY(…)` over the whole list would keep PostgreSQL off the index's
+    /// order and make it read and sort every queued job. With several queues a claim may hold up to `limit` rows
+    /// of each until it commits, of which it takes `limit`: concurrent claims skip the others for that moment. Each claimed job is `running`
     /// under a new lease of `leaseSeconds`. Jobs whose id is in `excluding` are passed over: those the daemon still
     /// runs, under a lease it holds or one it lost (a job rescued from it and queued again must not be claimed
     /// by it while its old run is still stopping).
@@ -340,17 +346,44 @@ public final class PostgresJobQueue {
         isolation: isolated (any Actor)? = #isolation
     ) async throws(PostgresError) -> [ClaimedJob] {
         guard limit > 0, !queues.isEmpty else { return [] }
+        let result = try await connection.pipeline(
+            [
+                Self.claimStatement(
+                    owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: leaseSeconds,
+                    excluding: excluding, alsoReturning: alsoReturning)
+            ], isolation: isolation)[0]
+        let claimed = result.rows.compactMap { row -> ClaimedJob? in
+            guard let id = row.text(0), let kind = row.text(1), let token = row.int(7) else { return nil }
+            return ClaimedJob(
+                id: id, kind: kind, priority: Int(row.int(2) ?? 0), sequence: row.int(3) ?? 0,
+                attempt: Int(row.int(4) ?? 0), params: row.text(5) ?? "{}", checkpoint: row.text(6),
+                lease: Lease(jobID: id, token: token, expiresAt: row.double(8) ?? 0),
+                returned: PostgresRow(values: Array(row.values.dropFirst(9))))
+        }
+        // RETURNING follows no order: restore the run order.
+        return claimed.sorted { ($0.priority, -$0.sequence) > ($1.priority, -$1.sequence) }
+    }
+
+    /// The statement of `claim` (its arguments as there), for `claim` and for tests of its plan.
+    static func claimStatement(
+        owner: Owner, queues: [String], kinds: [String]?, limit: Int, leaseSeconds: Double, excluding: [String],
+        alsoReturning: [String]
+    ) -> PostgresStatement {
         // Qualified: the picked rows have an `id` too.
         let more = alsoReturning.map { ", j." + $0 }.joined()
-        let result = try await connection.query(
+        return PostgresStatement(
             """
             WITH picked AS (
-                SELECT id FROM trailbook_jobs
-                WHERE state = 'queued' AND queue = ANY($1::text[]) AND (pinned_host IS NULL OR pinned_host = $2)
-                    AND ($6::text[] IS NULL OR kind = ANY($6::text[])) AND NOT (id = ANY($7::text[]))
-                ORDER BY priority DESC, sequence
+                SELECT taken.id FROM unnest($1::text[]) AS served(queue) CROSS JOIN LATERAL (
+                    SELECT id, priority, sequence FROM trailbook_jobs
+                    WHERE state = 'queued' AND queue = served.queue AND (pinned_host IS NULL OR pinned_host = $2)
+                        AND ($6::text[] IS NULL OR kind = ANY($6::text[])) AND NOT (id = ANY($7::text[]))
+                    ORDER BY priority DESC, sequence
+                    LIMIT $3::integer
+                    FOR UPDATE SKIP LOCKED
+                ) AS taken
+                ORDER BY taken.priority DESC, taken.sequence
                 LIMIT $3::integer
-                FOR UPDATE SKIP LOCKED
             )
             UPDATE trailbook_jobs AS j SET
                 state = 'running',
@@ -366,18 +399,7 @@ public final class PostgresJobQueue {
             [
                 .textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds),
                 kinds.map { .textArray($0) } ?? .null, .textArray(excluding),
-            ],
-            isolation: isolation)
-        let claimed = result.rows.compactMap { row -> ClaimedJob? in
-            guard let id = row.text(0), let kind = row.text(1), let token = row.int(7) else { return nil }
-            return ClaimedJob(
-                id: id, kind: kind, priority: Int(row.int(2) ?? 0), sequence: row.int(3) ?? 0,
-                attempt: Int(row.int(4) ?? 0), params: row.text(5) ?? "{}", checkpoint: row.text(6),
-                lease: Lease(jobID: id, token: token, expiresAt: row.double(8) ?? 0),
-                returned: PostgresRow(values: Array(row.values.dropFirst(9))))
-        }
-        // RETURNING follows no order: restore the run order.
-        return claimed.sorted { ($0.priority, -$0.sequence) > ($1.priority, -$1.sequence) }
+            ])
     }
 
     /// A lease renewal: extends the lease and records the progress that proves the job alive.
