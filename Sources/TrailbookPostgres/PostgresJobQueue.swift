@@ -414,7 +414,7 @@ public final class PostgresJobQueue {
         }
     }
 
-    /// Renews `renewals` in one round trip (progress is the heartbeat: call it with each throttled progress
+    /// Renews `renewals` in one statement (progress is the heartbeat: call it with each throttled progress
     /// write). A lease that was rescued or re-claimed meanwhile is not renewed: its daemon must stop that job
     /// at once and not write its end.
     /// - Returns: per renewal, the new lease, or `nil` if the lease is lost.
@@ -423,22 +423,27 @@ public final class PostgresJobQueue {
         async throws(PostgresError) -> [Lease?]
     {
         guard !renewals.isEmpty else { return [] }
-        let results = try await connection.pipeline(
-            renewals.map { renewal in
-                PostgresStatement(
-                    """
-                    UPDATE trailbook_jobs SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8),
-                        progress = coalesce($4, progress), updated_at = extract(epoch FROM clock_timestamp())
-                    WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'
-                    RETURNING extract(epoch FROM lease_expires_at)
-                    """,
-                    [
-                        .text(renewal.lease.jobID), .integer(renewal.lease.token), .double(leaseSeconds),
-                        renewal.progress.map { .text($0) } ?? .null,
-                    ])
-            }, isolation: isolation)
-        return zip(renewals, results).map { renewal, result in
-            result.rows.first.map { Lease(jobID: renewal.lease.jobID, token: renewal.lease.token, expiresAt: $0.double(0) ?? 0) }
+        // Set-based: one statement for all of them, fenced row by row by its token.
+        let result = try await connection.query(
+            """
+            UPDATE trailbook_jobs AS j SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8),
+                progress = coalesce(renewal.progress, j.progress), updated_at = extract(epoch FROM clock_timestamp())
+            FROM unnest($1::text[], $2::bigint[], $4::text[]) AS renewal(id, token, progress)
+            WHERE j.id = renewal.id AND j.lease_token = renewal.token AND j.state = 'running'
+            RETURNING j.id, j.lease_token, extract(epoch FROM j.lease_expires_at)
+            """,
+            [
+                .textArray(renewals.map(\.lease.jobID)), .array(renewals.map { .integer($0.lease.token) }),
+                .double(leaseSeconds), .array(renewals.map { $0.progress.map { .text($0) } ?? .null }),
+            ], isolation: isolation)
+        // By job and token: a renewal under an older token of a job is not the one renewed.
+        var expiries: [String: Double] = [:]
+        for row in result.rows {
+            if let id = row.text(0), let token = row.int(1) { expiries["\(id) \(token)"] = row.double(2) ?? 0 }
+        }
+        return renewals.map { renewal in
+            let lease = renewal.lease
+            return expiries["\(lease.jobID) \(lease.token)"].map { Lease(jobID: lease.jobID, token: lease.token, expiresAt: $0) }
         }
     }
 

@@ -114,15 +114,16 @@ extension PostgresJobStore {
     /// The lease token a write of job `id` is fenced by now (`writeStatement`), `nil` for an unleased write.
     func fenceToken(of id: String) -> Int64? { (leases[id] ?? lostLeases[id])?.token }
 
-    /// Notes which of the writes of `jobs` (each with the lease token it was fenced by; results `results`) were
-    /// fenced off, and releases the leases of runs that are over. A lease that changed since the write was made
-    /// (the job was claimed again while a group was in flight) is not this write's to release.
+    /// Notes which of the writes of `jobs` (each with the lease token it was fenced by; `written[i]`: whether
+    /// `jobs[i]`'s landed) were fenced off, and releases the leases of runs that are over. A lease that changed
+    /// since the write was made (the job was claimed again while a group was in flight) is not this write's to
+    /// release.
     /// - Returns: the ids fenced off.
-    func settle(_ jobs: [(job: JobRecord, token: Int64?)], _ results: ArraySlice<PostgresResult>) -> Set<String> {
+    func settle(_ jobs: [(job: JobRecord, token: Int64?)], written: [Bool]) -> Set<String> {
         var lost: Set<String> = []
-        for ((job, token), result) in zip(jobs, results) {
-            if result.rows.isEmpty { lost.insert(job.id) }
-            guard result.rows.isEmpty || job.state != .running else { continue }
+        for ((job, token), landed) in zip(jobs, written) {
+            if !landed { lost.insert(job.id) }
+            guard !landed || job.state != .running else { continue }
             if leases[job.id]?.token == token { leases[job.id] = nil }
             if lostLeases[job.id]?.token == token { lostLeases[job.id] = nil }
         }
@@ -140,7 +141,7 @@ extension PostgresJobStore {
     public func update(_ job: JobRecord, addingCleanUp: Bool) throws {
         let token = fenceToken(of: job.id)
         let results = try run([writeStatement(job, addingCleanUp: addingCleanUp)] + Self.workNotices(for: [job]))
-        if !settle([(job, token)], results[...]).isEmpty { throw JobStoreError.leaseLost(id: job.id) }
+        if !settle([(job, token)], written: [!results[0].rows.isEmpty]).isEmpty { throw JobStoreError.leaseLost(id: job.id) }
     }
 
     /// The `NOTIFY`s that wake the daemons that may claim those of `jobs` that are `queued` (`WorkNotice`).
@@ -177,54 +178,6 @@ extension PostgresJobStore {
             [weak self] result in
             guard let self else { return }
             completion(result.map { group.outcome(of: $0, inserting, store: self) })
-        }
-    }
-
-    /// The statements of one group commit (one transaction), and where their results are.
-    struct GroupStatements {
-        var statements: [PostgresStatement] = []
-        /// The index of the new jobs' `INSERT … RETURNING id, sequence, created_at`, if there are new jobs.
-        var insertIndex: Int?
-        /// The index of the first lifecycle write; they follow in `updating`'s order.
-        var firstUpdate = 0
-        /// The jobs of the lifecycle writes, and the lease token each write was fenced by (`nil`: unleased).
-        var updated: [(job: JobRecord, token: Int64?)] = []
-
-        init(
-            _ store: PostgresJobStore, inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
-            updating: [(job: JobRecord, addingCleanUp: Bool)]
-        ) {
-            // Set-based: one statement for every new job, one for all their duplicate keys.
-            if !inserting.isEmpty {
-                insertIndex = statements.count
-                statements.append(PostgresJobStore.insertStatement(inserting, digests: digests))
-                if let keys = PostgresJobStore.duplicateKeysStatement(inserting, duplicateKeys) { statements.append(keys) }
-            }
-            firstUpdate = statements.count
-            statements += updating.map { store.writeStatement($0.job, addingCleanUp: $0.addingCleanUp) }
-            updated = updating.map { ($0.job, store.fenceToken(of: $0.job.id)) }
-            // Wakes the other daemons that may claim the jobs (delivered at commit).
-            statements += PostgresJobStore.workNotices(for: inserting + updating.map(\.job))
-        }
-
-        /// The new jobs as stored (their sequence numbers and timestamps), and the writes fenced off (their leases
-        /// settled).
-        func outcome(of results: [PostgresResult], _ inserting: [JobRecord], store: PostgresJobStore) -> GroupWritten {
-            var inserted = inserting
-            if let insertIndex {
-                var rows: [String: PostgresRow] = [:]
-                for row in results[insertIndex].rows { if let id = row.text(0) { rows[id] = row } }
-                for index in inserted.indices {
-                    guard let row = rows[inserted[index].id] else { continue }
-                    inserted[index].sequence = row.int(1) ?? 0
-                    if let created = row.double(2) {
-                        inserted[index].createdAt = Timestamp.iso8601(unixSeconds: created)
-                        inserted[index].updatedAt = inserted[index].createdAt
-                    }
-                }
-            }
-            let lost = store.settle(updated, results[firstUpdate..<firstUpdate + updated.count])
-            return GroupWritten(inserted: inserted, lost: lost)
         }
     }
 
