@@ -19,6 +19,8 @@ struct SharedStoreSetWriteTests {
         _ = MainLoopThread.started
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var outcome: Result<[ClaimedRun], any Error>?
+        // Used on the main loop only while this thread waits.
+        nonisolated(unsafe) let store = store
         EventLoop.main.execute {
             store.sendClaim(limit: limit, kinds: ["sleep"]) { result in
                 outcome = result
