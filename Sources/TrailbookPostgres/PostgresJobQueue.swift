@@ -332,7 +332,9 @@ public final class PostgresJobQueue {
     /// queue), in the claim index's order (`trailbook_jobs_claim`: queue, priority, sequence), up to `limit` rows,
     /// and only those few are merged; `queue = ANY(…)` over the whole list would keep PostgreSQL off the index's
     /// order and make it read and sort every queued job. With several queues a claim may hold up to `limit` rows
-    /// of each until it commits, of which it takes `limit`: concurrent claims skip the others for that moment. Each claimed job is `running`
+    /// of each until it commits, of which it takes `limit`: concurrent claims skip the others for that moment.
+    /// The picked rows are updated through the primary key (`id = ANY(ARRAY(…))`): a join with them would be
+    /// planned, generically (a prepared statement after a few runs), as a hash join over the whole table. Each claimed job is `running`
     /// under a new lease of `leaseSeconds`. Jobs whose id is in `excluding` are passed over: those the daemon still
     /// runs, under a lease it holds or one it lost (a job rescued from it and queued again must not be claimed
     /// by it while its old run is still stopping).
@@ -392,7 +394,7 @@ public final class PostgresJobQueue {
                 lease_host = $2, lease_daemon = $4, lease_token = nextval('trailbook_lease_tokens'),
                 lease_expires_at = clock_timestamp() + make_interval(secs => $5::float8),
                 updated_at = extract(epoch FROM clock_timestamp())
-            FROM picked WHERE j.id = picked.id
+            WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
             RETURNING j.id, j.kind, j.priority, j.sequence, j.attempt, j.params, j.checkpoint, j.lease_token,
                 extract(epoch FROM j.lease_expires_at)\(more)
             """,

@@ -52,6 +52,8 @@ struct ClaimPlanTests {
                     #expect(text.contains("Index Scan using trailbook_jobs_claim on trailbook_jobs"), "\(text)")
                     #expect(!text.contains("Seq Scan on trailbook_jobs"), "\(text)")
                     #expect(!text.contains("Bitmap Heap Scan on trailbook_jobs"), "\(text)")
+                    // The claimed rows are updated through the primary key, not joined with a scan of the table.
+                    #expect(text.contains("Index Scan using trailbook_jobs_pkey on trailbook_jobs j"), "\(text)")
                     // A sort, if any, is over the few rows the per-queue scans took (the nested loop over the
                     // queues), never over a scan of the table.
                     for (index, line) in lines.enumerated() where line.contains("Sort") && !line.contains("Sort Key") {
