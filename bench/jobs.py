@@ -255,7 +255,8 @@ def throughput(binary):
 class ThrowawayPostgres:
     """A PostgreSQL server in a temporary directory (Unix socket only), stopped and deleted by `stop()`."""
 
-    def __init__(self):
+    def __init__(self, settings=()):
+        """`settings`: more `-c name=value` server settings."""
         bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
         if not bins:
             raise SystemExit("no PostgreSQL server binaries: run scripts/install-deps.sh")
@@ -270,7 +271,8 @@ class ThrowawayPostgres:
         self.run("initdb", "-D", f"{self.dir}/data", "-U", "trailbook", "--auth-local=trust", "-E", "UTF8",
                  "--locale=C", "--no-instructions")
         self.run("pg_ctl", "-D", f"{self.dir}/data", "-l", f"{self.dir}/server.log", "-w", "-o",
-                 f"-p {self.port} -k {self.dir} -c listen_addresses='' -c max_connections=50", "start")
+                 f"-p {self.port} -k {self.dir} -c listen_addresses='' -c max_connections=50"
+                 + "".join(f" -c {setting}" for setting in settings), "start")
         self.databases = 0
 
     def run(self, tool, *args):

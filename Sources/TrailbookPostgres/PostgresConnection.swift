@@ -36,10 +36,15 @@ public struct PostgresReconnectPolicy: Sendable, Equatable {
 /// libpq's asynchronous API (https://www.postgresql.org/docs/15/libpq-async.html,
 /// https://www.postgresql.org/docs/15/libpq-pipeline-mode.html) on a `PollHandle` watching `PQsocket`:
 /// `PQconnectStart`/`PQconnectPoll` to connect, then the connection stays in non-blocking pipeline mode. Each
-/// request (`query`, `pipeline`) is its statements (`PQsendQueryParams`) and one sync point (`PQpipelineSync`),
+/// request (`query`, `pipeline`) is its statements and one sync point (`PQpipelineSync`),
 /// flushed with `PQflush` whenever the socket is writable; results are read with `PQconsumeInput` /
 /// `PQisBusy` / `PQgetResult` when it is readable, in the order requests were sent. So many requests can be in
 /// flight on one connection, and a batch of writes costs one round trip.
+///
+/// A statement with parameters is prepared the first time it is sent on a session (`PQsendPrepare`, at the
+/// head of its request) and later sent by name (`PQsendQueryPrepared`), so PostgreSQL parses and plans it once per
+/// session, not once per call (`PreparedStatements`); one without parameters is sent as is (`PQsendQueryParams`).
+/// A new session after a reconnection prepares them again.
 ///
 /// The statements before one sync point form one implicit transaction: a `pipeline` is committed whole or not at
 /// all (the server skips the rest after an error and rolls back at the sync point).
@@ -102,6 +107,8 @@ public final class PostgresConnection {
     private var wasReady = false
     private var failedAttempts = 0
     private var channels: [String] = []
+    /// The statements prepared on the current session.
+    private var prepared = PreparedStatements()
     /// Requests sent and not yet answered, in send order.
     private var inFlight: [Request] = []
     private var inFlightHead = 0
@@ -110,17 +117,24 @@ public final class PostgresConnection {
     /// `waitUntilReady` callers: told when the connection is up, or closed.
     private var readyWaiters: [(Result<Void, PostgresError>) -> Void] = []
 
-    /// A request: `statementCount` statements and one sync point.
+    /// A request: the prepares of `preparing` (SQL texts), `statementCount` statements and one sync point.
     private final class Request {
         let statementCount: Int
+        /// The statements this request prepares first, in order: their results come before the statements'.
+        let preparing: [String]
+        /// How many of `preparing` were answered.
+        var preparesAnswered = 0
         var results: [PostgresResult] = []
         var firstError: PostgresError?
         /// Whether the current statement's result arrived (its closing `NULL` from `PQgetResult` is next).
         var awaitingEnd = false
         let complete: (Result<[PostgresResult], PostgresError>) -> Void
 
-        init(statementCount: Int, complete: @escaping (Result<[PostgresResult], PostgresError>) -> Void) {
+        init(
+            statementCount: Int, preparing: [String], complete: @escaping (Result<[PostgresResult], PostgresError>) -> Void
+        ) {
             self.statementCount = statementCount
+            self.preparing = preparing
             self.complete = complete
         }
     }
@@ -420,6 +434,7 @@ public final class PostgresConnection {
     /// Closes the poll handle before libpq closes the socket (libuv must not watch a closed descriptor).
     private func dropConnection() {
         silence.stop()
+        prepared.removeAll()
         poll?.close()
         poll = nil
         if let conn { PQfinish(conn) }
@@ -438,12 +453,28 @@ public final class PostgresConnection {
                     message: "not connected to PostgreSQL at \(connectionString)\(lastFailure.map { " (\($0))" } ?? "")")
             return complete(.failure(error))
         }
+        // Prepares first, before any statement of this request: an error of one of its statements cannot skip
+        // a prepare that a later request, already sent, relies on.
+        var preparing: [String] = []
+        for statement in statements where !statement.parameters.isEmpty && prepared.name(of: statement.sql) == nil {
+            guard let name = prepared.add(statement.sql) else { break }
+            preparing.append(statement.sql)
+            if PQsendPrepare(conn, name, statement.sql, 0, nil) == 0 {
+                let message = errorMessage()
+                complete(.failure(PostgresError(kind: .connectionLost, message: message)))
+                return connectionLost(message)
+            }
+        }
         for statement in statements {
             let values = statement.parameters.map { $0.wireText.map { strdup($0) } ?? nil }
             defer { for value in values { free(value) } }
+            let name = values.isEmpty ? nil : prepared.name(of: statement.sql)
             let sent = values.withUnsafeBufferPointer { buffer in
                 buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { pointers in
-                    PQsendQueryParams(conn, statement.sql, Int32(pointers.count), nil, pointers.baseAddress, nil, nil, 0)
+                    if let name {
+                        return PQsendQueryPrepared(conn, name, Int32(pointers.count), pointers.baseAddress, nil, nil, 0)
+                    }
+                    return PQsendQueryParams(conn, statement.sql, Int32(pointers.count), nil, pointers.baseAddress, nil, nil, 0)
                 }
             }
             if sent == 0 {
@@ -458,7 +489,7 @@ public final class PostgresConnection {
             complete(.failure(PostgresError(kind: .connectionLost, message: message)))
             return connectionLost(message)
         }
-        inFlight.append(Request(statementCount: statements.count, complete: complete))
+        inFlight.append(Request(statementCount: statements.count, preparing: preparing, complete: complete))
         // Counted from this send only if nothing was waiting: a busy client must not keep a dead server alive.
         if inFlight.count - inFlightHead == 1 { armSilenceDeadline() }
         flush()
@@ -481,7 +512,12 @@ public final class PostgresConnection {
                 continue
             }
             defer { PQclear(result) }
-            switch PQresultStatus(result) {
+            let status = PQresultStatus(result)
+            if request.preparesAnswered < request.preparing.count, status != PGRES_PIPELINE_SYNC {
+                preparedAnswered(request, status: status, result: result)
+                continue
+            }
+            switch status {
             case PGRES_PIPELINE_SYNC:
                 inFlightHead += 1
                 if inFlightHead == inFlight.count {
@@ -506,15 +542,29 @@ public final class PostgresConnection {
                 // Skipped after an earlier error of the same request, which is the one reported.
                 request.awaitingEnd = true
             default:
-                if request.firstError == nil {
-                    let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
-                    let message = String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines()
-                    request.firstError = PostgresError(
-                        kind: .server, sqlState: sqlState, message: connectionString.redact(message))
-                }
+                noteError(result, of: request)
                 request.awaitingEnd = true
             }
         }
+    }
+
+    /// Settles the answer to the next prepare of `request`: a prepare refused (or skipped after an earlier one
+    /// was) leaves no statement of that name, so the SQL is sent unnamed or prepared again next time.
+    private func preparedAnswered(_ request: Request, status: ExecStatusType, result: OpaquePointer) {
+        let sql = request.preparing[request.preparesAnswered]
+        request.preparesAnswered += 1
+        request.awaitingEnd = true
+        guard status != PGRES_COMMAND_OK else { return }
+        prepared.remove(sql)
+        if status != PGRES_PIPELINE_ABORTED { noteError(result, of: request) }
+    }
+
+    /// Records `result`'s error as the request's, unless it has one already (the first error is the one reported).
+    private func noteError(_ result: OpaquePointer, of request: Request) {
+        guard request.firstError == nil else { return }
+        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        let message = String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines()
+        request.firstError = PostgresError(kind: .server, sqlState: sqlState, message: connectionString.redact(message))
     }
 
     private func deliverNotifications() {

@@ -350,7 +350,15 @@ public final class PostgresJobQueue {
     /// Claims up to `limit` queued jobs for `owner`: of `queues`, pinned to `owner.host` or to no host, in
     /// priority then submission order (only of `kinds` when given: a daemon claims only what it can run),
     /// skipping rows other daemons are claiming (`FOR UPDATE SKIP LOCKED`), so
-    /// concurrent claims never take the same job and never wait for each other. Each claimed job is `running`
+    /// concurrent claims never take the same job and never wait for each other.
+    ///
+    /// Its cost does not grow with the queue: each queue of `queues` is read on its own (a `LATERAL` subquery per
+    /// queue), in the claim index's order (`trailbook_jobs_claim`: queue, priority, sequence), up to `limit` rows,
+    /// and only those few are merged; `queue = ANY(…)` over the whole list would keep PostgreSQL off the index's
+    /// order and make it read and sort every queued job. With several queues a claim may hold up to `limit` rows
+    /// of each until it commits, of which it takes `limit`: concurrent claims skip the others for that moment.
+    /// The picked rows are updated through the primary key (`id = ANY(ARRAY(…))`): a join with them would be
+    /// planned, generically (a prepared statement after a few runs), as a hash join over the whole table. Each claimed job is `running`
     /// under a new lease of `leaseSeconds`. Jobs whose id is in `excluding` are passed over: those the daemon still
     /// runs, under a lease it holds or one it lost (a job rescued from it and queued again must not be claimed
     /// by it while its old run is still stopping).
@@ -364,34 +372,12 @@ public final class PostgresJobQueue {
         isolation: isolated (any Actor)? = #isolation
     ) async throws(PostgresError) -> [ClaimedJob] {
         guard limit > 0, !queues.isEmpty else { return [] }
-        // Qualified: the picked rows have an `id` too.
-        let more = alsoReturning.map { ", j." + $0 }.joined()
-        let result = try await connection.query(
-            """
-            WITH picked AS (
-                SELECT id FROM trailbook_jobs
-                WHERE state = 'queued' AND queue = ANY($1::text[]) AND (pinned_host IS NULL OR pinned_host = $2)
-                    AND ($6::text[] IS NULL OR kind = ANY($6::text[])) AND NOT (id = ANY($7::text[]))
-                ORDER BY priority DESC, sequence
-                LIMIT $3::integer
-                FOR UPDATE SKIP LOCKED
-            )
-            UPDATE trailbook_jobs AS j SET
-                state = 'running',
-                attempt = CASE WHEN j.resumes_attempt THEN j.attempt ELSE j.attempt + 1 END,
-                resumes_attempt = false,
-                lease_host = $2, lease_daemon = $4, lease_token = nextval('trailbook_lease_tokens'),
-                lease_expires_at = clock_timestamp() + make_interval(secs => $5::float8),
-                updated_at = extract(epoch FROM clock_timestamp())
-            FROM picked WHERE j.id = picked.id
-            RETURNING j.id, j.kind, j.priority, j.sequence, j.attempt, j.params, j.checkpoint, j.lease_token,
-                extract(epoch FROM j.lease_expires_at)\(more)
-            """,
+        let result = try await connection.pipeline(
             [
-                .textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds),
-                kinds.map { .textArray($0) } ?? .null, .textArray(excluding),
-            ],
-            isolation: isolation)
+                Self.claimStatement(
+                    owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: leaseSeconds,
+                    excluding: excluding, alsoReturning: alsoReturning)
+            ], isolation: isolation)[0]
         let claimed = result.rows.compactMap { row -> ClaimedJob? in
             guard let id = row.text(0), let kind = row.text(1), let token = row.int(7) else { return nil }
             return ClaimedJob(
@@ -402,6 +388,44 @@ public final class PostgresJobQueue {
         }
         // RETURNING follows no order: restore the run order.
         return claimed.sorted { ($0.priority, -$0.sequence) > ($1.priority, -$1.sequence) }
+    }
+
+    /// The statement of `claim` (its arguments as there), for `claim` and for tests of its plan.
+    static func claimStatement(
+        owner: Owner, queues: [String], kinds: [String]?, limit: Int, leaseSeconds: Double, excluding: [String],
+        alsoReturning: [String]
+    ) -> PostgresStatement {
+        // Qualified: the picked rows have an `id` too.
+        let more = alsoReturning.map { ", j." + $0 }.joined()
+        return PostgresStatement(
+            """
+            WITH picked AS (
+                SELECT taken.id FROM unnest($1::text[]) AS served(queue) CROSS JOIN LATERAL (
+                    SELECT id, priority, sequence FROM trailbook_jobs
+                    WHERE state = 'queued' AND queue = served.queue AND (pinned_host IS NULL OR pinned_host = $2)
+                        AND ($6::text[] IS NULL OR kind = ANY($6::text[])) AND NOT (id = ANY($7::text[]))
+                    ORDER BY priority DESC, sequence
+                    LIMIT $3::integer
+                    FOR UPDATE SKIP LOCKED
+                ) AS taken
+                ORDER BY taken.priority DESC, taken.sequence
+                LIMIT $3::integer
+            )
+            UPDATE trailbook_jobs AS j SET
+                state = 'running',
+                attempt = CASE WHEN j.resumes_attempt THEN j.attempt ELSE j.attempt + 1 END,
+                resumes_attempt = false,
+                lease_host = $2, lease_daemon = $4, lease_token = nextval('trailbook_lease_tokens'),
+                lease_expires_at = clock_timestamp() + make_interval(secs => $5::float8),
+                updated_at = extract(epoch FROM clock_timestamp())
+            WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+            RETURNING j.id, j.kind, j.priority, j.sequence, j.attempt, j.params, j.checkpoint, j.lease_token,
+                extract(epoch FROM j.lease_expires_at)\(more)
+            """,
+            [
+                .textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds),
+                kinds.map { .textArray($0) } ?? .null, .textArray(excluding),
+            ])
     }
 
     /// A lease renewal: extends the lease and records the progress that proves the job alive.
@@ -416,7 +440,7 @@ public final class PostgresJobQueue {
         }
     }
 
-    /// Renews `renewals` in one round trip (progress is the heartbeat: call it with each throttled progress
+    /// Renews `renewals` in one statement (progress is the heartbeat: call it with each throttled progress
     /// write). A lease that was rescued or re-claimed meanwhile is not renewed: its daemon must stop that job
     /// at once and not write its end.
     /// - Returns: per renewal, the new lease, or `nil` if the lease is lost.
@@ -425,22 +449,27 @@ public final class PostgresJobQueue {
         async throws(PostgresError) -> [Lease?]
     {
         guard !renewals.isEmpty else { return [] }
-        let results = try await connection.pipeline(
-            renewals.map { renewal in
-                PostgresStatement(
-                    """
-                    UPDATE trailbook_jobs SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8),
-                        progress = coalesce($4, progress), updated_at = extract(epoch FROM clock_timestamp())
-                    WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'
-                    RETURNING extract(epoch FROM lease_expires_at)
-                    """,
-                    [
-                        .text(renewal.lease.jobID), .integer(renewal.lease.token), .double(leaseSeconds),
-                        renewal.progress.map { .text($0) } ?? .null,
-                    ])
-            }, isolation: isolation)
-        return zip(renewals, results).map { renewal, result in
-            result.rows.first.map { Lease(jobID: renewal.lease.jobID, token: renewal.lease.token, expiresAt: $0.double(0) ?? 0) }
+        // Set-based: one statement for all of them, fenced row by row by its token.
+        let result = try await connection.query(
+            """
+            UPDATE trailbook_jobs AS j SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8),
+                progress = coalesce(renewal.progress, j.progress), updated_at = extract(epoch FROM clock_timestamp())
+            FROM unnest($1::text[], $2::bigint[], $4::text[]) AS renewal(id, token, progress)
+            WHERE j.id = renewal.id AND j.lease_token = renewal.token AND j.state = 'running'
+            RETURNING j.id, j.lease_token, extract(epoch FROM j.lease_expires_at)
+            """,
+            [
+                .textArray(renewals.map(\.lease.jobID)), .array(renewals.map { .integer($0.lease.token) }),
+                .double(leaseSeconds), .array(renewals.map { $0.progress.map { .text($0) } ?? .null }),
+            ], isolation: isolation)
+        // By job and token: a renewal under an older token of a job is not the one renewed.
+        var expiries: [String: Double] = [:]
+        for row in result.rows {
+            if let id = row.text(0), let token = row.int(1) { expiries["\(id) \(token)"] = row.double(2) ?? 0 }
+        }
+        return renewals.map { renewal in
+            let lease = renewal.lease
+            return expiries["\(lease.jobID) \(lease.token)"].map { Lease(jobID: lease.jobID, token: lease.token, expiresAt: $0) }
         }
     }
 

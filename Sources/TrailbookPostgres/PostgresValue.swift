@@ -47,6 +47,9 @@ public enum PostgresValue: Sendable, Equatable {
     case bool(Bool)
     /// A `text[]` array (for `= ANY($1::text[])`).
     case textArray([String])
+    /// A one-dimensional array of scalar values (`.null` elements are SQL NULLs), cast in SQL to its type
+    /// (`$1::integer[]`, `$2::float8[]`): a column of a set-based write (`unnest($1::text[], $2::integer[])`).
+    case array([PostgresValue])
 
     /// The text form libpq sends, or `nil` for SQL NULL.
     var wireText: String? {
@@ -59,9 +62,15 @@ public enum PostgresValue: Sendable, Equatable {
         case .textArray(let values):
             // Array literal syntax (https://www.postgresql.org/docs/15/arrays.html#ARRAYS-IO): every element
             // double-quoted, with `"` and `\` escaped by a backslash.
-            let elements = values.map { "\"" + $0.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\"" }
-            return "{" + elements.joined(separator: ",") + "}"
+            return "{" + values.map(Self.arrayElement).joined(separator: ",") + "}"
+        case .array(let values):
+            return "{" + values.map { $0.wireText.map(Self.arrayElement) ?? "NULL" }.joined(separator: ",") + "}"
         }
+    }
+
+    /// `text` as an element of an array literal: double-quoted, `"` and `\` escaped by a backslash.
+    private static func arrayElement(_ text: String) -> String {
+        "\"" + text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
     }
 }
 

@@ -353,6 +353,48 @@ struct PostgresConnectionTests {
         }
     }
 
+    /// A statement with parameters is prepared once per session and then run by name; a new session (the backend
+    /// killed, the connection made again) prepares it again, and a prepare the server refuses leaves the
+    /// connection usable.
+    @Test func statementsArePreparedOncePerSessionAndAgainAfterAReconnection() async throws {
+        try await withPostgresServer { server in
+            let connection = try await connected(to: server)
+            let killer = try await connected(to: server)
+            defer {
+                connection.close()
+                killer.close()
+            }
+            let sum = "SELECT $1::integer + $2::integer"
+            let preparedNow = PostgresStatement("SELECT count(*) FROM pg_prepared_statements WHERE statement = $1", [.text(sum)])
+            for n in 0..<3 {
+                let rows = try await connection.pipeline([
+                    PostgresStatement(sum, [.integer(40), .integer(Int64(n))]), preparedNow,
+                    PostgresStatement(sum, [.integer(1), .integer(1)]),
+                ])
+                #expect(rows[0].rows.first?.int(0) == 40 + Int64(n))
+                #expect(rows[1].rows.first?.int(0) == 1, "prepared once, whatever the calls")
+                #expect(rows[2].rows.first?.int(0) == 2)
+            }
+            let pid = try #require(connection.backendPID)
+            _ = try await killer.query("SELECT pg_terminate_backend($1::integer)", [.integer(Int64(pid))])
+            #expect(await eventually(within: 10) { connection.reconnections == 1 })
+            try await connection.waitUntilReady(timeoutSeconds: 10)
+            #expect(connection.backendPID != pid)
+            // The new session has none: the statement is prepared again (a stale name would fail with 26000).
+            #expect(try await connection.query(sum, [.integer(41), .integer(1)]).rows.first?.int(0) == 42)
+            #expect(try await connection.pipeline([preparedNow])[0].rows.first?.int(0) == 1)
+            // A prepare the server refuses fails its request only.
+            await #expect {
+                _ = try await connection.pipeline([PostgresStatement(sum, [.integer(1), .integer(2)]),
+                    PostgresStatement("SELECT nonsense FROM nowhere WHERE x = $1", [.integer(1)])])
+            } throws: { ($0 as? PostgresError)?.sqlState == "42P01" }
+            #expect(try await connection.query(sum, [.integer(2), .integer(3)]).rows.first?.int(0) == 5)
+            await #expect {
+                _ = try await connection.query("SELECT nonsense FROM nowhere WHERE x = $1", [.integer(1)])
+            } throws: { ($0 as? PostgresError)?.sqlState == "42P01" }
+        }
+    }
+
     @Test func aQueryInFlightWhenTheServerDiesFailsAsLost() async throws {
         try await withPostgresServer { server in
             let connection = try await connected(to: server)
