@@ -104,7 +104,11 @@ public final class FeedRelay {
         guard let job = members["job"]?.stringValue else { return }
         let isProgress = members["type"]?.stringValue == "progress"
         if isProgress, let index = progressAt[job] {
-            pending[index] = numbering.numbered(members)
+            // It takes the place and the number of the progress it replaces: numbers must rise in the order they
+            // are sent, or the receiving daemons would drop every event between as a copy (a state change too).
+            var replacing = members
+            replacing[RelayedEventNumbering.member] = pending[index][RelayedEventNumbering.member]
+            pending[index] = replacing
             return
         }
         progressAt[job] = isProgress ? pending.count : nil
