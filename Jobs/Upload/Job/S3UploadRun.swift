@@ -220,10 +220,8 @@ struct S3UploadRun: UploadTransfer {
                     case .success(let landed): file = landed
                     case .failure(let failure):
                         // A folder's file removed or changed: it fails alone (nothing of it is on the server).
-                        job.log(.warning, "\(names[done.0]): \(failure.code): \(failure.message); going on with the other files")
-                        checkpoint.failFile(done.0, path: params.files[done.0], error: failure)
-                        UploadTreeEntries.failed(done.0, error: failure, in: job)
-                        try job.saveCheckpoint(checkpoint)
+                        try await checkpoint.failAlone(
+                            done.0, name: names[done.0], path: params.files[done.0], failure: failure, in: job)
                         cadence.saved()
                         return
                     }

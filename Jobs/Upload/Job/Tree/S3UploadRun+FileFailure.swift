@@ -13,11 +13,9 @@ extension S3UploadRun {
     func skipFailed(
         _ index: Int, _ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext
     ) async throws {
-        job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
-        try await discardFailed(checkpoint, in: job)
-        checkpoint.failFile(index, path: params.files[index], error: failure)
-        UploadTreeEntries.failed(index, error: failure, in: job)
-        try job.saveCheckpoint(checkpoint)
+        try await checkpoint.failAlone(index, name: names[index], path: params.files[index], failure: failure, in: job) {
+            try await discardFailed($0, in: job)
+        }
     }
 
     /// Aborts the multipart upload of the file in progress in `checkpoint` (if it has one, or may have one whose

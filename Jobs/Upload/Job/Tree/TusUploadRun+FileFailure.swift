@@ -10,11 +10,9 @@ extension TusUploadRun {
     /// - Throws: what `discardFailed` throws; `store_write_failed`.
     func skipFailed(_ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext) async throws {
         let index = checkpoint.fileIndex
-        job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
-        try await discardFailed(checkpoint, in: job)
-        checkpoint.failFile(index, path: params.files[index], error: failure)
-        UploadTreeEntries.failed(index, error: failure, in: job)
-        try job.saveCheckpoint(checkpoint)
+        try await checkpoint.failAlone(index, name: "\(names[index])", path: params.files[index], failure: failure, in: job) {
+            try await discardFailed($0, in: job)
+        }
     }
 
     /// Deletes the unfinished upload of the file in progress in `checkpoint` (if it has one) before that file is

@@ -77,13 +77,29 @@ extension UploadCheckpoint {
                 return checkpoint
             } catch {
                 guard let failure = checkpoint.fileFailure(error) else { throw error }
-                job.log(.warning, "\(files[index]): \(failure.code): \(failure.message)")
-                try await discardFile?(checkpoint)
-                checkpoint.failFile(index, path: files[index], error: failure)
-                UploadTreeEntries.failed(index, error: failure, in: job)
-                try job.saveCheckpoint(checkpoint)
+                try await checkpoint.failAlone(
+                    index, name: "\(files[index])", path: files[index], failure: failure, in: job, discard: discardFile)
             }
         }
         return checkpoint
+    }
+}
+
+extension UploadCheckpoint {
+    /// Fails file `index` alone with `failure` and moves on: logs it under `name`, lets `discard` remove what of it
+    /// is at the destination, lists it in the checkpoint's failures and in the job's file list
+    /// (`UploadTreeEntries`), and saves. Every transfer fails a folder's file this one way.
+    /// - Throws: what `discard` throws (the file is then not failed yet, and the next attempt tries again);
+    ///   `store_write_failed` when the checkpoint cannot be saved.
+    @LoopActor
+    mutating func failAlone(
+        _ index: Int, name: String, path: BytePath, failure: JobError, in job: JobContext,
+        discard: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil
+    ) async throws {
+        job.log(.warning, "\(name): \(failure.code): \(failure.message); going on with the other files")
+        try await discard?(self)
+        failFile(index, path: path, error: failure)
+        UploadTreeEntries.failed(index, error: failure, in: job)
+        try job.saveCheckpoint(self)
     }
 }
