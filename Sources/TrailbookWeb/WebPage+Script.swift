@@ -12,7 +12,7 @@ extension WebPage {
           const state = {
             // A page is read by its cursor (`before`, null for the newest); `newer` holds the cursors of the pages
             // before it, for "Newer".
-            page: 1, before: null, newer: [], nextBefore: null, size: 100, more: false,
+            page: 1, before: null, newer: [], nextBefore: null, olderWanted: false, size: 100, more: false,
             jobs: new Map(), order: [], counts: {}, selected: new Set(),
             logs: new Map(), hosts: new Map(), lastSeq: null, paused: false, dirty: false, detail: null,
           };
@@ -71,6 +71,7 @@ extension WebPage {
             // Events up to this seq (some may still be on their way here) are in the counts already.
             state.countsSeq = reply.feed_seq;
             state.nextBefore = reply.next_before; state.more = reply.next_before !== null;
+            if (state.olderWanted) { state.olderWanted = false; if (state.more) { older(); return; } }
             const kinds = $("kind");
             if (kinds.options.length === 1) for (const k of reply.kinds) kinds.appendChild(el("option", k));
             for (const id of [...state.selected]) if (!state.jobs.has(id)) state.selected.delete(id);
@@ -199,9 +200,11 @@ extension WebPage {
                   state.order.unshift(id);
                   if (state.order.length > state.size) {
                     state.jobs.delete(state.order.pop());
-                    // The next page starts below the row now last (a listed one: it has its sequence).
+                    // The next page starts below the row now last: its sequence if it was listed; a row made from
+                    // an event has none until the reload, which "Older" waits for.
                     const last = state.jobs.get(state.order[state.order.length - 1]);
-                    if (last && last.sequence !== undefined) { state.nextBefore = last.sequence; state.more = true; }
+                    state.nextBefore = last && last.sequence !== undefined ? last.sequence : null;
+                    state.more = true;
                   }
                   reloadSoon();
                 }
@@ -281,15 +284,18 @@ extension WebPage {
             button.addEventListener("click", () => act(button.dataset.verb, button.dataset.scope));
 
           // MARK: controls
-          function newest() { state.page = 1; state.before = null; state.newer = []; load(); }
+          function newest() { state.page = 1; state.before = null; state.newer = []; state.olderWanted = false; load(); }
           $("state").addEventListener("change", newest);
           $("kind").addEventListener("change", newest);
           $("prev").addEventListener("click", () => {
-            if (state.page > 1) { state.page--; state.before = state.newer.pop(); load(); }
+            if (state.page > 1) { state.page--; state.before = state.newer.pop(); state.olderWanted = false; load(); }
           });
-          $("next").addEventListener("click", () => {
-            if (state.more) { state.page++; state.newer.push(state.before); state.before = state.nextBefore; load(); }
-          });
+          function older() {
+            // Rows made from events have no cursor yet: this page is read again first, then the older one.
+            if (state.nextBefore === null) { state.olderWanted = true; load(); return; }
+            state.page++; state.newer.push(state.before); state.before = state.nextBefore; load();
+          }
+          $("next").addEventListener("click", () => { if (state.more) older(); });
           $("all").addEventListener("change", () => {
             for (const id of state.order) $("all").checked ? state.selected.add(id) : state.selected.delete(id);
             draw(true);
