@@ -423,6 +423,14 @@ public final class ControlServer {
             guard limit >= 1 else {
                 throw JobError(code: "bad_request", message: "\"limit\" must be 1 or more (the newest N jobs), not \(limit)")
             }
+            // A page's cursor: the `sequence` of the oldest job of the page before (sequences start at 1).
+            let before = try wholeNumber(request, "before")
+            if let before, before < 1 {
+                throw JobError(
+                    code: "bad_request",
+                    message: "\"before\" must be a job's \"sequence\" (1 or more; the oldest job of the page before), "
+                        + "not \(before)")
+            }
             // One list (or replay) built at a time, in about half the loop's time at most (`TurnGate`): a crowd
             // asking for big lists never stalls the rest.
             await heavyGate.enter()
@@ -431,7 +439,8 @@ public final class ControlServer {
             defer { heavyGate.leave(pause: 2 * (Timestamp.monotonic() - building)) }
             // A client dropped while it waited (gone, or holding too much unread) gets nothing built.
             guard !connection.pipe.isClosing else { return .null }
-            let (jobs, unfinished) = try await scheduler.fetchList(states: states, kind: kind, limit: Int(min(limit, 100_000)))
+            let (jobs, unfinished) = try await scheduler.fetchList(
+                states: states, kind: kind, before: before, limit: Int(min(limit, 100_000)))
             // The counts of unfinished jobs in every state, from the scheduler's counters: a summary (`watch`)
             // needs them without loading a million queued jobs. On a shared store, every daemon's (the store's).
             let counts = unfinished.filter { $0.value > 0 }.map { ($0.key.rawValue, JSONValue.number(Double($0.value))) }
@@ -507,7 +516,7 @@ public final class ControlServer {
     /// `limt`) would otherwise be ignored, and the request done without what it asked for.
     static let knownMembers: [String: [String]] = [
         "ping": ["op"], "submit": ["op"] + submitMembers, "submit_batch": ["op", "jobs"],
-        "list": ["op", "states", "kind", "limit"], "show": ["op", "job"], "cancel": ["op", "job"],
+        "list": ["op", "states", "kind", "limit", "before"], "show": ["op", "job"], "cancel": ["op", "job"],
         "pause": ["op", "job"], "resume": ["op", "job", "headers"], "prune": ["op", "older_than_s"],
         "watch": ["op", "since", "jobs", "kinds"],
     ]

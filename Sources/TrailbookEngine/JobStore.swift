@@ -124,7 +124,7 @@ public final class JobStore {
     let database: Database
     static var columnList: String { columns }
     static func decodeRecord(_ row: Row) -> JobRecord? { record(row) }
-    private static let columns = """
+    static let columns = """
         id, kind, state, priority, timeout_s, stall_timeout_s, max_attempts, attempt, params, progress,
         cancellation, error, result, retry_at, created_at, updated_at, sequence, resumes_attempt, give_up_after_s,
         idempotency_key
@@ -438,36 +438,6 @@ public final class JobStore {
             "SELECT \(Self.columns) FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
             [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))]
         ).compactMap(Self.record)
-    }
-
-    /// Jobs in submission order, optionally only those in `states` and of `kind`, the newest `limit`.
-    ///
-    /// With `states`, each state is read newest first from `jobs_by_state_sequence` and stops after `limit` rows
-    /// (an indexed lookup however many jobs the state holds); the states' rows are then merged.
-    /// - Throws: `SQLiteError`.
-    public func jobs(states: [JobState]? = nil, kind: String? = nil, limit: Int = 1_000) throws -> [JobRecord] {
-        let kindFilter = kind == nil ? "" : " AND kind = ?"
-        var bindings: [SQLiteValue] = []
-        let newest: String
-        if let states {
-            guard !states.isEmpty else { return [] }
-            // One arm per state: an `IN` over several states would read all their rows to sort them by sequence.
-            newest = Set(states).sorted { $0.rawValue < $1.rawValue }.map { state in
-                bindings.append(.text(state.rawValue))
-                if let kind { bindings.append(.text(kind)) }
-                bindings.append(.integer(Int64(limit)))
-                return "SELECT * FROM (SELECT \(Self.columns) FROM jobs INDEXED BY jobs_by_state_sequence "
-                    + "WHERE state = ?\(kindFilter) ORDER BY sequence DESC LIMIT ?)"
-            }.joined(separator: " UNION ALL ")
-        } else {
-            if let kind { bindings.append(.text(kind)) }
-            bindings.append(.integer(Int64(limit)))
-            newest = "SELECT \(Self.columns) FROM jobs WHERE 1\(kindFilter) ORDER BY sequence DESC LIMIT ?"
-        }
-        bindings.append(.integer(Int64(limit)))
-        let rows = try database.query(
-            "SELECT * FROM (SELECT * FROM (\(newest)) ORDER BY sequence DESC LIMIT ?) ORDER BY sequence", bindings)
-        return rows.compactMap(Self.record)
     }
 
     /// The queued jobs in run order: higher priority first, FIFO within a priority.

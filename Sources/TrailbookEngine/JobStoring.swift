@@ -52,9 +52,10 @@ public protocol JobStoring: AnyObject {
     /// The jobs whose id starts with `prefix` (at most `limit`), in id order.
     /// - Throws: the store's error.
     func jobs(idPrefix prefix: String, limit: Int) throws -> [JobRecord]
-    /// Jobs in submission order, optionally only those in `states` and of `kind`, the newest `limit`.
+    /// Jobs in submission order, optionally only those in `states` and of `kind` and with a `sequence` smaller
+    /// than `before` (a page's cursor), the newest `limit` of them; an indexed read on every page.
     /// - Throws: the store's error.
-    func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord]
+    func jobs(states: [JobState]?, kind: String?, before: Int64?, limit: Int) throws -> [JobRecord]
     /// The first `limit` queued jobs in run order (higher priority first, FIFO within a priority), passing over
     /// those whose id is in `skipping` (the scheduler's jobs whose newer state is not written yet; a store need
     /// not load their rows).
@@ -202,9 +203,9 @@ public struct JobReading: Sendable {
 public enum JobQuery: Sendable, Equatable {
     /// The jobs whose id starts with the prefix (at most `limit`), in id order: `jobs(idPrefix:limit:)`.
     case idPrefix(String, limit: Int)
-    /// The newest `limit` jobs, optionally only those in `states` and of `kind`, in submission order:
-    /// `jobs(states:kind:limit:)`.
-    case filtered(states: [JobState]?, kind: String?, limit: Int)
+    /// The newest `limit` jobs, optionally only those in `states`, of `kind` and with a `sequence` smaller than
+    /// `before`, in submission order: `jobs(states:kind:before:limit:)`.
+    case filtered(states: [JobState]?, kind: String?, before: Int64? = nil, limit: Int)
     /// The job submitted with this idempotency key (none or one), with `JobReading.submitDigest`: `job(key:)`.
     case idempotencyKey(String)
     /// The jobs of `kind` not ended (`queued`, `running`, `paused`, `needs_retry`) that do any of `keys` (their
@@ -250,6 +251,14 @@ public enum JobStoreError: Error, CustomStringConvertible, Sendable, Equatable {
 
 /// The SQLite store, as is (its signatures are the protocol's).
 extension JobStore: JobStoring {}
+
+extension JobStoring {
+    /// `jobs(states:kind:before:limit:)` from the newest job on: no cursor.
+    /// - Throws: the store's error.
+    func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord] {
+        try jobs(states: states, kind: kind, before: nil, limit: limit)
+    }
+}
 
 /// What a shared store's `sendGroup` wrote.
 public struct GroupWritten: Sendable {

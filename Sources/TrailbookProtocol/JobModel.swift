@@ -390,9 +390,9 @@ public struct JobRecord: Sendable, Equatable {
     /// `last_stop` the most recent stop whatever the state (`null` if it was never stopped).
     public var json: JSONValue {
         [
-            "id": .string(id), "kind": .string(kind), "state": .string(state.rawValue),
-            "priority": .number(Double(options.priority)), "attempt": .number(Double(attempt)),
-            "max_attempts": .number(Double(options.maxAttempts)),
+            "id": .string(id), "sequence": .number(Double(sequence)), "kind": .string(kind),
+            "state": .string(state.rawValue), "priority": .number(Double(options.priority)),
+            "attempt": .number(Double(attempt)), "max_attempts": .number(Double(options.maxAttempts)),
             "timeout_s": .number(options.timeoutSeconds), "stall_timeout_s": .number(options.stallTimeoutSeconds),
             "give_up_after_s": .number(options.giveUpAfterSeconds),
             "progress": progress.json,

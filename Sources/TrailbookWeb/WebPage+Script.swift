@@ -10,7 +10,10 @@ extension WebPage {
           const terminal = new Set(["succeeded", "failed", "cancelled"]);
           const unfinished = ["queued", "running", "paused", "needs_retry"];
           const state = {
-            page: 1, size: 100, more: false, jobs: new Map(), order: [], counts: {}, selected: new Set(),
+            // A page is read by its cursor (`before`, null for the newest); `newer` holds the cursors of the pages
+            // before it, for "Newer".
+            page: 1, before: null, newer: [], nextBefore: null, olderWanted: false, size: 100, more: false,
+            jobs: new Map(), order: [], counts: {}, selected: new Set(),
             logs: new Map(), hosts: new Map(), lastSeq: null, paused: false, dirty: false, detail: null,
           };
           if (readOnly) { document.body.classList.add("read-only"); $("readonly").hidden = false; }
@@ -52,7 +55,8 @@ extension WebPage {
           let loading = null;
           async function load() {
             const f = filter();
-            const query = new URLSearchParams({ page: state.page, size: state.size, state: f.state, kind: f.kind });
+            const query = new URLSearchParams({ size: state.size, state: f.state, kind: f.kind });
+            if (state.before !== null) query.set("before", state.before);
             const mine = (loading = Symbol());
             let reply;
             try {
@@ -66,8 +70,8 @@ extension WebPage {
             state.counts = reply.counts || {};
             // Events up to this seq (some may still be on their way here) are in the counts already.
             state.countsSeq = reply.feed_seq;
-            state.more = reply.more;
-            if (reply.deepest) notice("These are the oldest jobs the pages reach: narrow the filters for older ones.");
+            state.nextBefore = reply.next_before; state.more = reply.next_before !== null;
+            if (state.olderWanted) { state.olderWanted = false; if (state.more) { older(); return; } }
             const kinds = $("kind");
             if (kinds.options.length === 1) for (const k of reply.kinds) kinds.appendChild(el("option", k));
             for (const id of [...state.selected]) if (!state.jobs.has(id)) state.selected.delete(id);
@@ -194,7 +198,14 @@ extension WebPage {
                 if (state.page === 1 && fits && !job) {
                   state.jobs.set(id, { id: id, kind: event.kind, state: event.state, attempt: 0, progress: {} });
                   state.order.unshift(id);
-                  if (state.order.length > state.size) { state.jobs.delete(state.order.pop()); state.more = true; }
+                  if (state.order.length > state.size) {
+                    state.jobs.delete(state.order.pop());
+                    // The next page starts below the row now last: its sequence if it was listed; a row made from
+                    // an event has none until the reload, which "Older" waits for.
+                    const last = state.jobs.get(state.order[state.order.length - 1]);
+                    state.nextBefore = last && last.sequence !== undefined ? last.sequence : null;
+                    state.more = true;
+                  }
                   reloadSoon();
                 }
                 break;
@@ -273,10 +284,18 @@ extension WebPage {
             button.addEventListener("click", () => act(button.dataset.verb, button.dataset.scope));
 
           // MARK: controls
-          $("state").addEventListener("change", () => { state.page = 1; load(); });
-          $("kind").addEventListener("change", () => { state.page = 1; load(); });
-          $("prev").addEventListener("click", () => { if (state.page > 1) { state.page--; load(); } });
-          $("next").addEventListener("click", () => { if (state.more) { state.page++; load(); } });
+          function newest() { state.page = 1; state.before = null; state.newer = []; state.olderWanted = false; load(); }
+          $("state").addEventListener("change", newest);
+          $("kind").addEventListener("change", newest);
+          $("prev").addEventListener("click", () => {
+            if (state.page > 1) { state.page--; state.before = state.newer.pop(); state.olderWanted = false; load(); }
+          });
+          function older() {
+            // Rows made from events have no cursor yet: this page is read again first, then the older one.
+            if (state.nextBefore === null) { state.olderWanted = true; load(); return; }
+            state.page++; state.newer.push(state.before); state.before = state.nextBefore; load();
+          }
+          $("next").addEventListener("click", () => { if (state.more) older(); });
           $("all").addEventListener("change", () => {
             for (const id of state.order) $("all").checked ? state.selected.add(id) : state.selected.delete(id);
             draw(true);

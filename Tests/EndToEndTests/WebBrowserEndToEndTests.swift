@@ -172,6 +172,25 @@ struct WebBrowserEndToEndTests {
         // The first page is the newest 100; the next one is there.
         #expect(try setup.browser.eval("return document.getElementById('next').disabled").boolValue == false)
         try setup.screenshot("thousand-jobs")
+
+        // Older goes back 100 at a time by the cursor to the oldest job, each once; Newer comes back.
+        let newestFirst = Array((reply["ids"]?.arrayValue ?? []).compactMap(\.stringValue).reversed())
+        #expect(newestFirst.count == 1000)
+        func showsPage(_ number: Int) throws {
+            let expected = newestFirst[(number - 1) * 100..<number * 100].joined(separator: ",")
+            try setup.browser.wait(
+                """
+                const ids = [...document.querySelectorAll('#jobs tbody tr')].map((tr) => tr.dataset.job).join(',');
+                return document.getElementById('pageno').textContent === 'page \(number)' && ids === '\(expected)';
+                """, timeout: 10)
+        }
+        for number in 2...10 {
+            try setup.browser.click("#next")
+            try showsPage(number)
+        }
+        try setup.browser.wait("return document.getElementById('next').disabled", timeout: 10)
+        try setup.browser.click("#prev")
+        try showsPage(9)
     }
 
     @Test func hostileFileNameShowsAsText() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TrailbookProtocol
 
 #if canImport(Glibc)
     import Glibc
@@ -74,11 +75,12 @@ struct WebContractEndToEndTests {
         #expect(list.status == 200)
         #expect(list.header("Content-Type")?.hasPrefix("application/json") == true)
         #expect(list.body.contains(id))
-        // The pages reach back 1 000 jobs, so no request reads more than that; past it, what to do instead.
-        let tooDeep = try Self.get(web, "/api/jobs?page=11&size=100", cookie: cookie)
-        #expect(tooDeep.status == 400)
-        #expect(tooDeep.body.contains("narrow the filters"))
-        #expect(try Self.get(web, "/api/jobs?page=10&size=100", cookie: cookie).status == 200)
+        // A cursor that is no job's sequence: what it must be.
+        for bad in ["x", "0", "-3", "1.5"] {
+            let refused = try Self.get(web, "/api/jobs?before=\(bad)", cookie: cookie)
+            #expect(refused.status == 400, "before=\(bad)")
+            #expect(refused.body.contains("must be a job's sequence"), "before=\(bad)")
+        }
 
         // Actions: POST only, same-origin, with the page's token.
         let actionToken = try #require(page.body.firstMatch(of: /name="trailbook-token" content="([0-9a-f]{64})"/)?.1)
@@ -134,6 +136,65 @@ struct WebContractEndToEndTests {
         #expect(bad.body.contains("bad_request"))
         // The secret never reaches the log, with --debug or without.
         #expect(!web.log().contains(web.token))
+    }
+
+    /// The pages go back by the cursor through every job, each once, newest first; the daemon's `list` takes the
+    /// cursor (`before`) and refuses a bad one.
+    @Test func pagesReachEveryJobByTheCursor() throws {
+        let harness = try DaemonHarness()
+        let web = try WebProcess(harness)
+        let cookie = try web.sessionCookie()
+        // 3 000 jobs that wait for hours: a few run, the rest stay queued; their order is their submission's.
+        var submitted: [String] = []
+        for _ in 0..<3 {
+            let jobs: [JSONValue] = (0..<1000).map { _ in
+                ["kind": "sleep", "params": ["units": 1000, "unit_ms": 10_000]]
+            }
+            let reply = try harness.request(["op": "submit_batch", "jobs": .array(jobs)])
+            #expect(reply["ok"]?.boolValue == true)
+            submitted += (reply["ids"]?.arrayValue ?? []).compactMap(\.stringValue)
+        }
+        #expect(submitted.count == 3000)
+
+        func pages(_ filter: String) throws -> (ids: [String], sequences: [Int64], pages: Int) {
+            var ids: [String] = []
+            var sequences: [Int64] = []
+            var before: Int64?
+            var count = 0
+            repeat {
+                let path = "/api/jobs?size=250" + filter + (before.map { "&before=\($0)" } ?? "")
+                let response = try Self.get(web, path, cookie: cookie)
+                #expect(response.status == 200, "\(path): \(response.body)")
+                let page = try JSONCoding.decode(JSONValue.self, from: Array(response.body.utf8))
+                let jobs = page["jobs"]?.arrayValue ?? []
+                ids += jobs.compactMap { $0["id"]?.stringValue }
+                sequences += jobs.compactMap { $0["sequence"]?.intValue }
+                before = page["next_before"]?.intValue
+                if before != nil { #expect(before == sequences.last, "the cursor is the last row's sequence") }
+                count += 1
+            } while before != nil && count < 100
+            return (ids, sequences, count)
+        }
+        let all = try pages("")
+        #expect(all.pages == 12)
+        #expect(all.ids == submitted.reversed(), "every job once, newest first")
+        #expect(all.sequences.count == 3000 && all.sequences == all.sequences.sorted(by: >))
+        // With a filter, the cursor pages through what matches: the queued ones, newest first.
+        let queued = try pages("&state=queued&kind=sleep")
+        #expect(queued.ids.count > 2900 && Set(queued.ids).count == queued.ids.count)
+        #expect(queued.sequences == queued.sequences.sorted(by: >))
+        #expect(queued.ids == submitted.reversed().filter(Set(queued.ids).contains))
+
+        // The control protocol's cursor: the newest `limit` before it, oldest first; a bad one refused plainly.
+        let middle = all.sequences[1500]
+        let listed = try harness.request(["op": "list", "limit": 10, "before": .number(Double(middle))])
+        let listedSequences = (listed["jobs"]?.arrayValue ?? []).compactMap { $0["sequence"]?.intValue }
+        #expect(listedSequences == Array(all.sequences[1501...1510].reversed()))
+        for bad: JSONValue in [0, -1, "7", 2.5] {
+            let refused = try harness.request(["op": "list", "before": bad])
+            #expect(refused["error"]?["code"]?.stringValue == "bad_request", "before: \(bad)")
+            #expect(refused["error"]?["message"]?.stringValue?.contains("\"before\"") == true, "before: \(bad)")
+        }
     }
 
     @Test func badOptionsAreUsageErrors() throws {

@@ -136,12 +136,16 @@ struct GroupCommitTests {
                 // are among the newest queued rows `list --state queued` reads.
                 var urgent = SubmitOptions()
                 urgent.priority = 10
-                _ = try await scheduler.submit(
+                let submitted = try await scheduler.submit(
                     (0..<5).map { SubmitRequest(kind: Hold.name, params: [:], options: $0 < 3 ? SubmitOptions() : urgent) })
                 let pending = try store.jobs(states: [.queued], kind: nil, limit: 10).count == 5
                 #expect(try scheduler.list(states: [.running], kind: nil, limit: 10).count == 2)
                 #expect(try scheduler.list(states: [.queued], kind: nil, limit: 3).count == 3, "not 1: the two started take no room")
                 #expect(try scheduler.list(states: nil, kind: nil, limit: 10).filter { $0.state == .running }.count == 2)
+                // A page's cursor holds for them too: before the newest, only the other started one.
+                let olderRunning = try scheduler.list(
+                    states: [.running], kind: nil, before: submitted[4].job.sequence, limit: 10)
+                #expect(olderRunning.map(\.id) == [submitted[3].job.id])
                 for _ in 0..<100 where try store.jobs(states: [.running], kind: nil, limit: 10).count < 2 {
                     try await Task.sleep(for: .milliseconds(10))
                 }

@@ -22,17 +22,20 @@ extension Scheduler {
         return job
     }
 
-    /// Jobs, optionally filtered by state and kind, oldest first; running ones with live progress.
+    /// Jobs, optionally filtered by state and kind and submitted before the job whose `sequence` is `before` (a
+    /// page's cursor), the newest `limit` of them, oldest first; running ones with live progress.
     /// Jobs whose new state the store has not taken yet are listed in that state.
     /// - Throws: `JobError` `store_busy` (another process locks even readers out), `store_error`.
-    public func list(states: [JobState]?, kind: String?, limit: Int) throws(JobError) -> [JobRecord] {
+    public func list(
+        states: [JobState]?, kind: String?, before: Int64? = nil, limit: Int
+    ) throws(JobError) -> [JobRecord] {
         let stored: [JobRecord]
         do {
-            stored = try store.jobs(states: states, kind: kind, limit: listRoom(limit))
+            stored = try store.jobs(states: states, kind: kind, before: before, limit: listRoom(limit))
         } catch {
             throw Self.readError(error)
         }
-        return overlaid(stored, states: states, kind: kind, limit: limit)
+        return overlaid(stored, states: states, kind: kind, before: before, limit: limit)
     }
 
     /// `list`, answered without holding the loop while a shared store reads (one round trip, up to its request
@@ -41,14 +44,17 @@ extension Scheduler {
     /// - Throws: what `list` throws; `store_unavailable` when the shared store does not answer.
     /// - Returns: the jobs, and `summaryCounts()` as of the same reading.
     public func fetchList(
-        states: [JobState]?, kind: String?, limit: Int
+        states: [JobState]?, kind: String?, before: Int64? = nil, limit: Int
     ) async throws(JobError) -> (jobs: [JobRecord], counts: [JobState: Int]) {
-        guard let leasing else { return (try list(states: states, kind: kind, limit: limit), summaryCounts()) }
+        guard let leasing else {
+            return (try list(states: states, kind: kind, before: before, limit: limit), summaryCounts())
+        }
         let reading = try await Self.read(
-            .filtered(states: states, kind: kind, limit: listRoom(limit)), counting: true, from: leasing)
+            .filtered(states: states, kind: kind, before: before, limit: listRoom(limit)), counting: true,
+            from: leasing)
         // What changed here while the store answered is overlaid as it is now.
         return (
-            overlaid(reading.jobs, states: states, kind: kind, limit: limit),
+            overlaid(reading.jobs, states: states, kind: kind, before: before, limit: limit),
             reading.unfinishedCounts?.filter { !$0.key.isTerminal } ?? activeCounts
         )
     }
@@ -61,14 +67,19 @@ extension Scheduler {
     }
 
     /// The stored jobs with this daemon's newer states over them (unwritten records and starts), filtered by
-    /// `states` and `kind`, the newest `limit` in submission order, running ones with live progress.
-    private func overlaid(_ stored: [JobRecord], states: [JobState]?, kind: String?, limit: Int) -> [JobRecord] {
+    /// `states`, `kind` and `before`, the newest `limit` in submission order, running ones with live progress.
+    private func overlaid(
+        _ stored: [JobRecord], states: [JobState]?, kind: String?, before: Int64?, limit: Int
+    ) -> [JobRecord] {
         var jobs = stored
         let unwritten = unsavedRecords.merging(pendingStarts) { unsaved, _ in unsaved }
         if !unwritten.isEmpty {
             jobs = jobs.map { unwritten[$0.id] ?? $0 }
             let listed = Set(jobs.map(\.id))
-            jobs += unwritten.values.filter { !listed.contains($0.id) && (kind == nil || $0.kind == kind) }
+            jobs += unwritten.values.filter { job in
+                !listed.contains(job.id) && (kind == nil || job.kind == kind)
+                    && before.map { job.sequence < $0 } ?? true
+            }
             jobs = Array(jobs.filter { states?.contains($0.state) ?? true }.sorted { $0.sequence < $1.sequence }.suffix(limit))
         }
         return jobs.map { running[$0.id].map(live) ?? $0 }

@@ -33,8 +33,8 @@ extension PostgresJobStore {
         try readWaiting(.idPrefix(prefix, limit: limit)).jobs
     }
 
-    public func jobs(states: [JobState]?, kind: String?, limit: Int) throws -> [JobRecord] {
-        try readWaiting(.filtered(states: states, kind: kind, limit: limit)).jobs
+    public func jobs(states: [JobState]?, kind: String?, before: Int64?, limit: Int) throws -> [JobRecord] {
+        try readWaiting(.filtered(states: states, kind: kind, before: before, limit: limit)).jobs
     }
 
     public func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void) {
@@ -65,16 +65,21 @@ extension PostgresJobStore {
             return PostgresStatement(
                 "SELECT \(columns) FROM trailbook_jobs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3::bigint",
                 [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))])
-        case .filtered(let states, let kind, let limit):
+        case .filtered(let states, let kind, let before, let limit):
+            // `sequence < $4` with no cursor is every row: the read goes down the sequence from the cursor either way.
             return PostgresStatement(
                 """
                 SELECT * FROM (
                     SELECT \(columns) FROM trailbook_jobs
                     WHERE ($1::text[] IS NULL OR state = ANY($1::text[])) AND ($2::text IS NULL OR kind = $2)
+                    AND sequence < $4::bigint
                     ORDER BY sequence DESC LIMIT $3::bigint
                 ) newest ORDER BY sequence
                 """,
-                [states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null, .integer(Int64(limit))])
+                [
+                    states.map { .textArray($0.map(\.rawValue)) } ?? .null, kind.map { .text($0) } ?? .null,
+                    .integer(Int64(limit)), .integer(before ?? Int64.max),
+                ])
         case .idempotencyKey(let key):
             // `submit_digest` after the record's columns (`columnCount`).
             return PostgresStatement(
