@@ -11,6 +11,8 @@ public struct SubmitOptions: Codable, Sendable, Equatable {
     /// Seconds of a service's outage to wait out before giving up; `nil` takes the daemon's default.
     public var giveUpAfterSeconds: Double?
 
+    /// Options with the given overrides; each left `nil` takes the daemon's (or the kind's) default. Checked when
+    /// the job is submitted (`Scheduler.submit` throws `invalid_options` for out-of-range values), not here.
     public init(
         priority: Int? = nil, timeoutSeconds: Double? = nil, stallTimeoutSeconds: Double? = nil, maxAttempts: Int? = nil,
         giveUpAfterSeconds: Double? = nil
