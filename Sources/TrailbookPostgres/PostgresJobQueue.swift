@@ -263,6 +263,10 @@ public final class PostgresJobQueue {
             )
             """,
         ],
+        // 7: `list --state S` (the engine's PostgresJobStore+StateList.swift): each state read newest first from its
+        // cursor, as the SQLite store's `jobs_by_state_sequence`; without it a rare state among many rows is found
+        // by walking the whole sequence index.
+        ["CREATE INDEX trailbook_jobs_by_state_sequence ON trailbook_jobs (state, sequence)"],
     ]
 
     /// The connection it runs on.
@@ -364,11 +368,13 @@ public final class PostgresJobQueue {
     /// by it while its old run is still stopping).
     /// `alsoReturning` names more columns of `trailbook_jobs` (or expressions of them, unqualified) to return
     /// in `ClaimedJob.returned`, as the claim left the row: a caller that needs the whole row saves a round trip.
+    /// With `outranking`, only jobs of a priority above it are claimed (a daemon with no free slot claiming a job
+    /// that preempts one of its runs; docs/explanation/design.md, "Stops"); `nil` claims any.
     /// - Returns: the claimed jobs in run order (higher priority first, then submission order).
     /// - Throws: `PostgresError`.
     public func claim(
         owner: Owner, queues: [String] = [PostgresJobQueue.defaultQueue], kinds: [String]? = nil, limit: Int,
-        leaseSeconds: Double, excluding: [String] = [], alsoReturning: [String] = [],
+        leaseSeconds: Double, excluding: [String] = [], outranking: Int? = nil, alsoReturning: [String] = [],
         isolation: isolated (any Actor)? = #isolation
     ) async throws(PostgresError) -> [ClaimedJob] {
         guard limit > 0, !queues.isEmpty else { return [] }
@@ -376,7 +382,7 @@ public final class PostgresJobQueue {
             [
                 Self.claimStatement(
                     owner: owner, queues: queues, kinds: kinds, limit: limit, leaseSeconds: leaseSeconds,
-                    excluding: excluding, alsoReturning: alsoReturning)
+                    excluding: excluding, outranking: outranking, alsoReturning: alsoReturning)
             ], isolation: isolation)[0]
         let claimed = result.rows.compactMap { row -> ClaimedJob? in
             guard let id = row.text(0), let kind = row.text(1), let token = row.int(7) else { return nil }
@@ -393,16 +399,19 @@ public final class PostgresJobQueue {
     /// The statement of `claim` (its arguments as there), for `claim` and for tests of its plan.
     static func claimStatement(
         owner: Owner, queues: [String], kinds: [String]?, limit: Int, leaseSeconds: Double, excluding: [String],
-        alsoReturning: [String]
+        outranking: Int? = nil, alsoReturning: [String]
     ) -> PostgresStatement {
         // Qualified: the picked rows have an `id` too.
         let more = alsoReturning.map { ", j." + $0 }.joined()
+        // A claim that preempts: a condition on the claim index's second column, so still read in its order.
+        let above = outranking == nil ? "" : " AND priority > $8::integer"
+        let floor: [PostgresValue] = outranking.map { [.integer(Int64($0))] } ?? []
         return PostgresStatement(
             """
             WITH picked AS (
                 SELECT taken.id FROM unnest($1::text[]) AS served(queue) CROSS JOIN LATERAL (
                     SELECT id, priority, sequence FROM trailbook_jobs
-                    WHERE state = 'queued' AND queue = served.queue AND (pinned_host IS NULL OR pinned_host = $2)
+                    WHERE state = 'queued' AND queue = served.queue\(above) AND (pinned_host IS NULL OR pinned_host = $2)
                         AND ($6::text[] IS NULL OR kind = ANY($6::text[])) AND NOT (id = ANY($7::text[]))
                     ORDER BY priority DESC, sequence
                     LIMIT $3::integer
@@ -425,7 +434,7 @@ public final class PostgresJobQueue {
             [
                 .textArray(queues), .text(owner.host), .integer(Int64(limit)), .text(owner.daemonID), .double(leaseSeconds),
                 kinds.map { .textArray($0) } ?? .null, .textArray(excluding),
-            ])
+            ] + floor)
     }
 
     /// A lease renewal: extends the lease and records the progress that proves the job alive.
