@@ -120,6 +120,11 @@ public protocol LeasingJobStoring: JobStoring {
     /// past the store's request timeout, `JobStoreError.unavailable`: a claim under way may still land, and its
     /// jobs are rescued once their lease expires). Requests made after it are answered after it.
     func sendClaim(limit: Int, kinds: [String], completion: @escaping (Result<[ClaimedRun], any Error>) -> Void)
+    /// `sendClaim` of at most one job, and only of a priority above `priority`: a daemon whose slots are all taken
+    /// claims the job one of its runs of priority `priority` gives its slot to (`Scheduler.preemptOnSharedStore`).
+    /// Daemons claiming together never take the same job, so one job preempts one run.
+    func sendClaim(
+        outranking priority: Int, kinds: [String], completion: @escaping (Result<[ClaimedRun], any Error>) -> Void)
     /// The heartbeat, without waiting: renews every lease this daemon holds (so a job that reports no progress for
     /// a while, waiting out an outage or on a slow unit, is not rescued), reads the control requests waiting for its
     /// jobs (`requestControl`: their notification may have been lost), puts back in the queue every running job

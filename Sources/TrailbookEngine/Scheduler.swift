@@ -94,6 +94,9 @@ public final class Scheduler {
     var claimedCheckpoints: [String: JSONValue?] = [:]
     /// `claimSettled()` callers, resumed when the claim in flight is answered.
     let claimAnswerWaiters = WaitList()
+    /// Shared store: jobs claimed to take the slot of a run stopping for them (`preemptOnSharedStore`), in claim
+    /// order; each holds a slot and starts once one is free (`launchHeldClaims`).
+    var heldClaims: [ClaimedRun] = []
     /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
     /// the turn's group commit, or not at all when the run's end is in the same group (the end's row says all the
     /// start's would, a no-op job's start and end cost one write). Until then the store says `queued`; reads
@@ -197,6 +200,7 @@ public final class Scheduler {
         cleanUps.close()
         // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
         await claimSettled()
+        launchHeldClaims()
         let active = Array(running.values)
         for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }
         let deadline = LoopTimer(loop: .main)

@@ -76,7 +76,8 @@ extension Scheduler {
     /// job another daemon queued; the notices now name the queue and pinned host, and a daemon claims only for
     /// work it may take.)
     func claim(from leasing: any LeasingJobStoring) {
-        let free = options.concurrency - running.count
+        launchHeldClaims()
+        let free = options.concurrency - running.count - heldClaims.count
         guard free > 0 else { return }
         if case .inFlight = claimState {
             claimState = .inFlight(again: true)
@@ -131,7 +132,8 @@ extension Scheduler {
     /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
     /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
     private func preemptIfNeeded() {
-        // Not on a shared store yet: the freed slot could be claimed by another daemon's job.
+        // A shared store preempts on the lease tick (`preemptOnSharedStore`): a slot freed here could be
+        // claimed by another daemon for another job.
         guard leasing == nil, running.count >= options.concurrency else { return }
         // The usual case first, from one row: the most urgent waiting job outranks no running one.
         let lowest = running.values.lazy.filter { $0.context.stopReason == nil }.map(\.record.options.priority).min()
@@ -148,7 +150,7 @@ extension Scheduler {
             }
             guard let victim = candidates.first, victim.record.options.priority < job.options.priority else { return }
             candidates.removeFirst()
-            stop(victim, .resourceReclaim, detail: "paused to free a slot for job \(job.id) (priority \(job.options.priority))")
+            stop(victim, .resourceReclaim, detail: PreemptionChoice.detail(preemptedBy: job.id, priority: job.options.priority))
         }
     }
 
@@ -183,7 +185,7 @@ extension Scheduler {
     }
 
     /// A started job (state `running`) as its run begins: no error of an earlier attempt, the kind's unit, no rate.
-    private func prepared(_ started: JobRecord, kind: AnyJobKind) -> JobRecord {
+    func prepared(_ started: JobRecord, kind: AnyJobKind) -> JobRecord {
         var job = started
         job.error = nil
         job.progress.unit = kind.traits.unit

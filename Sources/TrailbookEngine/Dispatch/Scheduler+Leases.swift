@@ -59,6 +59,7 @@ extension Scheduler {
         // As `retryDue` announces a retry coming due on one daemon; here the store moved it, for every daemon.
         for job in found.queuedAgain where job.state == .queued { feed.stateChanged(job, from: .needsRetry) }
         schedule()
+        preemptOnSharedStore()
     }
 
     /// Tells every watcher (through the feed, which the shared store relays to the other daemons) that a job whose

@@ -1,0 +1,73 @@
+import TrailbookLoop
+
+// Preemption by priority on a shared store: a daemon whose slots are all taken claims a waiting job that outranks
+// its lowest run, and that run stops (`resource_reclaim`) to give the job its slot.
+extension Scheduler {
+    /// Shared store, on the lease tick: when every slot is taken and a queued job this daemon may run (its queues,
+    /// kinds and host) has a higher priority than its lowest run, claims that job (one per tick) and stops that
+    /// run with `resource_reclaim`; the claimed job starts once the run has stopped (checkpointed, back in the
+    /// queue on the same attempt). The store gives a waiting job to one daemon only, so one job stops one run.
+    /// Uses the claim's turn (`claimState`): never beside a claim or while a group is in flight.
+    func preemptOnSharedStore() {
+        guard let leasing, !isShuttingDown, case .none = claimState, !groupPhase.isInFlight,
+            let floor = preemptionChoice.claimAbove
+        else { return }
+        claimState = .inFlight(again: false)
+        leasing.sendClaim(outranking: floor, kinds: kindNames) { [weak self] result in
+            self?.outrankingClaimAnswered(result, floor: floor)
+        }
+    }
+
+    /// This daemon's slots as `PreemptionChoice` weighs them.
+    var preemptionChoice: PreemptionChoice {
+        PreemptionChoice(
+            runs: running.values.map {
+                PreemptionChoice.Run(
+                    id: $0.record.id, priority: $0.record.options.priority, startedAt: $0.startedAt,
+                    isStopping: $0.context.stopReason != nil)
+            }, concurrency: options.concurrency, held: heldClaims.count)
+    }
+
+    /// Starts held claims while slots are free (all of them while shutting down: `shutdown` then stops them with
+    /// the rest, and they go back to the queue).
+    func launchHeldClaims() {
+        while !heldClaims.isEmpty, isShuttingDown || running.count < options.concurrency {
+            let run = heldClaims.removeFirst()
+            guard let kind = kinds[run.job.kind] else { continue }
+            launch(prepared(run.job, kind: kind), kind: kind)
+        }
+    }
+
+    private func outrankingClaimAnswered(_ result: Result<[ClaimedRun], any Error>, floor: Int) {
+        guard case .inFlight(let again) = claimState else { return }
+        claimState = .none
+        let what = "a claim of a job above priority \(floor)"
+        switch result {
+        case .success(let claimed):
+            _ = settled(what, nil)
+            for run in claimed { take(run) }
+        case .failure(let error):
+            _ = settled(what, error)
+        }
+        claimAnswerWaiters.resumeAll()
+        if again { schedule() }
+    }
+
+    /// A job claimed over the daemon's runs: it starts now if a slot freed meanwhile, else it is held and the
+    /// lowest run below it stops for it. If no run is below it any more (those ended meanwhile and higher jobs
+    /// took their slots), it is held for the next free slot: it is the highest job waiting.
+    private func take(_ run: ClaimedRun) {
+        guard let kind = kinds[run.job.kind] else { return }  // claims only registered kinds
+        claimedCheckpoints.updateValue(run.checkpoint, forKey: run.job.id)
+        let choice = preemptionChoice
+        if isShuttingDown || choice.hasFreeSlot { return launch(prepared(run.job, kind: kind), kind: kind) }
+        heldClaims.append(run)
+        let priority = run.job.options.priority
+        guard let victim = choice.victim(for: priority), let active = running[victim.id] else {
+            return DaemonLog.write(
+                "job \(run.job.id.prefix(8)) \(run.job.kind) (priority \(priority)) claimed to preempt a run; none is "
+                    + "below it any more: it starts in the next free slot")
+        }
+        stop(active, .resourceReclaim, detail: PreemptionChoice.detail(preemptedBy: run.job.id, priority: priority))
+    }
+}
