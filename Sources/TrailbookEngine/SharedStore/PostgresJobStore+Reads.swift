@@ -65,6 +65,8 @@ extension PostgresJobStore {
             return PostgresStatement(
                 "SELECT \(columns) FROM trailbook_jobs WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3::bigint",
                 [.text(escaped), .text(escaped + "\u{7f}"), .integer(Int64(limit))])
+        case .filtered(let states?, let kind, let before, let limit):
+            return stateListStatement(states: states, kind: kind, before: before, limit: limit)
         case .filtered(let states, let kind, let before, let limit):
             // `sequence < $4` with no cursor is every row: the read goes down the sequence from the cursor either way.
             return PostgresStatement(
