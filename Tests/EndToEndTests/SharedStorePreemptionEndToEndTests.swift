@@ -12,7 +12,8 @@ struct SharedStorePreemptionEndToEndTests {
 
     private func daemon(_ server: PostgresServer, queues: String = "default") throws -> DaemonHarness {
         try DaemonHarness(arguments: [
-            "--store", server.socketConnectionString, "--lease", "\(Self.lease)s", "--concurrency", "2", "--queues", queues,
+            "--store", server.socketConnectionString, "--lease", "\(Self.lease)s", "--concurrency", "2",
+            "--queues", queues,
         ])
     }
 
@@ -41,7 +42,8 @@ struct SharedStorePreemptionEndToEndTests {
         var found: [String: JSONValue] = [:]
         for id in ids {
             let event = recorder.events(of: id).first {
-                $0["type"]?.stringValue == "state" && $0["from"]?.stringValue == "running" && $0["to"]?.stringValue == "queued"
+                $0["type"]?.stringValue == "state" && $0["from"]?.stringValue == "running"
+                    && $0["to"]?.stringValue == "queued"
             }
             if let event { found[id] = event }
         }
@@ -107,7 +109,8 @@ struct SharedStorePreemptionEndToEndTests {
         #expect(feed.states(of: high) == ["running", "succeeded"], "the high job ran once, to its end")
         let order = stateOrder(feed)
         let resumed = order.lastIndex(of: "\(victim) running") ?? Int.max
-        #expect(resumed < order.firstIndex(of: "\(queuedLow) running") ?? -1, "the later low job overtook the victim: \(order)")
+        let laterStarted = order.firstIndex(of: "\(queuedLow) running") ?? -1
+        #expect(resumed < laterStarted, "the later low job overtook the victim: \(order)")
         _ = try a.stop()
         _ = try b.stop()
     }

@@ -5,7 +5,9 @@ import Testing
 /// The shared store's preemption decision (`PreemptionChoice`): when a full daemon claims a job above its lowest
 /// run, and which run gives up its slot.
 struct PreemptionChoiceTests {
-    private func run(_ id: String, _ priority: Int, startedAt: Double = 0, stopping: Bool = false) -> PreemptionChoice.Run {
+    private func run(
+        _ id: String, _ priority: Int, startedAt: Double = 0, stopping: Bool = false
+    ) -> PreemptionChoice.Run {
         PreemptionChoice.Run(id: id, priority: priority, startedAt: startedAt, isStopping: stopping)
     }
 
@@ -29,7 +31,8 @@ struct PreemptionChoiceTests {
 
     @Test func aStoppingRunFreesItsSlotForTheHighestWaitingJobWithoutAPreemption() {
         // One run stopping (a cancel, a timeout) and nothing held for it: its slot goes to the ordinary claim.
-        #expect(PreemptionChoice(runs: [run("a", 0, stopping: true), run("b", 0)], concurrency: 2, held: 0).claimAbove == nil)
+        let freeing = PreemptionChoice(runs: [run("a", 0, stopping: true), run("b", 0)], concurrency: 2, held: 0)
+        #expect(freeing.claimAbove == nil)
         // Stopping for a held job: the other runs may still be preempted, by a job above them.
         let held = PreemptionChoice(runs: [run("a", 0, stopping: true), run("b", 2)], concurrency: 2, held: 1)
         #expect(held.claimAbove == 2)

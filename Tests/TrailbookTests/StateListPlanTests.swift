@@ -14,7 +14,8 @@ struct StateListPlanTests {
         let server = try PostgresServer()
         defer { server.stop() }
         let store = try PostgresJobStore(
-            connectionString: try PostgresConnectionString(server.socketConnectionString), options: SharedStoreOptions(),
+            connectionString: try PostgresConnectionString(server.socketConnectionString),
+            options: SharedStoreOptions(),
             daemonID: "daemon-a")
         // Every 10 000th job queued, every 20 000th + 5 paused, the rest succeeded.
         _ = try store.run([
@@ -38,7 +39,8 @@ struct StateListPlanTests {
 
         for states in [[JobState.queued], [.queued, .paused]] {
             for generic in [false, true] {
-                let statement = PostgresJobStore.statement(.filtered(states: states, kind: nil, before: nil, limit: 100))
+                let query = JobQuery.filtered(states: states, kind: nil, before: nil, limit: 100)
+                let statement = PostgresJobStore.statement(query)
                 let mode = generic ? "force_generic_plan" : "force_custom_plan"
                 let list = "'{" + states.map(\.rawValue).joined(separator: ",") + "}'"
                 let results = try store.run([
@@ -46,7 +48,8 @@ struct StateListPlanTests {
                     PostgresStatement("PREPARE page_plan AS " + statement.sql),
                     PostgresStatement("SET plan_cache_mode = \(mode)"),
                     PostgresStatement(
-                        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE page_plan(\(list), NULL, 100, \(Int64.max))"),
+                        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+                            + "EXECUTE page_plan(\(list), NULL, 100, \(Int64.max))"),
                 ])
                 let text = results[3].rows.compactMap { $0.text(0) }.joined(separator: "\n")
                 #expect(text.contains("Index Scan Backward using trailbook_jobs_by_state_sequence"), "\(text)")

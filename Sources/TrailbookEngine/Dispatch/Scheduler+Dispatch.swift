@@ -150,7 +150,8 @@ extension Scheduler {
             }
             guard let victim = candidates.first, victim.record.options.priority < job.options.priority else { return }
             candidates.removeFirst()
-            stop(victim, .resourceReclaim, detail: PreemptionChoice.detail(preemptedBy: job.id, priority: job.options.priority))
+            let detail = PreemptionChoice.detail(preemptedBy: job.id, priority: job.options.priority)
+            stop(victim, .resourceReclaim, detail: detail)
         }
     }
 

@@ -11,11 +11,12 @@ extension PostgresJobStore {
         let seconds = leaseSeconds
         let queues = self.queues
         let running = Array(leases.keys) + Array(lostLeases.keys)
-        sendWaitingAtMost({ database in
+        let claim: @Sendable (isolated PostgresStoreActor) async throws -> [PostgresJobQueue.ClaimedJob] = { database in
             try await database.queue!.claim(
                 owner: owner, queues: queues, kinds: kinds, limit: 1, leaseSeconds: seconds, excluding: running,
                 outranking: priority, alsoReturning: Self.columnList)
-        }) { [weak self] result in
+        }
+        sendWaitingAtMost(claim) { [weak self] result in
             guard let self else { return }
             completion(result.map { self.took($0) })
         }
