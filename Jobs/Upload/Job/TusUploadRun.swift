@@ -136,8 +136,12 @@ struct TusUploadRun: UploadTransfer {
                                 in: job)
                             continue
                         }
-                        if found.state == .created, checkpoint.uploadURL == nil {
+                        // Created and not known complete: resumed. The memory is written before the checkpoint,
+                        // so its upload is the newest this job made for the file.
+                        if found.state == .created, checkpoint.uploadURL != found.location {
                             checkpoint.uploadURL = found.location
+                            checkpoint.offset = 0
+                            checkpoint.uploadExpires = nil
                         }
                     }
                     try await upload(
