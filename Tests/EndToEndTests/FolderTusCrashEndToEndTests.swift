@@ -39,15 +39,16 @@ struct FolderTusCrashEndToEndTests {
             let name = file["name"]?.stringValue ?? ""
             let url = try #require(file["url"]?.stringValue)
             named.insert(String(url.split(separator: "/").last ?? ""))
-            #expect(try FolderUploadEndToEndTests.sha256(of: BytePath(tus.storedPath(url))) == expected[name], "\(name)")
+            let stored = try FolderUploadEndToEndTests.sha256(of: BytePath(tus.storedPath(url)))
+            #expect(stored == expected[name], "\(name)")
         }
         #expect(named.count == expected.count)
         let stored = try FileManager.default.contentsOfDirectory(atPath: tus.files.path)
             .filter { $0.hasSuffix(".info") }.map { String($0.dropLast(5)) }
         let orphans = stored.filter { !named.contains($0) }
         for orphan in orphans {
-            let info = try JSONCoding.decode(
-                JSONValue.self, from: Array(try Data(contentsOf: URL(fileURLWithPath: tus.storedPath(orphan) + ".info"))))
+            let text = try Data(contentsOf: URL(fileURLWithPath: tus.storedPath(orphan) + ".info"))
+            let info = try JSONCoding.decode(JSONValue.self, from: Array(text))
             #expect(info["offset"]?.intValue == 0, "orphan \(orphan) holds bytes: a file was sent twice")
         }
         #expect(orphans.count <= kills.count)

@@ -91,7 +91,8 @@ struct UploadMemoryStoreTests {
         ended.state = .succeeded
         try store.update(ended, addingCleanUp: false)
         #expect(
-            try store.pruneEnded(state: .succeeded, endedBefore: Timestamp.now() + 1, limit: 10).map(\.id) == [ended.id])
+            try store.pruneEnded(state: .succeeded, endedBefore: Timestamp.now() + 1, limit: 10).map(\.id)
+                == [ended.id])
         #expect(try store.rememberedUploads(destination: Self.endpoint, names: [Self.nfd]).map(\.jobID) == [ended.id])
     }
 }
