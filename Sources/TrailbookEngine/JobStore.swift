@@ -119,6 +119,22 @@ public final class JobStore {
             count INTEGER NOT NULL
         );
         """,
+        // 12: the upload memory (issue 35; `UploadMemory`, UploadMemory/JobStore+UploadMemory.swift): what jobs
+        // uploaded to destinations that cannot be listed (tus), by destination and name (hex of its bytes);
+        // `sha256` NULL while an upload is only created. It belongs to no job: no foreign key, so retention's
+        // prune keeps it.
+        """
+        CREATE TABLE upload_memory (
+            destination TEXT NOT NULL,
+            name TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT,
+            location TEXT NOT NULL,
+            job_id TEXT NOT NULL,
+            uploaded_at REAL NOT NULL,
+            PRIMARY KEY (destination, name)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     let database: Database

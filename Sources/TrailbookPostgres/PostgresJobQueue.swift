@@ -267,6 +267,23 @@ public final class PostgresJobQueue {
         // cursor, as the SQLite store's `jobs_by_state_sequence`; without it a rare state among many rows is found
         // by walking the whole sequence index.
         ["CREATE INDEX trailbook_jobs_by_state_sequence ON trailbook_jobs (state, sequence)"],
+        // 8: the upload memory (issue 35; the engine's UploadMemory/PostgresJobStore+UploadMemory.swift), as the
+        // SQLite store's migration 12: what jobs uploaded to destinations that cannot be listed (tus). No foreign
+        // key: it outlives the jobs that wrote it.
+        [
+            """
+            CREATE TABLE trailbook_upload_memory (
+                destination text NOT NULL,
+                name text NOT NULL,
+                size bigint NOT NULL,
+                sha256 text,
+                location text NOT NULL,
+                job_id text NOT NULL,
+                uploaded_at double precision NOT NULL,
+                PRIMARY KEY (destination, name)
+            )
+            """
+        ],
     ]
 
     /// The connection it runs on.

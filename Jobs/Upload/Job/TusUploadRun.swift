@@ -122,10 +122,28 @@ struct TusUploadRun: UploadTransfer {
         let client = try Self.client(for: params, endpoint: endpoint, quiet: NetworkQuietLimit(for: job))
         var info: TusServerInfo?
         var cadence = LandedFilesCadence()
+        // What this job did that its checkpoint does not show (a stop between saves): see TusUploadRun+Memory.
+        let remembered = ownRemembered(from: checkpoint.fileIndex, in: job)
         do {
             while checkpoint.fileIndex < files.count {
                 try job.checkCancellation()
                 do {
+                    if let found = remembered[checkpoint.fileIndex] {
+                        let size = checkpoint.sources[checkpoint.fileIndex].size
+                        if let sha256 = found.state.sha256, found.size == size {
+                            try await adopt(
+                                found, sha256: sha256, checkpoint: &checkpoint, cadence: &cadence, progress: progress,
+                                in: job)
+                            continue
+                        }
+                        // Created and not known complete: resumed. The memory is written before the checkpoint,
+                        // so its upload is the newest this job made for the file.
+                        if found.state == .created, checkpoint.uploadURL != found.location {
+                            checkpoint.uploadURL = found.location
+                            checkpoint.offset = 0
+                            checkpoint.uploadExpires = nil
+                        }
+                    }
                     try await upload(
                         checkpoint.fileIndex, checkpoint: &checkpoint, cadence: &cadence, info: &info, client: client,
                         progress: progress, in: job)
@@ -228,6 +246,7 @@ struct TusUploadRun: UploadTransfer {
                     action = machine.created(url: created.url)
                     record(machine, into: &checkpoint)
                     checkpoint.uploadExpires = created.expires
+                    remember(index, url: created.url, size: length, state: .created, in: job)
                     if !onePatch { try save(checkpoint) }
                     job.log(.info, "\(name): created upload \(created.url)")
                     let had = progress.upload.done(index)
@@ -336,6 +355,7 @@ struct TusUploadRun: UploadTransfer {
                         name: name, path: BytePath(url), bytes: bytes, sha256: source.hash.hexDigest,
                         bytesResent: checkpoint.fileBytesResent, url: url)
                     file.checksumVerified = checkpoint.checksumVerified ?? false
+                    remember(index, url: url, size: bytes, state: .complete(sha256: file.sha256), in: job)
                     checkpoint.checksumVerified = nil
                     checkpoint.finished.append(file)
                     checkpoint.fileIndex = index + 1
@@ -451,19 +471,27 @@ struct TusUploadRun: UploadTransfer {
         return await discard(checkpoint, in: job)
     }
 
-    /// `discardPartial` of the unfinished upload `checkpoint` names (its `uploadURL`).
+    /// `discardPartial` of the unfinished upload `checkpoint` names (its `uploadURL`), and of those of this job's
+    /// files from `checkpoint.fileIndex` on that the upload memory shows as only created (a file of one `PATCH`
+    /// saves no checkpoint when its upload is created: see TusUploadRun+Memory).
     func discard(_ checkpoint: UploadCheckpoint, in job: JobContext) async -> CleanUpOutcome {
-        guard let url = checkpoint.uploadURL else { return .done }
-        do {
-            let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
-            try await client.terminate(url)
-            job.log(.info, "deleted the unfinished upload \(url) on the server")
-            return .done
-        } catch let error as TusError where error.code == .retryable || error.code == .cancelled {
-            return .retry("the unfinished upload \(url) is still on the server: \(error)")
-        } catch {
-            return .giveUp("the unfinished upload \(url) stays on the server: DELETE failed: \(error)")
+        var unfinished = ownCreated(from: checkpoint.fileIndex, in: job)
+        if let url = checkpoint.uploadURL, !unfinished.contains(where: { $0.url == url }) {
+            unfinished.insert((checkpoint.fileIndex, url), at: 0)
         }
+        for (index, url) in unfinished {
+            do {
+                let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
+                try await client.terminate(url)
+                job.log(.info, "deleted the unfinished upload \(url) on the server")
+                forget(index, in: job)
+            } catch let error as TusError where error.code == .retryable || error.code == .cancelled {
+                return .retry("the unfinished upload \(url) is still on the server: \(error)")
+            } catch {
+                return .giveUp("the unfinished upload \(url) stays on the server: DELETE failed: \(error)")
+            }
+        }
+        return .done
     }
 }
 

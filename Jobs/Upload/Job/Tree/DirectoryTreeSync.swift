@@ -42,8 +42,8 @@ enum DirectoryTreeSync {
         return theirs == ours
     }
 
-    /// SHA-256 (hex) of the file at `path`, or `nil` if it cannot be read.
-    private static func sha256(of path: BytePath, flags: Int32) -> String? {
+    /// SHA-256 (hex) of the file at `path` (opened with `flags` added), or `nil` if it cannot be read. Blocking.
+    static func sha256(of path: BytePath, flags: Int32) -> String? {
         let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | flags) }
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -4,12 +4,14 @@ import TrailbookLoop
 /// "Send only what changed" for a folder upload, on every destination: before the first attempt sends anything,
 /// the files the destination already holds with the same bytes are left out of the job (`already_there`). How a
 /// destination tells is its own: `DirectoryTreeSync` (`file://`: size, then SHA-256 of both sides), `S3TreeSync`
-/// (the prefix's listing and the objects' ETags or SHA-256 checksums). `--again` (`Params.again`) skips it and
+/// (the prefix's listing and the objects' ETags or SHA-256 checksums), `TusTreeSync` (tus cannot list: the upload
+/// memory of what this daemon's jobs uploaded there, checked with a `HEAD`). `--again` (`Params.again`) skips it and
 /// sends every file. Nothing at the destination is ever deleted.
 enum UploadTreeSync {
     /// Takes out of `plan` (and `identities`, aligned with its files) each file `destination` already holds with
     /// the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes`.
-    /// - Throws: `JobStopped` when stopped; for S3, `JobError` when the listing fails for good.
+    /// - Throws: `JobStopped` when stopped; for S3, `JobError` when the listing fails for good; for tus,
+    ///   `store_error` when the upload memory cannot be read.
     @LoopActor
     static func leaveOutUnchanged(
         _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], destination: UploadDestination,
@@ -22,8 +24,10 @@ enum UploadTreeSync {
             let same = try await S3TreeSync.unchanged(
                 plan, identities: identities, params: params, bucket: bucket, prefix: prefix, in: job)
             plan.leaveOut(same, identities: &identities)
-        case .tus:
-            break
+        case .tus(let endpoint):
+            let same = try await TusTreeSync.unchanged(
+                plan, identities: identities, params: params, endpoint: endpoint, in: job)
+            plan.leaveOut(same, identities: &identities)
         }
     }
 }

@@ -1,0 +1,102 @@
+import TrailbookEngine
+import TrailbookLoop
+import TusClient
+
+/// The tus upload's use of the upload memory (`JobContext.uploadMemory`): every upload it creates is remembered
+/// (`.created`, before its first `PATCH`) and every one it completes (`.complete` with its SHA-256, before the
+/// checkpoint that records it, which a folder of small files saves only now and then: `LandedFilesCadence`).
+/// A run that resumes after a `kill -9` therefore finds, for the files its checkpoint does not show as landed,
+/// what this job already did: a complete upload is taken as landed without sending the file again, a created one
+/// is resumed from the server's offset instead of being left on the server and made anew. A `cancel` or a failed
+/// end deletes the created uploads it finds there too. What the memory cannot cover: an upload the server made
+/// in the moment between a `POST` and the store write that follows its answer (the tus protocol has no way to
+/// ask the server for it); the server's expiration, if it has one, removes it.
+extension TusUploadRun {
+    /// This job's own remembered uploads of the files from `start` on, by index (a failed read is logged: the
+    /// files are then sent as if nothing were remembered). A name that two of the job's files share (single files
+    /// given from two folders: tus names are only metadata) is left out: its row cannot tell which file it was.
+    func ownRemembered(from start: Int, in job: JobContext) -> [Int: RememberedFile] {
+        let memory = job.uploadMemory
+        guard memory.isKept, start < names.count else { return [:] }
+        let found: [[UInt8]: RememberedFile]
+        do throws(JobError) {
+            found = try memory.remembered(destination: endpoint, names: names[start...].map(\.bytes))
+        } catch {
+            job.log(.warning, "the upload memory could not be read (\(error.message)); files are sent again")
+            return [:]
+        }
+        var own: [Int: RememberedFile] = [:]
+        for index in start..<names.count {
+            if let upload = found[names[index].bytes], upload.jobID == job.id { own[index] = upload }
+        }
+        guard !own.isEmpty else { return own }
+        var seen: [[UInt8]: Int] = [:]
+        for name in names where found[name.bytes] != nil { seen[name.bytes, default: 0] += 1 }
+        return own.filter { seen[names[$0.key].bytes] == 1 }
+    }
+
+    /// Remembers this job's upload of file `index` at `url` in `state` (a refused write is logged: a crash then
+    /// sends the file again, as without a memory).
+    func remember(_ index: Int, url: String, size: Int64, state: RememberedFile.State, in job: JobContext) {
+        let memory = job.uploadMemory
+        guard memory.isKept else { return }
+        do throws(JobError) {
+            try memory.remember(
+                destination: endpoint, name: names[index].bytes, size: size, state: state, location: url)
+        } catch {
+            job.log(.warning, "\(names[index]): the upload memory could not record \(url): \(error.message)")
+        }
+    }
+
+    /// File `checkpoint.fileIndex` landed in an earlier attempt of this job, whose checkpoint was not saved after
+    /// it (`upload`, complete in the memory): records it as landed, as `upload` would have, without sending it.
+    /// The source is checked first: one that changed since fails the file (`source_changed`) as a changed file
+    /// does.
+    /// - Throws: `source_changed`, `source_missing`; `store_write_failed` (the checkpoint).
+    func adopt(
+        _ remembered: RememberedFile, sha256: String, checkpoint: inout UploadCheckpoint,
+        cadence: inout LandedFilesCadence, progress: TusProgress, in job: JobContext
+    ) async throws {
+        let index = checkpoint.fileIndex
+        let path = params.files[index]
+        let identity = checkpoint.sources[index]
+        _ = try await job.runOnPool { try TusSource.open(path, expected: identity) }
+        var file = UploadedFile(
+            name: names[index], path: BytePath(remembered.location), bytes: remembered.size, sha256: sha256,
+            bytesResent: checkpoint.fileBytesResent, url: remembered.location)
+        // Whether the server verified it was not remembered: not claimed.
+        file.checksumVerified = false
+        job.log(.info, "\(names[index]): landed before the last stop as \(remembered.location); not sent again")
+        checkpoint.land(index, file)
+        checkpoint.uploadURL = nil
+        checkpoint.uploadExpires = nil
+        checkpoint.sentThrough = nil
+        checkpoint.checksumVerified = nil
+        progress.acknowledged(index, remembered.size)
+        progress.landed()
+        if cadence.landed(bytes: remembered.size, landed: checkpoint.landedCount) {
+            try job.saveCheckpoint(checkpoint)
+            cadence.saved()
+        }
+        await landed?(index, file)
+    }
+
+    /// The uploads this job created and the memory still shows as only created, for the files from `start` on:
+    /// what a clean-up deletes beside the checkpoint's `uploadURL`.
+    func ownCreated(from start: Int, in job: JobContext) -> [(index: Int, url: String)] {
+        ownRemembered(from: start, in: job).compactMap { index, upload in
+            upload.state == .created ? (index, upload.location) : nil
+        }.sorted { $0.index < $1.index }
+    }
+
+    /// Forgets file `index`'s remembered upload (deleted on the server); a refused write is logged.
+    func forget(_ index: Int, in job: JobContext) {
+        let memory = job.uploadMemory
+        guard memory.isKept, index < names.count else { return }
+        do throws(JobError) {
+            try memory.forget(destination: endpoint, name: names[index].bytes)
+        } catch {
+            job.log(.warning, "\(names[index]): the upload memory could not forget it: \(error.message)")
+        }
+    }
+}
