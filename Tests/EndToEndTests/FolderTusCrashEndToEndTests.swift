@@ -14,7 +14,7 @@ struct FolderTusCrashEndToEndTests {
         let work = TemporaryDirectory("tbj-tus-crash")
         let root = work.file("tree")
         var expected: [String: String] = [:]
-        for index in 0..<800 {
+        for index in 0..<400 {
             let name = "d\(index % 7)/f \(index).bin"
             try FileManager.default.createDirectory(
                 atPath: root + "/d\(index % 7)", withIntermediateDirectories: true)
@@ -23,7 +23,7 @@ struct FolderTusCrashEndToEndTests {
         let tus = try TusServers()
         let daemon = try DaemonHarness()
         let id = try daemon.submitUpload([root, "--to", tus.endpoint, "--chunk-size", "1MiB"])
-        let kills = [250, 450, 650]
+        let kills = [120, 220, 320]
         for landed in kills {
             try daemon.waitFor(id, timeout: 180, "\(landed) files landed") {
                 ($0["progress"]?["files_completed"]?.intValue ?? 0) >= Int64(landed)
