@@ -44,6 +44,8 @@ public final class Scheduler {
     /// `next_at` is wall-clock time for the next start).
     let cleanUps = DueTimes()
     var isShuttingDown = false
+    /// The unfinished jobs by state, for summaries.
+    let counts: JobCounts
     /// Idempotency keys of submits under way (validated, not yet stored), and the submits waiting for them.
     var keysInFlight: Set<String> = []
     let keyWaiters = WaitList()
@@ -107,6 +109,7 @@ public final class Scheduler {
     public init(store: any JobStoring, feed: ProgressFeed, options: SchedulerOptions) {
         self.store = store
         leasing = store as? any LeasingJobStoring
+        counts = JobCounts(fromStore: leasing != nil)
         self.feed = feed
         self.options = options
         retries.onDue = { [weak self] in self?.retryDue() }
@@ -127,15 +130,24 @@ public final class Scheduler {
     /// How many jobs are queued, running, paused and waiting to retry, as the daemon knows them (transitions the
     /// store has not taken yet included). Counted once on `start()` (an index-only scan), then kept up to date by
     /// every transition, so summaries (`watch`, the service status) never load or count jobs. Ended jobs are not
-    /// counted (they are pruned).
-    public internal(set) var activeCounts: [JobState: Int] = [:]
+    /// counted (they are pruned). On a shared store only this daemon's part: see `summaryCounts()`.
+    public internal(set) var activeCounts: [JobState: Int] {
+        get { counts.local }
+        set { counts.local = newValue }
+    }
 
-    /// The counts of unfinished jobs by state for a summary (`list`'s `counts`, which `watch` shows): this
-    /// daemon's counters on SQLite; on a shared store every daemon's jobs, counted by the store (the counters,
-    /// if the store cannot answer).
-    public func summaryCounts() -> [JobState: Int] {
-        guard leasing != nil, let counts = try? store.countsByState() else { return activeCounts }
-        return counts.filter { !$0.key.isTerminal }
+    /// The counts of unfinished jobs by state for a summary (`list`'s `counts`, which `watch` shows, and the service
+    /// status line): this daemon's counters on SQLite; on a shared store every daemon's jobs, as the store last
+    /// counted them (read without holding the loop: with each `list`, and with each heartbeat while
+    /// `onSummaryChanged` is set), this daemon's counters until it first answered.
+    public func summaryCounts() -> [JobState: Int] { counts.summary }
+
+    /// Called on the loop thread when a shared store's count changed (`summaryCounts()`); setting it makes every
+    /// heartbeat count the store's jobs (one more statement per heartbeat). Never called with the SQLite store,
+    /// whose counts change only with the transitions the feed announces.
+    public var onSummaryChanged: (@LoopActor () -> Void)? {
+        get { counts.onChange }
+        set { counts.onChange = newValue }
     }
 
     /// On daemon start: puts jobs left `running` by a crash back in the queue (they resume from their checkpoint),
@@ -147,29 +159,12 @@ public final class Scheduler {
             try store.indexDuplicateKeys { [kinds] job in kinds[job.kind]?.duplicateKeys(job.params) ?? [] }
         }
         // On a shared store other daemons' jobs are running legitimately: a job of a daemon that died is rescued
-        // when its lease expires (`leaseTick`), not here.
-        for var job in try store.jobs(states: [.running], kind: nil, limit: Int.max) where leasing == nil {
-            var lifecycle = job.lifecycle
-            guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
-            job.adopt(lifecycle)
-            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
-            try store.update(job, addingCleanUp: false)
-            announce(job, from: .running)
-            log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
-        }
-        let now = Timestamp.now()
-        let longest = options.longestRetryDelaySeconds
-        for var job in try store.jobs(states: [.needsRetry], kind: nil, limit: Int.max) {
-            let remaining = (job.retryAt ?? now) - now
-            if remaining > longest {
-                job.retryAt = now + longest
-                try store.update(job, addingCleanUp: false)
-                log(
-                    job, .warning,
-                    "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
-                        + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
-            }
-            retries[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+        // when its lease expires, and every daemon's due retries are put back in the queue, by the heartbeat
+        // (`maintainLeases`, on the database's clock). A timer per waiting retry here would repeat that, one
+        // round trip per job per daemon.
+        if leasing == nil {
+            try requeueRunsLeftByACrash()
+            try armStoredRetries()
         }
         // Clean-ups waiting for their next try: due in what is left of their wait, at most the longest wait
         // between tries (a `next_at` further ahead means the wall clock stepped back while the daemon was down).
@@ -228,6 +223,41 @@ public final class Scheduler {
         if !unsavedRecords.isEmpty || !unsavedCheckpoints.isEmpty { retryStoreWrites() }
     }
 
+
+    /// Puts the jobs a crash left `running` back in the queue (on start, SQLite store): same attempt, resumed from
+    /// their checkpoint (`JobEvent.recoverAfterCrash`).
+    /// - Throws: `SQLiteError` if the store cannot be read or written.
+    func requeueRunsLeftByACrash() throws {
+        for var job in try store.jobs(states: [.running], kind: nil, limit: Int.max) {
+            var lifecycle = job.lifecycle
+            guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
+            job.adopt(lifecycle)
+            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
+            try store.update(job, addingCleanUp: false)
+            announce(job, from: .running)
+            log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
+        }
+    }
+
+    /// Arms a retry timer for each `needs_retry` job of the store (on start, SQLite store): due in what is left of
+    /// its backoff, at most the longest backoff (a `retry_at` further ahead means the wall clock stepped back).
+    /// - Throws: `SQLiteError` if the store cannot be read or written.
+    private func armStoredRetries() throws {
+        let now = Timestamp.now()
+        let longest = options.longestRetryDelaySeconds
+        for var job in try store.jobs(states: [.needsRetry], kind: nil, limit: Int.max) {
+            let remaining = (job.retryAt ?? now) - now
+            if remaining > longest {
+                job.retryAt = now + longest
+                try store.update(job, addingCleanUp: false)
+                log(
+                    job, .warning,
+                    "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
+                        + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
+            }
+            retries[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+        }
+    }
 
     /// Tells each kind which of its ended jobs retention deleted (`JobKind.jobsPruned`), one call per kind.
     func forgetPruned(_ jobs: [PrunedJob]) {

@@ -58,6 +58,8 @@ extension Scheduler {
         }
         // As `retryDue` announces a retry coming due on one daemon; here the store moved it, for every daemon.
         for job in found.queuedAgain where job.state == .queued { feed.stateChanged(job, from: .needsRetry) }
+        // Other daemons submit and claim too: the summary is the store's count, kept fresh with the heartbeat.
+        counts.refresh(from: store)
         schedule()
     }
 

@@ -166,9 +166,7 @@ extension Scheduler {
     /// The job stored with idempotency key `key`, and its request's digest; read without holding the loop from a
     /// shared store (`JobQuery.idempotencyKey`).
     private func lookUp(key: String, index: Int) async throws(SubmitRefusal) -> (job: JobRecord, digest: String?)? {
-        let found = await answer(
-            .idempotencyKey(key), shared: { reading in reading.jobs.first.map { ($0, reading.submitDigest) } },
-            local: { try store.job(key: key) })
+        let found = await answer(.idempotencyKey(key)) { reading in reading.jobs.first.map { ($0, reading.submitDigest) } }
         switch found {
         case .success(let known): return known
         case .failure(let error):
@@ -249,9 +247,7 @@ extension Scheduler {
         // Claims of submits stored while the read is answered are kept until it ends: seen after it.
         let read = submitClaims.beginRead()
         defer { submitClaims.endRead(read) }
-        let found = await answer(
-            .unfinished(sharing: Array(keys), kind: kind.name), shared: \.jobs,
-            local: { try store.unfinishedJobs(sharing: Array(keys), kind: kind.name) })
+        let found = await answer(.unfinished(sharing: Array(keys), kind: kind.name), \.jobs)
         let active: [JobRecord]
         switch found {
         case .success(let jobs): active = jobs
