@@ -46,9 +46,8 @@ public final class Scheduler {
     var isShuttingDown = false
     /// The unfinished jobs by state, for summaries.
     let counts: JobCounts
-    /// Idempotency keys of submits under way (validated, not yet stored), and the submits waiting for them.
-    var keysInFlight: Set<String> = []
-    let keyWaiters = WaitList()
+    /// What the submits under way hold: their idempotency keys and duplicate keys, their numbers.
+    let admission = Admission()
 
     // Writes the store refused (another process holds its lock, or its disk is full). The new state is kept
     // here, already announced, and written by the store retry timer; reads overlay it on the store's last
@@ -74,10 +73,6 @@ public final class Scheduler {
 
     /// Submits (each a batch of one or more new jobs, stored all or none) waiting for the turn's commit.
     var pendingSubmits: [PendingSubmit] = []
-    /// What the submits under way do, for the duplicate check (`submit(_:)`, `refuseDuplicate`).
-    var submitClaims = SubmitClaims()
-    /// The number of the last `submit(_:)` call, which names its claims.
-    var lastSubmit = 0
     var pendingEnds: [PendingEnd] = []
     /// The records of `pendingEnds` by id, for the duplicate check. Reads (`show`, `list`) do not overlay them:
     /// until the end is written and announced they show the job as the feed last did (at most one loop turn, or
