@@ -31,9 +31,7 @@ public final class Scheduler {
     var kinds: [String: AnyJobKind] = [:]
     var running: [String: RunningJob] = [:]
     /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
-    var leaseTimer: LoopTimer?
-    /// Whether a `maintainLeases` is in flight.
-    var tendingLeases = false
+    let heartbeat = Heartbeat()
     /// Jobs whose clean-up is being tried now (one try at a time per job).
     var cleaningUp: Set<String> = []
     /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
@@ -66,8 +64,8 @@ public final class Scheduler {
     /// fenced off otherwise (`reportFencedOff`). On SQLite no other writer can, and a kept state is announced
     /// at once.
     var unannounced: [String: JobState] = [:]
-    /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons, by job id.
-    var controlWaits: [String: [ControlledEndWait]] = [:]
+    /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons.
+    let controlWaits = ControlWaits()
     /// The store's health as writes find it, and the retry of what it refused.
     let storeHealth = StoreHealth()
 
@@ -182,8 +180,7 @@ public final class Scheduler {
     public func shutdown() async {
         isShuttingDown = true
         retries.close()
-        leaseTimer?.close()
-        leaseTimer = nil
+        heartbeat.close()
         cleanUps.close()
         // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
         await claimSettled()

@@ -112,12 +112,10 @@ extension Scheduler {
     /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it through the shared store.
     /// - Returns: the job once it is no longer running, or `nil` if this daemon runs it now.
     func awaitEnd(of id: String, asked control: JobControl) async throws(JobError) -> JobRecord? {
-        let wait = ControlledEndWait()
-        controlWaits[id, default: []].append(wait)
+        let wait = controlWaits.add(for: id)
         defer {
             wait.close()
-            controlWaits[id]?.removeAll { $0 === wait }
-            if controlWaits[id]?.isEmpty == true { controlWaits[id] = nil }
+            controlWaits.remove(wait, for: id)
         }
         let deadline = Timestamp.monotonic() + options.shutdownGraceSeconds + 30
         while Timestamp.monotonic() < deadline {
