@@ -198,6 +198,7 @@ public final class Daemon {
         scheduler.feed.onStateChange = { [weak self] in
             LoopIsolation.assume { self?.statusChanged() }
         }
+        scheduler.onSummaryChanged = { [weak self] in self?.statusChanged() }
     }
 
     private func statusChanged() {
@@ -214,9 +215,10 @@ public final class Daemon {
         statusTimer = timer
     }
 
-    /// `systemctl status`'s line: how many jobs run and wait, from the scheduler's counters.
+    /// `systemctl status`'s line: how many jobs run here and wait, from the scheduler's summary (its counters; on
+    /// a shared store the store's count of every daemon's waiting jobs, refreshed with the heartbeat).
     func statusLine() -> String {
-        let counts = scheduler.activeCounts
+        let counts = scheduler.summaryCounts()
         let waiting = (counts[.needsRetry] ?? 0) > 0 ? " · \(counts[.needsRetry] ?? 0) waiting to retry" : ""
         return "\(scheduler.runningCount) running · \(counts[.queued] ?? 0) queued\(waiting)"
     }

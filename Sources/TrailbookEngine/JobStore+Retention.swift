@@ -9,37 +9,69 @@ public struct PrunedJob: Sendable, Equatable {
 }
 
 /// A store that retention (`Retention`) can prune: the SQLite `JobStore` and the shared `PostgresJobStore`.
+///
+/// Every call answers through `completion` on the loop thread: the SQLite store at once (before the call returns),
+/// the shared store once PostgreSQL answered (at most its request timeout later, then
+/// `JobStoreError.unavailable`), while the loop goes on serving clients and jobs. Errors are the store's own.
 public protocol PruningJobStoring: AnyObject {
     /// Claims the right to prune for this daemon: `false` if another daemon sharing the store is pruning now
     /// (it then prunes for everyone). Always `true` on a store of one daemon.
-    /// - Throws: the store's error.
-    func beginPruning() throws -> Bool
-    /// Gives up the right `beginPruning` gave (best effort: a lost connection gives it up anyway).
+    func beginPruning(completion: @escaping (Result<Bool, any Error>) -> Void)
+    /// Gives up the right `beginPruning` gave, without waiting (best effort: a lost connection gives it up anyway).
     func endPruning()
     /// Deletes at most `limit` jobs that ended in `state` with their last change at or before `endedBefore` (Unix
-    /// seconds), in one transaction, never one with a pending clean-up; returns them.
-    /// - Throws: the store's error (nothing is deleted).
-    func pruneEnded(state: JobState, endedBefore: Double, limit: Int) throws -> [PrunedJob]
+    /// seconds), in one transaction, never one with a pending clean-up; answers them (on an error nothing is
+    /// deleted).
+    func pruneEnded(
+        state: JobState, endedBefore: Double, limit: Int, completion: @escaping (Result<[PrunedJob], any Error>) -> Void)
     /// How many jobs that ended in `state` at or before `endedBefore` are kept for their pending clean-up.
-    /// - Throws: the store's error.
-    func endedJobsAwaitingCleanUp(state: JobState, endedBefore: Double) throws -> Int
-    /// Gives at most `pages` free pages back to the file system; returns the free pages left (0 when the store
+    func endedJobsAwaitingCleanUp(
+        state: JobState, endedBefore: Double, completion: @escaping (Result<Int, any Error>) -> Void)
+    /// Gives at most `pages` free pages back to the file system; answers the free pages left (0 when the store
     /// has no such step).
-    /// - Throws: the store's error.
-    func reclaimFreePages(atMost pages: Int) throws -> Int
+    func reclaimFreePages(atMost pages: Int, completion: @escaping (Result<Int, any Error>) -> Void)
     /// Truncates the store's write-ahead log where it has one it controls.
-    /// - Throws: the store's error.
-    func checkpointLog() throws
+    func checkpointLog(completion: @escaping (Result<Void, any Error>) -> Void)
     /// The store's size on disk, in bytes.
-    /// - Throws: the store's error.
-    func sizeInBytes() throws -> Int64
+    func sizeInBytes(completion: @escaping (Result<Int64, any Error>) -> Void)
 }
 
+/// The SQLite store answers at once: its calls are local and short (one batch, one vacuum step).
 extension JobStore: PruningJobStoring {
-    /// Always: one daemon owns a SQLite store (its home is locked).
-    public func beginPruning() throws -> Bool { true }
+    /// Always `true`: one daemon owns a SQLite store (its home is locked).
+    public func beginPruning(completion: @escaping (Result<Bool, any Error>) -> Void) { completion(.success(true)) }
 
+    /// Nothing to give up.
     public func endPruning() {}
+
+    /// `pruneEnded(state:endedBefore:limit:)`, answered at once.
+    public func pruneEnded(
+        state: JobState, endedBefore: Double, limit: Int, completion: @escaping (Result<[PrunedJob], any Error>) -> Void
+    ) {
+        completion(Result { try pruneEnded(state: state, endedBefore: endedBefore, limit: limit) })
+    }
+
+    /// `endedJobsAwaitingCleanUp(state:endedBefore:)`, answered at once.
+    public func endedJobsAwaitingCleanUp(
+        state: JobState, endedBefore: Double, completion: @escaping (Result<Int, any Error>) -> Void
+    ) {
+        completion(Result { try endedJobsAwaitingCleanUp(state: state, endedBefore: endedBefore) })
+    }
+
+    /// `reclaimFreePages(atMost:)`, answered at once.
+    public func reclaimFreePages(atMost pages: Int, completion: @escaping (Result<Int, any Error>) -> Void) {
+        completion(Result { try reclaimFreePages(atMost: pages) })
+    }
+
+    /// `checkpointLog()`, answered at once.
+    public func checkpointLog(completion: @escaping (Result<Void, any Error>) -> Void) {
+        completion(Result { try checkpointLog() })
+    }
+
+    /// `sizeInBytes()`, answered at once.
+    public func sizeInBytes(completion: @escaping (Result<Int64, any Error>) -> Void) {
+        completion(Result { try sizeInBytes() })
+    }
 }
 
 extension JobStore {

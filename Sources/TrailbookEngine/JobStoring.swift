@@ -81,6 +81,15 @@ public protocol JobStoring: AnyObject {
     /// Forgets a job's pending clean-up (done, or given up).
     /// - Throws: the store's error.
     func removeCleanUp(jobID: String) throws
+    /// Reads the jobs `query` selects without holding the loop (a `show` or `list` of a client), with
+    /// `countsByState()` of the unfinished states in the same round trip when `counting`: `completion` is called on
+    /// the loop thread with what those calls would have returned or thrown. The SQLite store answers at once (before
+    /// the call returns); a shared store once the database answered, the loop going on meanwhile, within its request
+    /// timeout (then `JobStoreError.unavailable`).
+    func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void)
+    /// `countsByState()` of the unfinished states (`queued`, `running`, `paused`, `needs_retry`), answered as `read`
+    /// answers: at once on SQLite, without holding the loop on a shared store.
+    func countUnfinished(completion: @escaping (Result<[JobState: Int], any Error>) -> Void)
     /// From now on, a write that meets another writer's lock fails at once instead of waiting (the scheduler
     /// retries it later); the loop thread must not sit in a lock wait.
     func failFastOnLocks()
@@ -180,14 +189,9 @@ public protocol LeasingJobStoring: JobStoring {
     /// Called on the loop thread when the store's connection is back after it was lost: the payloads other
     /// daemons sent meanwhile never arrived (notifications are not kept for a listener that is gone).
     var onFeedInterrupted: (() -> Void)? { get set }
-    /// Reads the jobs `query` selects without waiting (a `show` or `list` of a client, so that the loop goes on
-    /// while the database answers), with `countsByState()` of the unfinished states in the same round trip when
-    /// `counting`: `completion` is called on the loop thread with what those calls would have returned or thrown.
-    /// The store's request timeout applies as to a call that waits (then `JobStoreError.unavailable`).
-    func read(_ query: JobQuery, counting: Bool, completion: @escaping (Result<JobReading, any Error>) -> Void)
 }
 
-/// What a `LeasingJobStoring.read` found.
+/// What a `JobStoring.read` found.
 public struct JobReading: Sendable {
     /// The jobs the query selected, in its order.
     public var jobs: [JobRecord]
@@ -204,7 +208,7 @@ public struct JobReading: Sendable {
     }
 }
 
-/// Which jobs a read selects (`LeasingJobStoring.read`).
+/// Which jobs a read selects (`JobStoring.read`).
 public enum JobQuery: Sendable, Equatable {
     /// The jobs whose id starts with the prefix (at most `limit`), in id order: `jobs(idPrefix:limit:)`.
     case idPrefix(String, limit: Int)
@@ -254,7 +258,8 @@ public enum JobStoreError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 }
 
-/// The SQLite store, as is (its signatures are the protocol's).
+/// The SQLite store: its calls are the protocol's, and it answers the asynchronous ones at once
+/// (`JobStore+Reading.swift`).
 extension JobStore: JobStoring {}
 
 extension JobStoring {

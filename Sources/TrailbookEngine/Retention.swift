@@ -148,14 +148,15 @@ public final class Retention {
     }
 
     /// Deletes every ended job older than `olderThan` seconds (all ended states), or, with `nil`, than its
-    /// state's retention; then gives the freed space back to the file system.
+    /// state's retention; then gives the freed space back to the file system. Each store call is awaited without
+    /// holding the loop (a shared store's round trip, up to its request timeout when a lock or an outage holds it).
     /// - Returns: what was deleted and kept; `error` is set if the store refused a write (what was done stays).
     public func prune(olderThan: Double?) async -> PruneReport {
         var report = PruneReport()
         guard let store = store as? any PruningJobStoring else { return report }
         // Daemons sharing a store prune one at a time (an advisory lock on PostgreSQL); the others skip.
         do {
-            guard try store.beginPruning() else {
+            guard try await Self.answer(store.beginPruning) else {
                 report.busy = true
                 return report
             }
@@ -164,39 +165,48 @@ public final class Retention {
             return report
         }
         defer { store.endPruning() }
-        report.bytesBefore = (try? store.sizeInBytes()) ?? 0
+        report.bytesBefore = (try? await Self.answer(store.sizeInBytes)) ?? 0
         let now = Timestamp.now()
         do {
             for state in JobState.ended {
                 guard let keep = olderThan ?? policy.keepSeconds(state) else { continue }
                 let cutoff = now - keep
                 while true {
-                    let batch = try store.pruneEnded(state: state, endedBefore: cutoff, limit: policy.batchSize)
+                    let batch = try await Self.answer {
+                        store.pruneEnded(state: state, endedBefore: cutoff, limit: policy.batchSize, completion: $0)
+                    }
                     report.pruned[state, default: 0] += batch.count
                     forgetPruned(batch)
                     if batch.count < policy.batchSize { break }
                     await Scheduler.wait(seconds: 0.001)  // the loop serves requests and jobs between batches
                     if closed { break }
                 }
-                report.keptForCleanUp += try store.endedJobsAwaitingCleanUp(state: state, endedBefore: cutoff)
+                report.keptForCleanUp += try await Self.answer {
+                    store.endedJobsAwaitingCleanUp(state: state, endedBefore: cutoff, completion: $0)
+                }
             }
             if report.total > 0 {
                 // Until none is left, or a step gave none back (a store that cannot shrink must not loop here
                 // for ever: the sweep runs this too).
                 var left = Int.max
                 while !closed {
-                    let now = try store.reclaimFreePages(atMost: policy.vacuumPagesPerStep)
+                    let now = try await Self.answer { store.reclaimFreePages(atMost: policy.vacuumPagesPerStep, completion: $0) }
                     guard now > 0, now < left else { break }
                     left = now
                     await Scheduler.wait(seconds: 0.001)
                 }
-                try store.checkpointLog()
+                try await Self.answer(store.checkpointLog)
             }
         } catch {
             report.error = "\(error)"
         }
-        report.bytesAfter = (try? store.sizeInBytes()) ?? 0
+        report.bytesAfter = (try? await Self.answer(store.sizeInBytes)) ?? 0
         return report
+    }
+
+    /// A `PruningJobStoring` call's answer, awaited (the loop turns meanwhile).
+    private static func answer<T: Sendable>(_ call: (@escaping (Result<T, any Error>) -> Void) -> Void) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in call { continuation.resume(with: $0) } }
     }
 
     /// One line: "pruned 1200 jobs (1000 succeeded, 150 failed, 50 cancelled); store 4.1 MiB -> 1.0 MiB".

@@ -31,9 +31,7 @@ public final class Scheduler {
     var kinds: [String: AnyJobKind] = [:]
     var running: [String: RunningJob] = [:]
     /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
-    var leaseTimer: LoopTimer?
-    /// Whether a `maintainLeases` is in flight.
-    var tendingLeases = false
+    let heartbeat = Heartbeat()
     /// Jobs whose clean-up is being tried now (one try at a time per job).
     var cleaningUp: Set<String> = []
     /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
@@ -44,9 +42,10 @@ public final class Scheduler {
     /// `next_at` is wall-clock time for the next start).
     let cleanUps = DueTimes()
     var isShuttingDown = false
-    /// Idempotency keys of submits under way (validated, not yet stored), and the submits waiting for them.
-    var keysInFlight: Set<String> = []
-    let keyWaiters = WaitList()
+    /// The unfinished jobs by state, for summaries.
+    let counts: JobCounts
+    /// What the submits under way hold: their idempotency keys and duplicate keys, their numbers.
+    let admission = Admission()
 
     // Writes the store refused (another process holds its lock, or its disk is full). The new state is kept
     // here, already announced, and written by the store retry timer; reads overlay it on the store's last
@@ -65,17 +64,13 @@ public final class Scheduler {
     /// fenced off otherwise (`reportFencedOff`). On SQLite no other writer can, and a kept state is announced
     /// at once.
     var unannounced: [String: JobState] = [:]
-    /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons, by job id.
-    var controlWaits: [String: [ControlledEndWait]] = [:]
+    /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons.
+    let controlWaits = ControlWaits()
     /// The store's health as writes find it, and the retry of what it refused.
     let storeHealth = StoreHealth()
 
     /// Submits (each a batch of one or more new jobs, stored all or none) waiting for the turn's commit.
     var pendingSubmits: [PendingSubmit] = []
-    /// What the submits under way do, for the duplicate check (`submit(_:)`, `refuseDuplicate`).
-    var submitClaims = SubmitClaims()
-    /// The number of the last `submit(_:)` call, which names its claims.
-    var lastSubmit = 0
     var pendingEnds: [PendingEnd] = []
     /// The records of `pendingEnds` by id, for the duplicate check. Reads (`show`, `list`) do not overlay them:
     /// until the end is written and announced they show the job as the feed last did (at most one loop turn, or
@@ -110,6 +105,7 @@ public final class Scheduler {
     public init(store: any JobStoring, feed: ProgressFeed, options: SchedulerOptions) {
         self.store = store
         leasing = store as? any LeasingJobStoring
+        counts = JobCounts(fromStore: leasing != nil)
         self.feed = feed
         self.options = options
         retries.onDue = { [weak self] in self?.retryDue() }
@@ -130,15 +126,24 @@ public final class Scheduler {
     /// How many jobs are queued, running, paused and waiting to retry, as the daemon knows them (transitions the
     /// store has not taken yet included). Counted once on `start()` (an index-only scan), then kept up to date by
     /// every transition, so summaries (`watch`, the service status) never load or count jobs. Ended jobs are not
-    /// counted (they are pruned).
-    public internal(set) var activeCounts: [JobState: Int] = [:]
+    /// counted (they are pruned). On a shared store only this daemon's part: see `summaryCounts()`.
+    public internal(set) var activeCounts: [JobState: Int] {
+        get { counts.local }
+        set { counts.local = newValue }
+    }
 
-    /// The counts of unfinished jobs by state for a summary (`list`'s `counts`, which `watch` shows): this
-    /// daemon's counters on SQLite; on a shared store every daemon's jobs, counted by the store (the counters,
-    /// if the store cannot answer).
-    public func summaryCounts() -> [JobState: Int] {
-        guard leasing != nil, let counts = try? store.countsByState() else { return activeCounts }
-        return counts.filter { !$0.key.isTerminal }
+    /// The counts of unfinished jobs by state for a summary (`list`'s `counts`, which `watch` shows, and the service
+    /// status line): this daemon's counters on SQLite; on a shared store every daemon's jobs, as the store last
+    /// counted them (read without holding the loop: with each `list`, and with each heartbeat while
+    /// `onSummaryChanged` is set), this daemon's counters until it first answered.
+    public func summaryCounts() -> [JobState: Int] { counts.summary }
+
+    /// Called on the loop thread when a shared store's count changed (`summaryCounts()`); setting it makes every
+    /// heartbeat count the store's jobs (one more statement per heartbeat). Never called with the SQLite store,
+    /// whose counts change only with the transitions the feed announces.
+    public var onSummaryChanged: (@LoopActor () -> Void)? {
+        get { counts.onChange }
+        set { counts.onChange = newValue }
     }
 
     /// On daemon start: puts jobs left `running` by a crash back in the queue (they resume from their checkpoint),
@@ -150,29 +155,12 @@ public final class Scheduler {
             try store.indexDuplicateKeys { [kinds] job in kinds[job.kind]?.duplicateKeys(job.params) ?? [] }
         }
         // On a shared store other daemons' jobs are running legitimately: a job of a daemon that died is rescued
-        // when its lease expires (`leaseTick`), not here.
-        for var job in try store.jobs(states: [.running], kind: nil, limit: Int.max) where leasing == nil {
-            var lifecycle = job.lifecycle
-            guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
-            job.adopt(lifecycle)
-            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
-            try store.update(job, addingCleanUp: false)
-            announce(job, from: .running)
-            log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
-        }
-        let now = Timestamp.now()
-        let longest = options.longestRetryDelaySeconds
-        for var job in try store.jobs(states: [.needsRetry], kind: nil, limit: Int.max) {
-            let remaining = (job.retryAt ?? now) - now
-            if remaining > longest {
-                job.retryAt = now + longest
-                try store.update(job, addingCleanUp: false)
-                log(
-                    job, .warning,
-                    "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
-                        + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
-            }
-            retries[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+        // when its lease expires, and every daemon's due retries are put back in the queue, by the heartbeat
+        // (`maintainLeases`, on the database's clock). A timer per waiting retry here would repeat that, one
+        // round trip per job per daemon.
+        if leasing == nil {
+            try requeueRunsLeftByACrash()
+            try armStoredRetries()
         }
         // Clean-ups waiting for their next try: due in what is left of their wait, at most the longest wait
         // between tries (a `next_at` further ahead means the wall clock stepped back while the daemon was down).
@@ -195,8 +183,7 @@ public final class Scheduler {
     public func shutdown() async {
         isShuttingDown = true
         retries.close()
-        leaseTimer?.close()
-        leaseTimer = nil
+        heartbeat.close()
         cleanUps.close()
         // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
         await claimSettled()
@@ -232,6 +219,41 @@ public final class Scheduler {
         if !unsavedRecords.isEmpty || !unsavedCheckpoints.isEmpty { retryStoreWrites() }
     }
 
+
+    /// Puts the jobs a crash left `running` back in the queue (on start, SQLite store): same attempt, resumed from
+    /// their checkpoint (`JobEvent.recoverAfterCrash`).
+    /// - Throws: `SQLiteError` if the store cannot be read or written.
+    func requeueRunsLeftByACrash() throws {
+        for var job in try store.jobs(states: [.running], kind: nil, limit: Int.max) {
+            var lifecycle = job.lifecycle
+            guard lifecycle.handle(.recoverAfterCrash) != nil else { continue }
+            job.adopt(lifecycle)
+            job.progress.inFlight = job.progress.inFlight.map { _ in 0 }
+            try store.update(job, addingCleanUp: false)
+            announce(job, from: .running)
+            log(job, .warning, "was running when the daemon stopped unexpectedly; queued to resume from its checkpoint")
+        }
+    }
+
+    /// Arms a retry timer for each `needs_retry` job of the store (on start, SQLite store): due in what is left of
+    /// its backoff, at most the longest backoff (a `retry_at` further ahead means the wall clock stepped back).
+    /// - Throws: `SQLiteError` if the store cannot be read or written.
+    private func armStoredRetries() throws {
+        let now = Timestamp.now()
+        let longest = options.longestRetryDelaySeconds
+        for var job in try store.jobs(states: [.needsRetry], kind: nil, limit: Int.max) {
+            let remaining = (job.retryAt ?? now) - now
+            if remaining > longest {
+                job.retryAt = now + longest
+                try store.update(job, addingCleanUp: false)
+                log(
+                    job, .warning,
+                    "its retry was due in \(Int(remaining)) s, further ahead than the longest backoff "
+                        + "(\(Self.seconds(longest))), so the wall clock stepped back; due in \(Self.seconds(longest)) instead")
+            }
+            retries[job.id] = Timestamp.monotonic() + min(max(0, remaining), longest)
+        }
+    }
 
     /// Tells each kind which of its ended jobs retention deleted (`JobKind.jobsPruned`), one call per kind.
     func forgetPruned(_ jobs: [PrunedJob]) {

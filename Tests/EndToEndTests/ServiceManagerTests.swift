@@ -92,7 +92,7 @@ struct ServiceManagerTests {
 
 /// A Unix datagram socket standing in for systemd's notification socket: each datagram is one message of
 /// `KEY=VALUE` lines.
-private final class NotifyListener {
+final class NotifyListener {
     let path: String
     private let fd: Int32
 

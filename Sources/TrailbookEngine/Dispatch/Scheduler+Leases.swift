@@ -17,34 +17,30 @@ extension Scheduler {
     /// lost stops without writing its end), puts jobs whose lease expired and due retries back in the queue, and
     /// claims what can run (in case a notification was missed).
     func armLeaseTimer() {
-        guard let leasing, leaseTimer == nil else { return }
+        guard let leasing, !heartbeat.isStarted else { return }
         leasing.onWorkAvailable = { [weak self] in LoopIsolation.assume { self?.schedule() } }
         leasing.onControl = { [weak self] id, control in LoopIsolation.assume { self?.controlRequested(id, control) } }
         leasing.onControlledEnd = { [weak self] id in
-            LoopIsolation.assume { for wait in self?.controlWaits[id] ?? [] { wait.heard() } }
+            LoopIsolation.assume { self?.controlWaits.heard(id) }
         }
         leasing.onLeaseLost = { [weak self] id in
             LoopIsolation.assume { if let active = self?.running[id] { self?.loseLease(active) } }
         }
-        let timer = LoopTimer(loop: .main)
-        leaseTimer = timer
-        let period = UInt64(max(10, leasing.leaseSeconds * 1000 / 3))
-        timer.start(milliseconds: period, repeatMilliseconds: period) { [weak self] in
-            LoopIsolation.assume { self?.leaseTick() }
+        heartbeat.start(milliseconds: UInt64(max(10, leasing.leaseSeconds * 1000 / 3))) { [weak self] in
+            self?.leaseTick()
         }
     }
 
     func leaseTick() {
-        guard let leasing, !isShuttingDown, !tendingLeases else { return }
         // One tick at a time: a store slower than the tick period must not pile them up.
-        tendingLeases = true
+        guard let leasing, !isShuttingDown, heartbeat.begin() else { return }
         leasing.maintainLeases { [weak self] found in
             LoopIsolation.assume { self?.leasesTended(found) }
         }
     }
 
     private func leasesTended(_ found: LeaseMaintenance) {
-        tendingLeases = false
+        heartbeat.end()
         guard !isShuttingDown else { return }
         // A lost lease found here was also reported through `onLeaseLost`; `loseLease` acts once.
         for id in found.lost { if let active = running[id] { loseLease(active) } }
@@ -58,6 +54,8 @@ extension Scheduler {
         }
         // As `retryDue` announces a retry coming due on one daemon; here the store moved it, for every daemon.
         for job in found.queuedAgain where job.state == .queued { feed.stateChanged(job, from: .needsRetry) }
+        // Other daemons submit and claim too: the summary is the store's count, kept fresh with the heartbeat.
+        counts.refresh(from: store)
         schedule()
         preemptOnSharedStore()
     }

@@ -100,7 +100,7 @@ extension Scheduler {
                 leasing.requestControl(control, of: id) { continuation.resume(returning: $0) }
             }
             switch asked {
-            case .success(true): return try await awaitEnd(of: id, asked: control, from: leasing)
+            case .success(true): return try await awaitEnd(of: id, asked: control)
             case .success(false): job = try await fetchJob(id)
             case .failure(let error):
                 throw JobError(code: "store_error", message: "cannot ask the daemon running job \(id) to \(control.rawValue) it: \(error)")
@@ -109,22 +109,18 @@ extension Scheduler {
         return nil
     }
 
-    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it through `leasing`.
+    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it through the shared store.
     /// - Returns: the job once it is no longer running, or `nil` if this daemon runs it now.
-    func awaitEnd(
-        of id: String, asked control: JobControl, from leasing: any LeasingJobStoring
-    ) async throws(JobError) -> JobRecord? {
-        let wait = ControlledEndWait()
-        controlWaits[id, default: []].append(wait)
+    func awaitEnd(of id: String, asked control: JobControl) async throws(JobError) -> JobRecord? {
+        let wait = controlWaits.add(for: id)
         defer {
             wait.close()
-            controlWaits[id]?.removeAll { $0 === wait }
-            if controlWaits[id]?.isEmpty == true { controlWaits[id] = nil }
+            controlWaits.remove(wait, for: id)
         }
         let deadline = Timestamp.monotonic() + options.shutdownGraceSeconds + 30
         while Timestamp.monotonic() < deadline {
             let heard = wait.notices
-            let stored = try? await Self.read(.idPrefix(id, limit: 1), counting: false, from: leasing).jobs.first { $0.id == id }
+            let stored = try? await read(.idPrefix(id, limit: 1), counting: false).jobs.first { $0.id == id }
             if running[id] != nil { return nil }
             if let now = current(id, stored: stored), now.state != .running { return now }
             // A notice that came while reading may be about an end the read did not see yet: read again.

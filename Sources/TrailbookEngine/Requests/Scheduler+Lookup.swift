@@ -39,24 +39,19 @@ extension Scheduler {
     }
 
     /// `list`, answered without holding the loop while a shared store reads (one round trip, up to its request
-    /// timeout in an outage): the other clients, the feed and the running jobs go on meanwhile. With the SQLite
-    /// store it is `list`.
+    /// timeout in an outage): the other clients, the feed and the running jobs go on meanwhile. The SQLite store
+    /// answers at once.
     /// - Throws: what `list` throws; `store_unavailable` when the shared store does not answer.
-    /// - Returns: the jobs, and `summaryCounts()` as of the same reading.
+    /// - Returns: the jobs, and `summaryCounts()` as of the same reading (a shared store counts in the same round
+    ///   trip).
     public func fetchList(
         states: [JobState]?, kind: String?, before: Int64? = nil, limit: Int
     ) async throws(JobError) -> (jobs: [JobRecord], counts: [JobState: Int]) {
-        guard let leasing else {
-            return (try list(states: states, kind: kind, before: before, limit: limit), summaryCounts())
-        }
-        let reading = try await Self.read(
-            .filtered(states: states, kind: kind, before: before, limit: listRoom(limit)), counting: true,
-            from: leasing)
+        let reading = try await read(
+            .filtered(states: states, kind: kind, before: before, limit: listRoom(limit)), counting: counts.fromStore)
+        if let stored = reading.unfinishedCounts { counts.heard(stored.filter { !$0.key.isTerminal }) }
         // What changed here while the store answered is overlaid as it is now.
-        return (
-            overlaid(reading.jobs, states: states, kind: kind, before: before, limit: limit),
-            reading.unfinishedCounts?.filter { !$0.key.isTerminal } ?? activeCounts
-        )
+        return (overlaid(reading.jobs, states: states, kind: kind, before: before, limit: limit), summaryCounts())
     }
 
     /// How many rows a list of `limit` reads: room for those the overlay moves out of the asked states (starts
@@ -90,39 +85,32 @@ extension Scheduler {
     /// - Throws: what `job(_:)` throws; `store_unavailable` when the shared store does not answer.
     public func fetchJob(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         let key = try Self.idKey(idOrPrefix)
-        guard let leasing, running[key] == nil, unsavedRecords[key] == nil else { return try job(idOrPrefix) }
+        guard running[key] == nil, unsavedRecords[key] == nil else { return try job(idOrPrefix) }
         // The prefix's rows are the jobs themselves: one round trip.
-        let matches = try await Self.read(.idPrefix(key, limit: 2), counting: false, from: leasing).jobs
+        let matches = try await read(.idPrefix(key, limit: 2), counting: false).jobs
         let id = try Self.chosen(matches, for: idOrPrefix)
         if let active = running[id] { return live(active) }
         return current(id, stored: matches.first { $0.id == id })!
     }
 
-    /// What `query` selects: read from a shared store without holding the loop (`shared` makes the answer of the
-    /// reading), else asked of the SQLite store by `local`, the same question as a call.
-    func answer<Answer>(
-        _ query: JobQuery, shared: (JobReading) -> Answer, local: () throws -> Answer
-    ) async -> Result<Answer, any Error> {
-        guard let leasing else { return Result { try local() } }
-        return await Self.reading(query, counting: false, from: leasing).map(shared)
+    /// What `query` selects, read without holding the loop (`JobStoring.read`; the SQLite store answers at once),
+    /// made into an answer by `answer`.
+    func answer<Answer>(_ query: JobQuery, _ answer: (JobReading) -> Answer) async -> Result<Answer, any Error> {
+        await reading(query, counting: false).map(answer)
     }
 
-    /// `leasing.read(query, counting:)`, awaited.
-    static func reading(
-        _ query: JobQuery, counting: Bool, from leasing: any LeasingJobStoring
-    ) async -> Result<JobReading, any Error> {
+    /// `store.read(query, counting:)`, awaited.
+    func reading(_ query: JobQuery, counting: Bool) async -> Result<JobReading, any Error> {
         await withCheckedContinuation { continuation in
-            leasing.read(query, counting: counting) { continuation.resume(returning: $0) }
+            store.read(query, counting: counting) { continuation.resume(returning: $0) }
         }
     }
 
-    /// `reading(_:counting:from:)`, its failure thrown as `readError`.
-    static func read(
-        _ query: JobQuery, counting: Bool, from leasing: any LeasingJobStoring
-    ) async throws(JobError) -> JobReading {
-        switch await reading(query, counting: counting, from: leasing) {
+    /// `reading(_:counting:)`, its failure thrown as `readError`.
+    func read(_ query: JobQuery, counting: Bool) async throws(JobError) -> JobReading {
+        switch await reading(query, counting: counting) {
         case .success(let reading): return reading
-        case .failure(let error): throw readError(error)
+        case .failure(let error): throw Self.readError(error)
         }
     }
 

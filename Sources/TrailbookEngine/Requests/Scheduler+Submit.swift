@@ -73,24 +73,17 @@ extension Scheduler {
         // One submit per key at a time: a retry that arrives while the first try is still being validated waits
         // for it and then finds its job, instead of both passing the lookup and queueing two.
         let keys = Set(firstIndexOfKey.keys)
-        while !keys.isDisjoint(with: keysInFlight) {
-            await keyWaiters.wait()
-        }
-        keysInFlight.formUnion(keys)
-        defer {
-            keysInFlight.subtract(keys)
-            keyWaiters.resumeAll()
-        }
+        await admission.hold(keys)
+        defer { admission.release(keys) }
 
         var results: [Submitted?] = Array(repeating: nil, count: requests.count)
         // `keys`: what the job works on (`JobKind.duplicateKeys`, which decodes its params), found once.
         var fresh: [(index: Int, job: JobRecord, digest: String?, keys: [String])] = []
         // What each entry does is claimed once it passes the check, until this submit is answered: entries after
         // it, here or in submits checked meanwhile (this one lets the loop run), are refused as its duplicates.
-        lastSubmit += 1
-        let submit = lastSubmit
+        let submit = admission.beginSubmit()
         var stored = false
-        defer { submitClaims.release(submit: submit, stored: stored) }
+        defer { admission.claims.release(submit: submit, stored: stored) }
         // A big batch is checked in slices of `LoopSlice.seconds`, so the loop answers other clients and runs jobs
         // in between (issue 14: 3 600 entries held it for 3.7 s); a batch checked within one slice takes no turn.
         var slice = LoopSlice()
@@ -119,7 +112,7 @@ extension Scheduler {
                 if !request.allowDuplicate {
                     try await refuseDuplicate(of: keys, kind: kind, submit: submit)
                 }
-                submitClaims.claim(keys, kind: kind.name, by: SubmitClaims.Holder(jobID: job.id, submit: submit, index: index))
+                admission.claims.claim(keys, kind: kind.name, by: SubmitClaims.Holder(jobID: job.id, submit: submit, index: index))
                 fresh.append((index, job, digest, keys))
             } catch {
                 throw SubmitRefusal(index: index, error: error)
@@ -166,9 +159,7 @@ extension Scheduler {
     /// The job stored with idempotency key `key`, and its request's digest; read without holding the loop from a
     /// shared store (`JobQuery.idempotencyKey`).
     private func lookUp(key: String, index: Int) async throws(SubmitRefusal) -> (job: JobRecord, digest: String?)? {
-        let found = await answer(
-            .idempotencyKey(key), shared: { reading in reading.jobs.first.map { ($0, reading.submitDigest) } },
-            local: { try store.job(key: key) })
+        let found = await answer(.idempotencyKey(key)) { reading in reading.jobs.first.map { ($0, reading.submitDigest) } }
         switch found {
         case .success(let known): return known
         case .failure(let error):
@@ -238,7 +229,7 @@ extension Scheduler {
 
     /// Throws `duplicate_<kind>` when a job of `kind` that has not ended shares one of `newKeys` (its
     /// `duplicateKeys`; issue 11: a second submit of the same file to the same place would upload it twice):
-    /// a job of a submit under way here (`submitClaims`; `submit` is the asking one, whose own earlier entries
+    /// a job of a submit under way here (`Admission.claims`; `submit` is the asking one, whose own earlier entries
     /// are named by index), or one the store holds, found by an indexed lookup (`JobQuery.unfinished`), read
     /// without holding the loop from a shared store.
     /// - Throws: also `store_unavailable`, `store_busy` or `store_error` when the store cannot be read.
@@ -247,11 +238,9 @@ extension Scheduler {
         try refuseClaimed(newKeys, kind: kind.name, submit: submit)
         let keys = Set(newKeys)
         // Claims of submits stored while the read is answered are kept until it ends: seen after it.
-        let read = submitClaims.beginRead()
-        defer { submitClaims.endRead(read) }
-        let found = await answer(
-            .unfinished(sharing: Array(keys), kind: kind.name), shared: \.jobs,
-            local: { try store.unfinishedJobs(sharing: Array(keys), kind: kind.name) })
+        let read = admission.claims.beginRead()
+        defer { admission.claims.endRead(read) }
+        let found = await answer(.unfinished(sharing: Array(keys), kind: kind.name), \.jobs)
         let active: [JobRecord]
         switch found {
         case .success(let jobs): active = jobs
@@ -275,7 +264,7 @@ extension Scheduler {
 
     /// Throws `duplicate_<kind>` when a submit under way here claims one of `keys` (see `refuseDuplicate`).
     private func refuseClaimed(_ keys: [String], kind: String, submit: Int) throws(JobError) {
-        guard let (holder, key) = submitClaims.holder(of: keys, kind: kind) else { return }
+        guard let (holder, key) = admission.claims.holder(of: keys, kind: kind) else { return }
         if holder.submit == submit {
             throw JobError(
                 code: "duplicate_\(kind)",

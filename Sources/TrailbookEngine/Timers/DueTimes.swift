@@ -20,6 +20,9 @@ final class DueTimes {
         set { dueAt[id] = newValue }
     }
 
+    /// How many jobs have a due time.
+    var count: Int { dueAt.count }
+
     /// The jobs due now (within 1 ms: a timer may fire that much early), the earliest first. They stay due until
     /// set to `nil`.
     func due() -> [String] {
