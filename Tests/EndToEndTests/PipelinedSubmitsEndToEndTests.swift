@@ -51,4 +51,23 @@ struct PipelinedSubmitsEndToEndTests {
         #expect(figures[0] == count)
         #expect(figures[1] <= count / 2, "\(figures[1]) transactions for \(count) pipelined submits")
     }
+
+    /// Pipelined batches share groups only up to `Scheduler.maxGroupJobs` new jobs: three batches of 1 500 are
+    /// three transactions. One group of everything a client pipelined (hundreds of batches) outlasted the store's
+    /// request timeout under load, and each of its submits was then tried alone, holding the loop.
+    @Test func pipelinedBatchesShareGroupsOnlyUpToTheCap() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let daemon = try DaemonHarness(arguments: ["--store", server.socketConnectionString])
+        let entry: JSONValue = ["kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": ["queue": "elsewhere"]]
+        let batch: JSONValue = ["op": "submit_batch", "jobs": .array(Array(repeating: entry, count: 1_500))]
+        let line: [UInt8] = JSONCoding.encode(batch) + [0x0A]
+        let bytes = line + line + line
+        let replies = try daemon.rawReplies(bytes, count: 3, replyTimeout: 60)
+        try #require(replies.count == 3, "\(replies.count) replies: \(daemon.log().suffix(2_000))")
+        for reply in replies { #expect(reply["ok"]?.boolValue == true, "\(reply)") }
+        let stored = try psql(
+            server, "SELECT count(*) || ' ' || count(DISTINCT xmin::text) FROM trailbook_jobs WHERE queue = 'elsewhere'")
+        #expect(stored == "4500 3", "jobs and transactions: \(stored)")
+    }
 }
