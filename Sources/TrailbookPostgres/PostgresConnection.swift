@@ -91,10 +91,6 @@ public final class PostgresConnection {
     /// legitimately runs longer (waiting for a lock) is cut off too, so set it above the longest wait callers
     /// accept.
     public var responseTimeoutSeconds: Double?
-    /// Run-time parameters (name, value) set on every session before anything else is sent on it, the first and
-    /// after each reconnection (`SET name TO 'value'`), e.g. `plan_cache_mode`. A setting the server refuses
-    /// fails that session's first request. Set it before `connect()`.
-    public var sessionSettings: [(name: String, value: String)] = []
 
     /// The current state.
     public private(set) var state: State = .idle
@@ -271,11 +267,6 @@ public final class PostgresConnection {
         return PQbackendPID(conn)
     }
 
-    /// `value` as a single-quoted SQL string literal (for `SET`, which takes no parameters).
-    static func quotedLiteral(_ value: String) -> String {
-        "'" + value.replacing("'", with: "''") + "'"
-    }
-
     /// `name` as a double-quoted SQL identifier (for `LISTEN`, which takes no parameters).
     static func quotedIdentifier(_ name: String) -> String {
         "\"" + name.replacing("\"", with: "\"\"") + "\""
@@ -321,13 +312,6 @@ public final class PostgresConnection {
         wasReady = true
         watch([.readable])
         if isReconnection { reconnections += 1 }
-        if !sessionSettings.isEmpty {
-            // Before any request (the `LISTEN`s below, the callers' own), on the first session and on each new one.
-            let settings = sessionSettings.map { setting in
-                PostgresStatement("SET \(Self.quotedIdentifier(setting.name)) TO \(Self.quotedLiteral(setting.value))")
-            }
-            send(settings) { _ in }
-        }
         if !channels.isEmpty {
             // Listening again comes first on the new connection, before any request of the callbacks below.
             send(channels.map { PostgresStatement("LISTEN \(Self.quotedIdentifier($0))") }) { _ in }

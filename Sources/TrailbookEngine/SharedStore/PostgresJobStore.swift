@@ -121,9 +121,6 @@ public final class PostgresJobStore: LeasingJobStoring {
             // Likewise a reconnection attempt into the cut: given up after the same silence, so that the next
             // attempt, once the network is back, comes that much sooner.
             connection.reconnectPolicy.attemptTimeoutSeconds = responseTimeout
-            // The claim and the set-based writes are prepared, but PostgreSQL 15 kept custom plans for them and
-            // planned each run again (~0.4 ms each); their generic plans use the same indexes (ClaimPlanTests).
-            connection.sessionSettings = [("plan_cache_mode", "force_generic_plan")]
             connection.onNotification = { notification in
                 if notification.channel == PostgresJobQueue.feedChannel {
                     // "<daemon> <number>\n<events>": this daemon's own are not relayed back to it.
