@@ -212,6 +212,7 @@ def main():
                 else "trailbook batched", b, True) for b in binaries]
     systems += [(name.replace("batched", "single"), b, False) for name, b, _ in systems]
     results = {}
+    interrupted = False
     try:
         for r in range(rounds):
             for n in counts:
@@ -237,9 +238,12 @@ def main():
                 results.setdefault((flat, 1, name), []).append(figures)
                 print(f"flat, {flat} jobs, 1 daemon/worker, {name}: {json.dumps(figures)}")
                 sys.stdout.flush()
+    except KeyboardInterrupt:
+        # Interrupted (SIGINT) to make a deadline: the table of the runs that finished.
+        interrupted = True
     finally:
         server.stop()
-    print(f"load after {os.getloadavg()}")
+    print(f"load after {os.getloadavg()}{'; interrupted, the table has the runs that finished' if interrupted else ''}")
     print()
     print("| N jobs, daemons/workers | system | jobs/s | ratio to pgqueuer | server µs/job | clients µs/job | "
           "statements/job | plan µs/job | exec µs/job | commits/job | rounds |")

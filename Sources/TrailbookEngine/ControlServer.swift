@@ -33,9 +33,11 @@ public final class ControlServer {
     /// Lets one `list` reply or watcher's replay be built at a time, in about half of the loop's time at most.
     private let heavyGate = TurnGate()
 
-    /// One client connection: its read buffer and its queue of requests, answered one at a time, in order.
+    /// One client connection: its read buffer and its queue of requests, answered in order: one at a time, but
+    /// for submits, which wait for their group commit together (`OrderedReplies`).
     final class Connection {
         let pipe: PipeConnection
+        let replies: OrderedReplies
         var buffer: [UInt8] = []
         var queue: [QueuedRequest] = []
         /// Bytes of the lines in `queue`.
@@ -48,7 +50,10 @@ public final class ControlServer {
         /// Reads are paused until the queue drains (back-pressure).
         var readingPaused = false
 
-        init(pipe: PipeConnection) { self.pipe = pipe }
+        init(pipe: PipeConnection, replies: OrderedReplies) {
+            self.pipe = pipe
+            self.replies = replies
+        }
     }
 
     /// Makes a server for `scheduler` and `retention` (the `prune` op); `version` is reported by `ping`.
@@ -100,7 +105,7 @@ public final class ControlServer {
             pipe.closeAfterWriting()
             return
         }
-        let connection = Connection(pipe: pipe)
+        let connection = Connection(pipe: pipe, replies: OrderedReplies { [weak self] line in self?.reply(pipe, line) })
         connections[ObjectIdentifier(pipe)] = connection
         unreadLimit.watch(pipe) { [weak self, weak connection] in
             guard let self, let connection else { return }
@@ -232,34 +237,39 @@ public final class ControlServer {
         guard !connection.busy else { return }
         connection.busy = true
         Task.onLoop {
-            while !connection.queue.isEmpty, !connection.watching, !connection.pipe.isClosing {
-                // A client that is gone or does not read its replies is cut off rather than allowed to keep us
-                // busy or grow our memory. Work for a client that has hung up is skipped: thousands of them
-                // (connect, send `list`, close) would otherwise put a live client's request behind all of theirs.
-                if connection.pipe.writeFailed || connection.pipe.pendingWriteBytes > Self.maxUnreadReplyBytes
-                    || connection.pipe.peerClosed
-                {
-                    self.drop(connection)
-                    break
+            repeat {
+                while !connection.queue.isEmpty, !connection.watching, !connection.pipe.isClosing {
+                    // A client that is gone or does not read its replies is cut off rather than allowed to keep us
+                    // busy or grow our memory. Work for a client that has hung up is skipped: thousands of them
+                    // (connect, send `list`, close) would otherwise put a live client's request behind all of theirs.
+                    if connection.pipe.writeFailed || connection.pipe.pendingWriteBytes > Self.maxUnreadReplyBytes
+                        || connection.pipe.peerClosed
+                    {
+                        self.drop(connection)
+                        break
+                    }
+                    let request = connection.queue.removeFirst()
+                    connection.queuedBytes -= request.byteCount
+                    let place = connection.replies.open()
+                    switch request {
+                    case .line(let line): await self.handle(line, on: connection, at: place)
+                    case .oversized: connection.replies.fill(place, with: Self.errorLine(Self.oversized))
+                    }
+                    if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2,
+                        connection.queuedBytes < ControlProtocol.maxLineBytes / 2, !connection.inputEnded
+                    {
+                        connection.readingPaused = false
+                        self.startReading(connection)
+                    }
+                    // Let timers, other clients and jobs run between requests: a turn of the loop. Not
+                    // `Task.yield()`, which hands the task to Swift's global executor, whose thread hands it back
+                    // to the loop: two thread wake-ups per request (issue 14: a tenth of the daemon's time on single
+                    // submits went to waking threads).
+                    await Scheduler.nextTurn()
                 }
-                let request = connection.queue.removeFirst()
-                connection.queuedBytes -= request.byteCount
-                switch request {
-                case .line(let line): await self.handle(line, on: connection)
-                case .oversized: self.reply(connection, Self.errorLine(Self.oversized))
-                }
-                if connection.readingPaused, connection.queue.count < Self.maxQueuedRequests / 2,
-                    connection.queuedBytes < ControlProtocol.maxLineBytes / 2, !connection.inputEnded
-                {
-                    connection.readingPaused = false
-                    self.startReading(connection)
-                }
-                // Let timers, other clients and jobs run between requests: a turn of the loop. Not
-                // `Task.yield()`, which hands the task to Swift's global executor, whose thread hands it back
-                // to the loop: two thread wake-ups per request (issue 14: a tenth of the daemon's time on single
-                // submits went to waking threads).
-                await Scheduler.nextTurn()
-            }
+                // Submits still waiting for their group commit are answered before the connection is idle (or done).
+                await connection.replies.answered()
+            } while !connection.queue.isEmpty && !connection.watching && !connection.pipe.isClosing
             connection.busy = false
             if connection.inputEnded, !connection.watching, !connection.pipe.isClosing { self.finish(connection) }
         }
@@ -286,31 +296,55 @@ public final class ControlServer {
     /// Connections served at once; more are refused with `too_many_connections`.
     static let maxConnections = 512
 
-    private func reply(_ connection: Connection, _ line: [UInt8]) {
-        connection.pipe.write(line)
+    private func reply(_ pipe: PipeConnection, _ line: [UInt8]) {
+        pipe.write(line)
         // A reader takes its reply at once; what it leaves unread counts against it (`UnreadReplyLimit`).
-        if connection.pipe.pendingWriteBytes > 0 { unreadLimit.check() }
+        if pipe.pendingWriteBytes > 0 { unreadLimit.check() }
     }
 
-    private func handle(_ line: [UInt8], on connection: Connection) async {
+    /// Handles one request line, whose reply goes to `place`. Returns once it is answered, or, for a submit, once
+    /// its jobs wait for the group commit: the connection's next submit is then checked meanwhile, so submits
+    /// pipelined on one connection share a group instead of costing one commit each. Any other request waits
+    /// until every earlier one is answered, as if all were handled one at a time.
+    private func handle(_ line: [UInt8], on connection: Connection, at place: Int) async {
         let request: JSONValue
         do {
             // Our own bounded parser, never Foundation's decoder: see `JSONParser` for why.
             request = try JSONParser.parse(line)
         } catch {
-            reply(connection, Self.errorLine(Self.refusal(error)))
-            return
+            return connection.replies.fill(place, with: Self.errorLine(Self.refusal(error)))
         }
+        let op = request["op"]?.stringValue
+        guard op == "submit" || op == "submit_batch" else {
+            await connection.replies.answered(leaving: 1)
+            return await answer(request, on: connection, at: place, whenQueued: nil)
+        }
+        // At most `maxQueuedRequests` submits of one connection wait for their commit at once.
+        await connection.replies.answered(leaving: Self.maxQueuedRequests)
+        let turn = RequestTurn()
+        Task.onLoop {
+            await self.answer(request, on: connection, at: place, whenQueued: turn.end)
+            turn.end()
+        }
+        await turn.over()
+    }
+
+    /// Answers `request` in its `place`; `whenQueued` runs when a submit's jobs wait for the group commit.
+    private func answer(
+        _ request: JSONValue, on connection: Connection, at place: Int, whenQueued: (@LoopActor () -> Void)?
+    ) async {
+        let line: [UInt8]?
         do {
-            let response = try await respond(to: request, on: connection)
-            if !response.isNull { reply(connection, JSONCoding.encode(response) + [0x0A]) }
+            let response = try await respond(to: request, on: connection, whenQueued: whenQueued)
+            line = response.isNull ? nil : JSONCoding.encode(response) + [0x0A]
         } catch let error as BatchError {
-            reply(connection, Self.errorLine(error.error, index: error.index))
+            line = Self.errorLine(error.error, index: error.index)
         } catch let error as JobError {
-            reply(connection, Self.errorLine(error))
+            line = Self.errorLine(error)
         } catch {
-            reply(connection, Self.errorLine(JobError(code: "internal", message: "\(error)")))
+            line = Self.errorLine(JobError(code: "internal", message: "\(error)"))
         }
+        connection.replies.fill(place, with: line)
     }
 
     /// The error reply for a request line the parser refused.
@@ -362,7 +396,9 @@ public final class ControlServer {
 
     /// The reply to one request.
     /// - Throws: `JobError`, or `BatchError` for a refused `submit_batch`.
-    private func respond(to request: JSONValue, on connection: Connection) async throws -> JSONValue {
+    private func respond(
+        to request: JSONValue, on connection: Connection, whenQueued: (@LoopActor () -> Void)?
+    ) async throws -> JSONValue {
         guard case .object = request else {
             throw JobError(code: "bad_request", message: "a request is a JSON object with an \"op\"")
         }
@@ -377,7 +413,13 @@ public final class ControlServer {
                 "kinds": .array(scheduler.kindNames.map { .string($0) }), "feed_seq": .number(Double(scheduler.feed.lastSeq)),
             ]
         case "submit":
-            let submitted = try await scheduler.submit(try submitRequest(request, op: "submit"))
+            let submit = try submitRequest(request, op: "submit")
+            let submitted: Submitted
+            do {
+                submitted = try await scheduler.submit([submit], whenQueued: whenQueued)[0]
+            } catch {
+                throw error.error
+            }
             // `existing`: the key was known, and this is the job it made before (a retried submit).
             return ["ok": true, "job": submitted.job.json, "existing": .bool(submitted.existing)]
         case "submit_batch":
@@ -401,7 +443,7 @@ public final class ControlServer {
             }
             let submitted: [Submitted]
             do {
-                submitted = try await scheduler.submit(requests)
+                submitted = try await scheduler.submit(requests, whenQueued: whenQueued)
             } catch {
                 throw Self.batchError(error)
             }
@@ -500,7 +542,7 @@ public final class ControlServer {
                 "ok": true, "watching": true, "seq": .number(Double(scheduler.feed.lastSeq)),
                 "oldest": scheduler.feed.oldestSeq.map { .number(Double($0)) } ?? .null,
             ]
-            reply(connection, JSONCoding.encode(header) + [0x0A])
+            reply(connection.pipe, JSONCoding.encode(header) + [0x0A])
             let replay = scheduler.feed.subscribe(connection.pipe, since: since, jobs: jobs, kinds: kinds)
             if case .incomplete(let message) = replay { connection.pipe.write(ProgressFeed.gapLine(message)) }
             if connection.pipe.pendingWriteBytes > 0 { unreadLimit.check() }

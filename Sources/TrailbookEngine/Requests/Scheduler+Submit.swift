@@ -52,6 +52,15 @@ extension Scheduler {
     ///   a shutdown) and the `JobError` of `submit(kind:params:options:allowDuplicate:key:)`; within the batch,
     ///   a key given twice is `key_reused` and two entries doing the same thing are `duplicate_<kind>`.
     public func submit(_ requests: [SubmitRequest]) async throws(SubmitRefusal) -> [Submitted] {
+        try await submit(requests, whenQueued: nil)
+    }
+
+    /// `submit(_:)`, calling `whenQueued` once its jobs wait for the group commit (checked, not yet durable): a
+    /// control connection then handles its next submit meanwhile, so that pipelined submits share a group
+    /// (`ControlServer`'s `OrderedReplies` keeps their replies in order). Not called when the submit ends before.
+    func submit(
+        _ requests: [SubmitRequest], whenQueued: (@LoopActor () -> Void)?
+    ) async throws(SubmitRefusal) -> [Submitted] {
         guard !isShuttingDown else {
             throw SubmitRefusal(index: nil, error: JobError(code: "shutting_down", message: "the daemon is shutting down"))
         }
@@ -128,6 +137,7 @@ extension Scheduler {
             jobs: fresh.map(\.job), digests: fresh.map(\.digest),
             duplicateKeys: fresh.map(\.keys), reply: ticket))
         armGroupCommit()
+        whenQueued?()
         let jobs: [JobRecord]
         do {
             jobs = try await ticket.jobs()

@@ -78,9 +78,10 @@ extension Scheduler {
         groupCommitHandle?.stop()
         // One group in flight at a time: its answer arms the next (`groupAnswered`).
         guard !groupPhase.isInFlight else { return }
-        let submits = pendingSubmits
+        // A shared store's group is capped (`maxGroupJobs`); its answer arms the next. SQLite's takes them all.
+        let submits = leasing != nil && !waiting ? takeGroupSubmits() : pendingSubmits
+        if leasing == nil || waiting { pendingSubmits.removeAll() }
         let ends = pendingEnds
-        pendingSubmits.removeAll()
         pendingEnds.removeAll()
         // A start whose run ended in this turn is not written: the end's row holds all of it. The others with
         // their latest progress (a checkpoint written since the start saved it; the start must not undo that).
@@ -112,6 +113,26 @@ extension Scheduler {
             return GroupWritten(inserted: inserted, lost: leasing?.takeLostWrites() ?? [])
         }
         settleGroup(submits, starts, ends, outcome)
+    }
+
+    /// The most new jobs one group commit on a shared store takes (unless its first submit alone has more):
+    /// pipelined submits wait for their commit together (`ControlServer`), and one group of all of them (hundreds
+    /// of batches) could outlast the store's request timeout, after which each submit would be tried alone.
+    static let maxGroupJobs = 2_000
+
+    /// The pending submits of the next group, oldest first, up to `maxGroupJobs` new jobs (at least one submit);
+    /// the others wait for the group after it.
+    private func takeGroupSubmits() -> [PendingSubmit] {
+        var count = 0
+        var jobs = 0
+        for submit in pendingSubmits {
+            if count > 0, jobs + submit.jobs.count > Self.maxGroupJobs { break }
+            jobs += submit.jobs.count
+            count += 1
+        }
+        let taken = Array(pendingSubmits.prefix(count))
+        pendingSubmits.removeFirst(count)
+        return taken
     }
 
     /// What follows a group's commit, sent waiting or not: its ends leave `pendingRecords`; then the group's
