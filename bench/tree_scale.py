@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Folder upload at scale (issue 35): a tree of N files of S bytes to a file:// directory; reports the wall time,
-the daemon's peak RSS (VmHWM), the size of `show --json` and of one `show --files --json` page.
+"""Folder upload at scale (issue 35): a tree of N files of S bytes to a file:// directory, S3 (the moto test
+server) or tus (the tuspyserver test server); reports the wall time, the daemon's peak RSS (VmHWM), the size of
+`show --json` and of one `show --files --json` page, and the largest checkpoint the job saved (read from the store
+while it runs).
 
     bench/tree_scale.py --files 100000 --size 1024            # release build (built incrementally)
     bench/tree_scale.py --files 10000 --size 1024 --binary .build/debug/trailbook-jobs
-
-Only file:// for now; tus and the before/after comparison of several files at once are not here yet."""
+    bench/tree_scale.py --files 10000 --to s3                 # needs .venv-s3 (Tests/Support/s3-server/setup.sh)
+    bench/tree_scale.py --files 10000 --to tus                # needs .venv-tus (Tests/Support/tus-server/setup.sh)"""
 import argparse
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -27,6 +30,48 @@ def peak_rss_kib(pid):
     return 0
 
 
+def start_ready(argv):
+    """Starts a test server that prints `READY <port>`; returns (process, port). It exits when its stdin closes."""
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    line = process.stdout.readline().decode().split()
+    if len(line) != 2 or line[0] != "READY":
+        process.kill()
+        raise SystemExit(f"tree_scale: {argv[1]} did not start")
+    return process, int(line[1])
+
+
+def destination(kind, work, env):
+    """Starts the server for `kind` (file, s3, tus) if it needs one; returns (the --to URL, the server or None)."""
+    support = os.path.join(benchlib.ROOT, "Tests", "Support")
+    if kind == "file":
+        dest = os.path.join(work, "dest")
+        os.makedirs(dest)
+        return "file://" + dest, None
+    venv = os.path.join(benchlib.ROOT, ".venv-s3" if kind == "s3" else ".venv-tus", "bin", "python")
+    if not os.path.exists(venv):
+        raise SystemExit(f"tree_scale: no {os.path.dirname(os.path.dirname(venv))}; run its setup.sh first")
+    if kind == "s3":
+        server, port = start_ready([venv, os.path.join(support, "s3-server", "server.py"), "--bucket", "scale"])
+        env.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_REGION="us-east-1",
+                   AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+                   AWS_CONFIG_FILE="/nonexistent", AWS_PROFILE="", AWS_SESSION_TOKEN="")
+        return "s3://scale/tree/", server
+    files = os.path.join(work, "tus-files")
+    os.makedirs(files)
+    server, port = start_ready([venv, os.path.join(support, "tus-server", "server.py"), "--files-dir", files])
+    return f"http://127.0.0.1:{port}/files/", server
+
+
+def checkpoint_bytes(home, job):
+    """Bytes of the job's checkpoint in the daemon's SQLite store now (0 when none or unreadable)."""
+    try:
+        with sqlite3.connect(f"file:{os.path.join(home, 'jobs.sqlite3')}?mode=ro", uri=True, timeout=0.5) as db:
+            row = db.execute("SELECT length(checkpoint) FROM jobs WHERE id = ?", (job,)).fetchone()
+            return row[0] or 0 if row else 0
+    except sqlite3.Error:
+        return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=10000)
@@ -34,12 +79,12 @@ def main():
     parser.add_argument("--per-folder", type=int, default=1000, help="files per sub-folder")
     parser.add_argument("--binary", help="trailbook-jobs to run (default: the release build)")
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--to", choices=("file", "s3", "tus"), default="file", help="destination kind")
     args = parser.parse_args()
     binary = os.path.abspath(args.binary) if args.binary else benchlib.build()
     work = tempfile.mkdtemp(prefix="tbj-tree-scale-")
     try:
-        tree, dest, home = (os.path.join(work, name) for name in ("tree", "dest", "home"))
-        os.makedirs(dest)
+        tree, home = (os.path.join(work, name) for name in ("tree", "home"))
         os.makedirs(home)
         payload = os.urandom(args.size)
         for number in range(args.files):
@@ -49,16 +94,19 @@ def main():
             with open(os.path.join(folder, f"f{number:06d}.bin"), "wb") as out:
                 out.write(payload)
         env = dict(os.environ, TRAILBOOK_JOBS_HOME=home)
+        to, server = destination(args.to, work, env)
         daemon = benchlib.start_daemon(binary, env)
         try:
             def cli(*arguments):
                 return subprocess.run([binary, *arguments], env=env, check=True, capture_output=True).stdout
 
             started = time.monotonic()
-            job = cli("submit", "upload", tree, "--to", "file://" + dest).decode().strip()
+            job = cli("submit", "upload", tree, "--to", to).decode().strip()
             peak = 0
+            largest_checkpoint = 0
             while True:
                 peak = max(peak, peak_rss_kib(daemon.pid))
+                largest_checkpoint = max(largest_checkpoint, checkpoint_bytes(home, job))
                 state = json.loads(cli("show", job, "--json"))["state"]
                 if state in ("succeeded", "failed", "cancelled"):
                     break
@@ -70,14 +118,18 @@ def main():
             show = cli("show", job, "--json")
             page = cli("show", job, "--files", "--json", "--limit", "100")
             result = {
-                "files": args.files, "file_bytes": args.size, "state": state, "wall_s": round(wall, 2),
+                "to": args.to, "files": args.files, "file_bytes": args.size, "state": state, "wall_s": round(wall, 2),
                 "daemon_peak_rss_mib": round(peak / 1024, 1), "show_json_bytes": len(show),
-                "show_files_page_bytes": len(page), "binary": binary,
+                "show_files_page_bytes": len(page), "largest_checkpoint_bytes_seen": largest_checkpoint,
+                "binary": binary,
             }
             print(json.dumps(result))
         finally:
             daemon.terminate()
             daemon.wait(timeout=30)
+            if server:
+                server.stdin.close()
+                server.wait(timeout=30)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

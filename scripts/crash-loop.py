@@ -351,6 +351,18 @@ def tus_offset(tus_files, upload):
         return None
 
 
+def landed_files(daemon, job_id):
+    """A folder upload's landed files from its file list (the `files` request, paged), as a result lists files:
+    {"name", "sha256", "url"} (url: where the file is, a tus upload's URL)."""
+    files, after = [], -1
+    while after is not None:
+        reply = daemon.request({"op": "files", "job": job_id, "state": "done", "after": after, "limit": 10000})
+        for entry in reply["files"]:
+            files.append({"name": entry["item"]["name"], "sha256": entry.get("code"), "url": entry.get("message", "")})
+        after = reply["next_after"]
+    return files
+
+
 def check(rounds, daemon, tus_files, s3_port, empty_bound):
     """Every check of the module docstring; returns the list of problems (empty when all held)."""
     problems = []
@@ -366,9 +378,15 @@ def check(rounds, daemon, tus_files, s3_port, empty_bound):
                 problems.append(f"job {job_id} ({r.kind[job_id]}) ended {job['state']}: {job.get('error')}")
                 continue
             result = job["result"]
-            by_name = {f["name"]: f for f in result["files"]}
-            if len(by_name) != len(result["files"]):
-                problems.append(f"job {job_id}: {len(result['files']) - len(by_name)} file(s) listed twice")
+            files = result["files"]
+            if "tree" in result:
+                # A folder upload's result holds counts; its files are its file list (`show ID --files`).
+                if files:
+                    problems.append(f"job {job_id}: a folder upload's result lists {len(files)} files")
+                files = landed_files(daemon, job_id)
+            by_name = {f["name"]: f for f in files}
+            if len(by_name) != len(files):
+                problems.append(f"job {job_id}: {len(files) - len(by_name)} file(s) listed twice")
             if set(by_name) != set(sources):
                 problems.append(f"job {job_id}: {len(set(sources) - set(by_name))} file(s) missing from the result, "
                                 f"{len(set(by_name) - set(sources))} unknown")

@@ -74,6 +74,9 @@ public final class JobContext {
     private var nextWorkerWait = 0
     /// Called once when the job is stopped, by registration number (see `runCancellingOnStop`).
     private var stopHandlers: [Int: () -> Void] = [:]
+    /// Outcomes of the job's list entries noted since the last checkpoint save (`JobEntries.note`), written with
+    /// the next one.
+    var notedEntryOutcomes: [(position: Int, outcome: JobEntryOutcome)] = []
     private var nextStopHandler = 0
 
     init(
@@ -144,9 +147,16 @@ public final class JobContext {
     /// Call it only once the work it describes is durable (written and fsynced, or confirmed by a server): a
     /// resume starts from here, so a checkpoint ahead of the work would skip data.
     /// While another process holds the store's lock the checkpoint is written later and this returns at once.
+    /// The entry outcomes noted since the last save (`JobEntries.note`) are written first, in one statement, so
+    /// each is durable no later than the checkpoint that moves past its entry.
     /// - Throws: `JobError` `store_write_failed` if the store cannot be written (disk full, I/O error); retryable.
     ///   The scheduler stops the job then, so it ends `needs_retry` even if the kind carries on.
     public func saveCheckpoint<C: Encodable>(_ checkpoint: C) throws(JobError) {
+        do {
+            try entries.writeNoted()
+        } catch {
+            throw JobError(code: "store_write_failed", message: "cannot save the checkpoint: \(error.message)", retryable: true)
+        }
         do {
             try host?.jobSaveCheckpoint(self, JSONCoding.value(of: checkpoint))
         } catch let error as JobError {

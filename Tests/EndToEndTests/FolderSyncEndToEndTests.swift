@@ -26,7 +26,7 @@ struct FolderSyncEndToEndTests {
         func upload(_ extra: [String] = []) throws -> (done: JSONValue, objects: Int, bytes: Int64) {
             let id = try daemon.submitUpload(
                 [trip.root, "--to", "s3://photos/trips/lisbon/", "--chunk-size", "5MiB"] + extra)
-            let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+            let done = try daemon.waitForFolder(id, "succeeded", timeout: 120)
             let requests = try server.requests()
             defer { seen = requests.count }
             let (objects, bytes) = Self.sent(requests[seen...])

@@ -96,7 +96,7 @@ struct FolderUploadEndToEndTests {
         // A destination directory that does not exist yet is created (as rclone copy does).
         let into = destination.file("trips/lisbon")
         let id = try daemon.submitUpload([trip.root, "--to", "file://" + into, "--chunk-size", "5MiB"])
-        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let done = try daemon.waitForFolder(id, "succeeded", timeout: 60)
         try trip.checkResult(done)
         for (name, sha) in trip.expected {
             #expect(try Self.sha256(of: BytePath.join(BytePath(into), BytePath(bytes: name))) == sha)
@@ -113,7 +113,7 @@ struct FolderUploadEndToEndTests {
         let server = try S3Server()
         let daemon = try DaemonHarness(environment: server.environment())
         let id = try daemon.submitUpload([trip.root, "--to", "s3://photos/trips/lisbon/", "--chunk-size", "5MiB"])
-        let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+        let done = try daemon.waitForFolder(id, "succeeded", timeout: 120)
         try trip.checkResult(done)
         for (name, sha) in trip.expected {
             let key = "trips/lisbon/" + String(decoding: name, as: UTF8.self)
@@ -132,7 +132,7 @@ struct FolderUploadEndToEndTests {
         let tus = try TusServers()
         let daemon = try DaemonHarness()
         let id = try daemon.submitUpload([trip.root, "--to", tus.endpoint, "--chunk-size", "5MiB"])
-        let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+        let done = try daemon.waitForFolder(id, "succeeded", timeout: 120)
         try trip.checkResult(done)
         let files = try #require(done["result"]?["files"]?.arrayValue)
         for file in files {
@@ -167,7 +167,7 @@ struct FolderUploadEndToEndTests {
             trip.root, "--to", "file://" + destination.path, "--follow-links", "--exclude", "*.bin", "--include",
             "*.jpg",
         ])
-        let done = try daemon.waitForState(id, "succeeded", timeout: 60)
+        let done = try daemon.waitForFolder(id, "succeeded", timeout: 60)
         let names = Set(
             done["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue.map { Array($0.utf8) } } ?? [])
         let jpegs = Set(trip.expected.keys.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".jpg") })
@@ -204,7 +204,7 @@ struct FolderUploadEndToEndTests {
         let id = try daemon.submitUpload([
             work.file("camera"), work.file("single.jpg"), "--to", "file://" + destination.path,
         ])
-        let done = try daemon.waitForState(id, "succeeded")
+        let done = try daemon.waitForFolder(id, "succeeded")
         #expect(
             done["result"]?["files"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == [
                 "IMG_0001.JPG", "single.jpg",
@@ -223,7 +223,7 @@ struct FolderUploadEndToEndTests {
         let server = try S3Server()
         let daemon = try DaemonHarness(environment: server.environment())
         let id = try daemon.submitUpload([work.file("trip"), "--to", "s3://photos/p/"])
-        let done = try daemon.waitForState(id, "failed", timeout: 60)
+        let done = try daemon.waitForFolder(id, "failed", timeout: 60)
         #expect(done["error"]?["code"]?.stringValue == "some_files_failed")
         let message = done["error"]?["message"]?.stringValue ?? ""
         #expect(message.contains("1 of 2 files failed (1 bad_name)"))
@@ -265,7 +265,7 @@ struct FolderUploadEndToEndTests {
         }
         try daemon.start()
         for id in [toDirectory, toS3] {
-            let done = try daemon.waitForState(id, "succeeded", timeout: 90)
+            let done = try daemon.waitForFolder(id, "succeeded", timeout: 90)
             let files = done["result"]?["files"]?.arrayValue ?? []
             #expect(files.count == 240)
             for file in files {
@@ -300,7 +300,7 @@ struct FolderUploadEndToEndTests {
         let into = destination.file("lisbon")
         func upload(_ extra: [String] = []) throws -> JSONValue {
             let id = try daemon.submitUpload([trip.root, "--to", "file://" + into] + extra)
-            return try daemon.waitForState(id, "succeeded", timeout: 60)
+            return try daemon.waitForFolder(id, "succeeded", timeout: 60)
         }
         func inode(_ name: String) throws -> Int? {
             try FileManager.default.attributesOfItem(atPath: into + "/" + name)[.systemFileNumber] as? Int

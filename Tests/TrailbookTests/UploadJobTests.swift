@@ -60,7 +60,10 @@ final class RecordingHost: JobHost, JobEntryHost {
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         self.checkpoint = checkpoint
         checkpointSaves += 1
+        largestCheckpointBytes = max(largestCheckpointBytes, JSONCoding.encode(checkpoint).count)
     }
+    /// The size of the largest checkpoint saved, in bytes of JSON.
+    var largestCheckpointBytes = 0
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? { checkpoint }
     func jobLog(_ job: JobContext, level: LogLevel, message: String) { logs.append((level, message)) }
 

@@ -42,8 +42,14 @@ struct UploadTreeEntriesTests {
         // The files to upload in upload order, then what is not uploaded in the order met (the walk, then the
         // destination check).
         #expect(entries.map { $0.item["name"]?.stringValue } == ["day 1/a.jpg", "day 1/b.jpg", nil, "c.txt"])
-        #expect(entries[0].outcome == .done(detail: SHA256.hexDigest(of: [UInt8](repeating: 3, count: 3))))
-        #expect(entries[1].outcome == .done(detail: SHA256.hexDigest(of: [UInt8](repeating: 5, count: 5))))
+        #expect(
+            entries[0].outcome
+                == .done(
+                    detail: SHA256.hexDigest(of: [UInt8](repeating: 3, count: 3)), location: scratch.dst + "/day 1/a.jpg"))
+        #expect(
+            entries[1].outcome
+                == .done(
+                    detail: SHA256.hexDigest(of: [UInt8](repeating: 5, count: 5)), location: scratch.dst + "/day 1/b.jpg"))
         #expect(entries[3].outcome == .alreadyThere)
         #expect(entries[2].item["path"]?.stringValue == tree + "/link.jpg")
         guard case .passedOver(let reason, _) = entries[2].outcome else {

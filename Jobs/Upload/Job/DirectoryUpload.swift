@@ -59,8 +59,8 @@ struct DirectoryUpload: UploadTransfer {
         }
 
         var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, file) in checkpoint.finished.enumerated() {
-            progress.set(index, file.bytes)
+        for (index, bytes) in checkpoint.landedBefore() {
+            progress.set(index, bytes)
             progress.filesDone += 1
         }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
@@ -301,7 +301,7 @@ struct DirectoryUpload: UploadTransfer {
     private func finish(
         _ index: Int, _ record: UploadedFile, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress
     ) {
-        checkpoint.finished.append(record)
+        checkpoint.appendFinished(record)
         checkpoint.fileIndex = index + 1
         checkpoint.offset = 0
         checkpoint.fileBytesResent = 0
@@ -342,8 +342,8 @@ struct DirectoryUpload: UploadTransfer {
             name: names[index], path: finalPath, bytes: size, sha256: hash.hexDigest,
             bytesResent: checkpoint.fileBytesResent)
         finish(index, record, checkpoint: &checkpoint, progress: &progress)
-        try job.saveCheckpoint(checkpoint)
         await landed?(index, record)
+        try job.saveCheckpoint(checkpoint)
     }
 
     /// Deletes every `.part` file this job may have written (after it ended `failed` or `cancelled`); `.retry`
@@ -390,9 +390,13 @@ struct DirectoryUpload: UploadTransfer {
     }
 }
 
-/// Byte progress of a multi-file upload: the total and one item per file.
+/// Byte progress of a multi-file upload: the total and each file's done bytes. A file's row (`ProgressItem`) is
+/// made only when reported, from its name, so 100 000 files cost their byte counts here, not 100 000 rows.
 struct UploadProgress {
-    private var all: [ProgressItem]
+    private var doneBytes: [Int64]
+    private let sizes: [Int64]
+    /// File `index`'s label (its destination name), read from the caller's list of names.
+    private let label: (Int) -> String
     private(set) var completed: Int64 = 0
     let total: Int64
     private var current = 0
@@ -402,32 +406,41 @@ struct UploadProgress {
     var filesDone: Int64 = 0
 
     /// Files landed of files in all, reported beside the bytes (`JobProgress.files`).
-    var files: ProgressFileCount { ProgressFileCount(completed: filesDone, total: Int64(all.count)) }
+    var files: ProgressFileCount { ProgressFileCount(completed: filesDone, total: Int64(sizes.count)) }
 
     /// Per-file rows sent with each report, at most: a job of 20 000 small files must not copy and publish
     /// 20 000 rows per report (that made it quadratic); the window follows the file in progress.
     static let reportedItemLimit = 64
 
+    /// Progress of files named `names` (labels) of `sizes` bytes.
     init(names: [BytePath], sizes: [Int64]) {
-        all = zip(names, sizes).map { ProgressItem(label: $0.description, completed: 0, total: $1) }
+        self.init(sizes: sizes) { names[$0].description }
+    }
+
+    /// Progress of files of `sizes` bytes, file `index` labelled `label(index)`.
+    init(sizes: [Int64], label: @escaping (Int) -> String) {
+        doneBytes = [Int64](repeating: 0, count: sizes.count)
+        self.sizes = sizes
+        self.label = label
         total = sizes.reduce(0, +)
     }
 
     /// File `index`'s done bytes.
-    func done(_ index: Int) -> Int64 { all[index].completed }
+    func done(_ index: Int) -> Int64 { doneBytes[index] }
 
     /// Sets file `index`'s done bytes.
     mutating func set(_ index: Int, _ done: Int64) {
-        completed += done - all[index].completed
-        all[index].completed = done
+        completed += done - doneBytes[index]
+        doneBytes[index] = done
         current = index
     }
 
     /// The per-file rows to report: all of them for a small job, else a window of `reportedItemLimit` starting
     /// at the file in progress (a fresh small array, so reporting never copies the whole list).
     var items: [ProgressItem] {
-        guard all.count > Self.reportedItemLimit else { return all }
-        let start = min(current, all.count - Self.reportedItemLimit)
-        return Array(all[start..<(start + Self.reportedItemLimit)])
+        let start = sizes.count > Self.reportedItemLimit ? min(current, sizes.count - Self.reportedItemLimit) : 0
+        return (start..<min(sizes.count, start + Self.reportedItemLimit)).map {
+            ProgressItem(label: label($0), completed: doneBytes[$0], total: sizes[$0])
+        }
     }
 }

@@ -54,8 +54,8 @@ struct S3FinishedUpload {
 }
 
 extension S3UploadRun {
-    /// Records file `index` as landed (the object `key` is complete and checked), saves the checkpoint and tells
-    /// `landed`.
+    /// Records file `index` as landed (the object `key` is complete and checked), tells `landed` (whose note of the
+    /// file's outcome the save writes) and saves the checkpoint.
     func finish(
         _ index: Int, key: String, plan: S3PartPlan, source: TusSource, checkpoint: inout UploadCheckpoint,
         progress: S3Progress, in job: JobContext
@@ -65,8 +65,8 @@ extension S3UploadRun {
             name: BytePath(names[index]), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size,
             sha256: source.hash.hexDigest, bytesResent: checkpoint.fileBytesResent)
         checkpoint.land(index, file)
-        try job.saveCheckpoint(checkpoint)
         if let landed { await landed(index, file) }
+        try job.saveCheckpoint(checkpoint)
     }
 
     /// After `NoSuchUpload` for the recorded upload `uploadID`: whether it is gone because it was completed, the

@@ -115,8 +115,8 @@ struct TusUploadRun: UploadTransfer {
         }
 
         let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, file) in checkpoint.finished.enumerated() {
-            progress.acknowledged(index, file.bytes)
+        for (index, bytes) in checkpoint.landedBefore() {
+            progress.acknowledged(index, bytes)
             progress.landed()
         }
         let client = try Self.client(for: params, endpoint: endpoint, quiet: NetworkQuietLimit(for: job))
@@ -357,7 +357,7 @@ struct TusUploadRun: UploadTransfer {
                     file.checksumVerified = checkpoint.checksumVerified ?? false
                     remember(index, url: url, size: bytes, state: .complete(sha256: file.sha256), in: job)
                     checkpoint.checksumVerified = nil
-                    checkpoint.finished.append(file)
+                    checkpoint.appendFinished(file)
                     checkpoint.fileIndex = index + 1
                     checkpoint.offset = 0
                     checkpoint.fileBytesResent = 0
@@ -366,8 +366,9 @@ struct TusUploadRun: UploadTransfer {
                     checkpoint.sentThrough = nil
                     progress.acknowledged(index, bytes)
                     progress.landed()
-                    if cadence.landed(bytes: bytes, landed: checkpoint.landedCount) { try save(checkpoint) }
+                    // Told first: the save writes the file's outcome it notes, before the checkpoint that passes it.
                     await landed?(index, file)
+                    if cadence.landed(bytes: bytes, landed: checkpoint.landedCount) { try save(checkpoint) }
                     return
 
                 case .fail(let error):

@@ -206,10 +206,16 @@ public struct FileNode: Codable, Sendable, Equatable {
 /// the files before them land too and they move to `finished` in order. A resume does not send them again.
 ///
 /// An upload of library photos adds `"photos"` (`PhotoUploadPlan`): the photos it resolved on its first run, whose
-/// files are its sources. An upload of folders adds `"tree"` (`UploadTreePlan`): the files it listed on its first
-/// run and their names at the destination.
+/// files are its sources. An upload of folders adds `"tree"` (`UploadTreePlan`): the counts of what it listed on
+/// its first run.
+///
+/// Version 2 (an upload of folders from this version on): the files, their names and identities live in the job's
+/// file list in the store (`UploadTreeEntries`), not here, so the checkpoint stays a few hundred bytes whatever the
+/// number of files: `"sources"`, `"finished"` and the tree's `"files"` and `"names"` are written empty, and
+/// `"file_count"`, `"finished_count"` and `"finished_bytes"` stand for them (`UploadCheckpoint+FileList.swift`).
+/// Version 1 (files, photos, and folder uploads that began before version 2) keeps every file here, as before.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
-    /// Format version; 1.
+    /// Format version: 1, or 2 when the files live in the job's file list (see the type's documentation).
     public var version: Int
     /// Index in `files` of the file being uploaded; `files.count` once all are done.
     public var fileIndex: Int
@@ -269,6 +275,21 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// when none. `fileIndex` passes them as it reaches them.
     public var failedAhead: [Int]?
 
+    /// Version 2: the number of files the upload lists (`sources` and the tree's files are read from the job's
+    /// file list when loaded, and written empty); `nil` in version 1.
+    public var fileCount: Int?
+
+    /// Version 2: files that landed before `fileIndex` and are not in `finished` (their rows are in the job's
+    /// file list); `nil` (none) in version 1.
+    public var finishedCount: Int?
+
+    /// Version 2: the bytes of those `finishedCount` files.
+    public var finishedBytes: Int64?
+
+    /// Version 2, in memory only: the files before `fileIndex` that failed alone, by index, as the job's file
+    /// list had them when this checkpoint was loaded (for progress on resume).
+    var failedBefore: Set<Int> = []
+
     /// A file that landed before the file at `fileIndex` did.
     public struct FinishedAhead: Codable, Sendable, Equatable {
         /// Its index in `files` (greater than `fileIndex`).
@@ -309,10 +330,33 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         case failingSince = "failing_since_ms"
         case finishedAhead = "finished_ahead"
         case failedAhead = "failed_ahead"
+        case fileCount = "file_count"
+        case finishedCount = "finished_count"
+        case finishedBytes = "finished_bytes"
     }
 
     /// Files that landed and are recorded here, in order or ahead of an earlier one.
-    var landedCount: Int { finished.count + (finishedAhead?.count ?? 0) }
+    var landedCount: Int { (finishedCount ?? 0) + finished.count + (finishedAhead?.count ?? 0) }
+
+    /// Whether the files live in the job's file list rather than here (version 2).
+    var listsInStore: Bool { version >= 2 }
+
+    /// Records `file` as landed in order (the caller moves `fileIndex`): appended to `finished` in version 1,
+    /// counted in `finishedCount` and `finishedBytes` in version 2 (its row is the job's file list's).
+    mutating func appendFinished(_ file: UploadedFile) {
+        guard listsInStore else {
+            finished.append(file)
+            return
+        }
+        finishedCount = (finishedCount ?? 0) + 1
+        finishedBytes = (finishedBytes ?? 0) + file.bytes
+    }
+
+    /// The files before `fileIndex` that landed, with their bytes, for a resumed transfer's progress.
+    func landedBefore() -> [(index: Int, bytes: Int64)] {
+        guard listsInStore else { return finished.enumerated().map { ($0.offset, $0.element.bytes) } }
+        return (0..<min(fileIndex, sources.count)).filter { !failedBefore.contains($0) }.map { ($0, sources[$0].size) }
+    }
 
     /// Whether a job that has landed `unsavedFiles` files (`unsavedBytes` bytes) since it last saved this checkpoint
     /// should save it now. Each save writes the whole list of landed files, so saving after every file costs
@@ -340,7 +384,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
             finishedAhead = (finishedAhead ?? []) + [FinishedAhead(index: index, file: file)]
             return
         }
-        finished.append(file)
+        appendFinished(file)
         fileIndex += 1
         passLandedAhead()
         offset = 0
@@ -356,7 +400,7 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     mutating func passLandedAhead() {
         while true {
             if let next = finishedAhead?.firstIndex(where: { $0.index == fileIndex }) {
-                finished.append(finishedAhead!.remove(at: next).file)
+                appendFinished(finishedAhead!.remove(at: next).file)
             } else if let failed = failedAhead?.firstIndex(of: fileIndex) {
                 failedAhead!.remove(at: failed)
             } else {
@@ -375,8 +419,8 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Checks that this checkpoint can belong to a job uploading `fileCount` files.
     /// - Throws: `JobError` `bad_checkpoint` otherwise (not retryable: resubmit the job).
     func check(fileCount: Int) throws(JobError) {
-        guard version == 1, sources.count == fileCount, fileIndex >= 0, fileIndex <= fileCount,
-            finished.count + failedBehind == fileIndex, offset >= 0,
+        guard version == 1 || version == 2, sources.count == fileCount, fileIndex >= 0, fileIndex <= fileCount,
+            (finishedCount ?? 0) + finished.count + failedBehind == fileIndex, offset >= 0,
             fileIndex == fileCount || offset <= sources[fileIndex].size,
             (finishedAhead ?? []).allSatisfy({ $0.index > fileIndex && $0.index < fileCount }),
             (failedAhead ?? []).allSatisfy({ $0 > fileIndex && $0 < fileCount })

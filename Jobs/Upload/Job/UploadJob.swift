@@ -407,11 +407,20 @@ public struct UploadJob: JobKind {
         let transfer = try Self.transfer(for: params, names: tree?.names ?? plan?.names, landed: landed)
         do {
             if var tree {
-                let result = try await tree.files.isEmpty
+                var result = try await tree.files.isEmpty
                     ? Self.result(files: [], bytesResent: 0, destination: params.to)
                     : job.runCancellingOnStop { try await transfer.run(in: job) }
+                try job.entries.writeNoted()
                 // With the files that failed while the transfer ran (`UploadCheckpoint.failFile`).
-                tree = try job.loadCheckpoint(as: UploadCheckpoint.self)?.tree ?? tree
+                if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self), var counted = saved.tree {
+                    if saved.listsInStore {
+                        // Version 2: counts and bytes; the files (saved only in the job's file list) are this run's.
+                        counted.files = tree.files
+                        counted.names = tree.names
+                        if !tree.files.isEmpty { result = saved.countedResult(destination: params.to) }
+                    }
+                    tree = counted
+                }
                 if let failure = tree.failure(destination: params.to) { throw failure }
                 return tree.annotate(result)
             }
@@ -443,7 +452,7 @@ public struct UploadJob: JobKind {
             params.files = plan.files
         }
         var names = params.photos == nil ? nil : (try? job.loadCheckpoint(as: UploadCheckpoint.self))?.photos?.names
-        if params.photos == nil, let tree = try? job.loadCheckpoint(as: UploadCheckpoint.self)?.tree {
+        if params.photos == nil, let tree = try? UploadCheckpoint.load(in: job)?.tree {
             params.files = tree.files
             names = tree.names
         }

@@ -49,7 +49,7 @@ extension UploadCheckpoint {
         discardFile: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil,
         identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
     ) async throws -> (checkpoint: UploadCheckpoint, resumed: Bool) {
-        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+        if let saved = try UploadCheckpoint.load(in: job) {
             try saved.check(fileCount: files.count)
             if filesFailAlone, saved.tree != nil {
                 let checked = try await saved.checkCurrentFile(

@@ -10,6 +10,10 @@ import TrailbookLoop
 /// each entry's outcome (`record`), so its checkpoint need hold only a cursor, the entries under way and counts.
 /// The entries go with the job (prune, retention).
 ///
+/// Outcomes can also be noted (`note`) as they happen and written together with the job's next checkpoint save
+/// (`JobContext.saveCheckpoint`), one statement for all of them: a list of 100 000 files then costs one store
+/// write per checkpoint, not one per file (on a shared store, not a round trip on the loop per file).
+///
 /// Each call is one store transaction and waits for it (on a shared store, one round trip). Errors are
 /// `JobError` `store_error` (retryable): the scheduler then retries the attempt later; `store_error` not
 /// retryable when the daemon's store keeps no lists (a test host).
@@ -18,6 +22,14 @@ public struct JobEntries {
     /// The job whose list this is.
     public let jobID: String
     let store: (any JobEntryStoring)?
+    /// The running job whose noted outcomes this writes (`note`); `nil` outside a run (the `files` request).
+    let context: JobContext?
+
+    init(jobID: String, store: (any JobEntryStoring)?, context: JobContext? = nil) {
+        self.jobID = jobID
+        self.store = store
+        self.context = context
+    }
 
     /// Most entries a page holds; `page` gives at most this many whatever it is asked.
     nonisolated public static let maximumPage = 10_000
@@ -47,6 +59,25 @@ public struct JobEntries {
     public func record(_ outcomes: [(position: Int, outcome: JobEntryOutcome)]) throws(JobError) {
         guard !outcomes.isEmpty else { return }
         try call("record file outcomes") { try $0.recordOutcomes(jobID: jobID, outcomes) }
+    }
+
+    /// Notes the outcome of entry `position`, to be written with the job's next checkpoint save (or `writeNoted`)
+    /// in one statement with the others noted: note an outcome once it is durable at the destination, before the
+    /// checkpoint that moves past the entry is saved. Ignored where the store keeps no lists (a test host).
+    public func note(_ position: Int, _ outcome: JobEntryOutcome) {
+        guard store != nil else { return }
+        context?.notedEntryOutcomes.append((position, outcome))
+    }
+
+    /// Outcomes noted and not written yet.
+    public var notedCount: Int { context?.notedEntryOutcomes.count ?? 0 }
+
+    /// Writes the outcomes noted since the last write, in one transaction; they stay noted if it fails.
+    /// - Throws: `JobError` `store_error`.
+    public func writeNoted() throws(JobError) {
+        guard let context, !context.notedEntryOutcomes.isEmpty else { return }
+        try record(context.notedEntryOutcomes)
+        context.notedEntryOutcomes.removeAll(keepingCapacity: true)
     }
 
     /// Up to `limit` (at most `maximumPage`) entries past position `after` (`-1` for the first), in order; only
@@ -88,7 +119,7 @@ protocol JobEntryHost: AnyObject {
 extension JobContext {
     /// This job's list of entries in the job store (see `JobEntries`).
     public var entries: JobEntries {
-        JobEntries(jobID: id, store: (host as? any JobEntryHost)?.entryStore)
+        JobEntries(jobID: id, store: (host as? any JobEntryHost)?.entryStore, context: self)
     }
 }
 

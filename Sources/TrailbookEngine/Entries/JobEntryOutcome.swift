@@ -5,8 +5,9 @@
 public enum JobEntryOutcome: Sendable, Equatable {
     /// Not worked on yet, or under way.
     case pending
-    /// Done; `detail` is what the kind records of the result (an upload: the SHA-256 of the bytes sent), or `nil`.
-    case done(detail: String?)
+    /// Done; `detail` is what the kind records of the result (an upload: the SHA-256 of the bytes sent), or `nil`;
+    /// `location` where the result is, when the kind says (an upload: the destination path, object or tus URL).
+    case done(detail: String?, location: String? = nil)
     /// Not needed: the destination already held the same bytes.
     case alreadyThere
     /// Failed alone (the rest of the list goes on): `code` is a stable error code (`ErrorCodes.all`), `message`
@@ -30,16 +31,17 @@ public enum JobEntryOutcome: Sendable, Equatable {
     var code: String? {
         switch self {
         case .pending, .alreadyThere: nil
-        case .done(let detail): detail
+        case .done(let detail, _): detail
         case .failed(let code, _): code
         case .passedOver(let reason, _): reason
         }
     }
 
-    /// The stored `message` column; `nil` unless failed or passed over.
+    /// The stored `message` column: a done entry's location, a failed or passed-over one's message; else `nil`.
     var message: String? {
         switch self {
-        case .pending, .done, .alreadyThere: nil
+        case .done(_, let location): location
+        case .pending, .alreadyThere: nil
         case .failed(_, let message), .passedOver(_, let message): message
         }
     }
@@ -48,7 +50,7 @@ public enum JobEntryOutcome: Sendable, Equatable {
     init?(state: String, code: String?, message: String?) {
         switch JobEntryState(rawValue: state) {
         case .pending?: self = .pending
-        case .done?: self = .done(detail: code)
+        case .done?: self = .done(detail: code, location: message)
         case .alreadyThere?: self = .alreadyThere
         case .failed?: self = .failed(code: code ?? "unknown", message: message ?? "")
         case .passedOver?: self = .passedOver(reason: code ?? "unknown", message: message ?? "")

@@ -86,7 +86,7 @@ extension UploadJob {
     static func treePlan(_ params: Params, in job: JobContext) async throws -> UploadTreePlan? {
         let destination = try UploadDestination(parsing: params.to)
         let plan: UploadTreePlan
-        if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self) {
+        if let saved = try UploadCheckpoint.load(in: job) {
             guard let tree = saved.tree else { return nil }
             plan = tree
         } else {
@@ -101,13 +101,12 @@ extension UploadJob {
                 try await UploadTreeSync.leaveOutUnchanged(
                     &listed, identities: &identities, destination: destination, params: params, in: job)
             }
-            var checkpoint = UploadCheckpoint(sources: identities)
             // The whole list, with what is not uploaded and why, into the job store before the checkpoint that
-            // fixes the plan: a crash in between lists again from scratch.
-            try UploadTreeEntries.write(listed, sizes: identities.map(\.size), in: job)
+            // fixes the plan: a crash in between lists again from scratch. The checkpoint (version 2) keeps only
+            // counts: later attempts read the files back from the list.
+            try UploadTreeEntries.write(listed, identities: identities, in: job)
             listed.notUploaded = []
-            checkpoint.tree = listed
-            try job.saveCheckpoint(checkpoint)
+            try job.saveCheckpoint(UploadCheckpoint.listing(listed, identities: identities))
             plan = listed
             let skipped = listed.skippedByReason.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
             let failed = listed.failedByCode.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }

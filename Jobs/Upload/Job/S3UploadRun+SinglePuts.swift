@@ -1,0 +1,130 @@
+import S3Client
+import TrailbookEngine
+import TrailbookHTTP
+import TrailbookLoop
+import TusClient
+
+/// Files that fit in one `PUT`, sent several at a time (`parts_in_flight`): see `S3UploadRun`.
+extension S3UploadRun {
+    /// Whether file `index` goes up in one `PUT` (its plan has one part).
+    func isSinglePut(_ index: Int, _ checkpoint: UploadCheckpoint) throws(JobError) -> Bool {
+        try Self.plan(size: checkpoint.sources[index].size, params: params, name: names[index]).isSinglePut
+    }
+
+    /// Sends the files from `checkpoint.fileIndex` on that go up in one `PUT`, up to the next multipart one, at most
+    /// `parts_in_flight` at a time. Each file's result is saved in the checkpoint as it lands (out of order ones in
+    /// `finishedAhead`). On an error or a stop the requests in flight are cancelled (the task group cancels its
+    /// children, which aborts their transfers); what landed stays recorded, the others are sent again on resume (a
+    /// `PUT` of the same bytes to the same key is idempotent).
+    func uploadSinglePuts(
+        checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext
+    ) async throws {
+        let limit = options.partsInFlight ?? S3Options.defaultPartsInFlight
+        do {
+            let failsAlone = checkpoint.tree != nil
+            try await withThrowingTaskGroup(of: (Int, Result<UploadedFile, JobError>).self) { group in
+                var inFlight = 0
+                var next = checkpoint.fileIndex
+                var cadence = LandedFilesCadence()
+                @LoopActor func record(_ done: (Int, Result<UploadedFile, JobError>)) async throws {
+                    inFlight -= 1
+                    let file: UploadedFile
+                    switch done.1 {
+                    case .success(let landed): file = landed
+                    case .failure(let failure):
+                        // A folder's file removed or changed: it fails alone (nothing of it is on the server).
+                        try await checkpoint.failAlone(
+                            done.0, name: names[done.0], path: params.files[done.0], failure: failure, in: job)
+                        cadence.saved()
+                        return
+                    }
+                    progress.finishFile(done.0)
+                    checkpoint.land(done.0, file)
+                    // Told first: the save writes the file's outcome it notes, before the checkpoint that passes it.
+                    if let landed { await landed(done.0, file) }
+                    if cadence.landed(bytes: file.bytes, landed: checkpoint.landedCount) {
+                        try job.saveCheckpoint(checkpoint)
+                        cadence.saved()
+                    }
+                }
+                // A stop (timeout, reclaim, an error) keeps what landed for the next attempt, as far as it can.
+                defer { if cadence.hasUnsaved { try? job.saveCheckpoint(checkpoint) } }
+                while next < names.count {
+                    if checkpoint.landedAhead(next) || checkpoint.failedAhead?.contains(next) == true {
+                        next += 1
+                        continue
+                    }
+                    guard try isSinglePut(next, checkpoint) else { break }
+                    try job.checkCancellation()
+                    if inFlight == limit, let done = try await group.next() { try await record(done) }
+                    let put = SinglePut(
+                        run: self, index: next, identity: checkpoint.sources[next], client: client, progress: progress,
+                        job: job)
+                    let index = next
+                    group.addTask {
+                        do {
+                            let (_, file) = try await put.send()
+                            return (index, .success(file))
+                        } catch {
+                            guard failsAlone, let failure = UploadCheckpoint.failsAlone(error) else { throw error }
+                            return (index, .failure(failure))
+                        }
+                    }
+                    inFlight += 1
+                    next += 1
+                }
+                while let done = try await group.next() { try await record(done) }
+                if cadence.hasUnsaved {
+                    try job.saveCheckpoint(checkpoint)
+                    cadence.saved()
+                }
+            }
+        } catch let error as S3Error {
+            try job.checkCancellation()
+            throw JobError(code: error.code.rawValue, message: error.message, retryable: error.code == .expiredToken)
+        }
+    }
+
+    /// One file's single `PUT` with retries, as a value a child task can own.
+    @LoopActor
+    struct SinglePut {
+        let run: S3UploadRun
+        let index: Int
+        let identity: SourceIdentity
+        let client: S3Client
+        let progress: S3Progress
+        let job: JobContext
+
+        /// Reads the file (checking it is unchanged first), `PUT`s it and checks what the server stored.
+        /// - Returns: its index and result row.
+        /// - Throws: `S3Error` from the requests; `JobError` for the source (`source_changed`, …).
+        func send() async throws -> (Int, UploadedFile) {
+            let (name, key, path, identity, progress, client, index) =
+                (run.names[index], run.key(index), run.params.files[index], identity, progress, client, index)
+            progress.startFile(index)
+            // One hop to the pool per file: open (which checks the source), read, and both digests. The body is the
+            // whole file, so the file's SHA-256 is also the signed payload hash: computed once.
+            let withSHA256 = run.sendsSHA256Checksums
+            let piece = try await job.runOnPool { () throws -> S3Piece in
+                let source = try TusSource.open(path, expected: identity)
+                let bytes = try source.read(at: 0, count: Int(identity.size))
+                return S3Piece(bytes: bytes, sha256Hex: source.hash.hexDigest, withMD5: !withSHA256)
+            }
+            let checksum = withSHA256 ? piece.sha256Base64 : nil
+            let proven = try await run.retrying("PUT \(key)", in: job) { () async throws(S3Error) -> Bool in
+                let stored = try await client.putObject(
+                    key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex, checksumSHA256: checksum,
+                    contentType: TusUploadRun.mediaType(of: name),
+                    onSendProgress: { sent in progress.sending(file: index, part: 1, sent: sent) })
+                return try S3UploadRun.check(stored, piece: piece, checksum: checksum, what: "PUT \(key)")
+            }
+            progress.acknowledged(file: index, part: 1, bytes: identity.size)
+            // A digest the server checked and confirmed proves it stored exactly these bytes, so their size; without
+            // one (an ETag of another form, with KMS or some providers, and no checksum echoed) the HEAD checks it.
+            if !proven { try await run.checkSize(index, key: key, size: identity.size, client: client, in: job) }
+            return (index, UploadedFile(
+                name: BytePath(name), path: BytePath("s3://\(run.bucket)/\(key)"), bytes: identity.size,
+                sha256: piece.sha256Hex, bytesResent: 0))
+        }
+    }
+}
