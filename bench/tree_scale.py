@@ -19,14 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 
-def peak_rss_kib(pid):
-    """The process's peak resident set (VmHWM), KiB."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=10000)
@@ -58,7 +50,7 @@ def main():
             job = cli("submit", "upload", tree, "--to", "file://" + dest).decode().strip()
             peak = 0
             while True:
-                peak = max(peak, peak_rss_kib(daemon.pid))
+                peak = max(peak, benchlib.peak_rss_kib(daemon.pid))
                 state = json.loads(cli("show", job, "--json"))["state"]
                 if state in ("succeeded", "failed", "cancelled"):
                     break
@@ -66,7 +58,7 @@ def main():
                     raise SystemExit(f"timed out; job {job} is {state}")
                 time.sleep(0.2)
             wall = time.monotonic() - started
-            peak = max(peak, peak_rss_kib(daemon.pid))
+            peak = max(peak, benchlib.peak_rss_kib(daemon.pid))
             show = cli("show", job, "--json")
             page = cli("show", job, "--files", "--json", "--limit", "100")
             result = {
