@@ -19,10 +19,11 @@ and boto3 8 MiB parts, 10 threads (awscli also over files), unsigned payloads, a
 checksums. `--clients`, `--daemon-args` and `--binary` are for trying settings or builds (A/B), not for the
 published figures.
 """
-import argparse, hashlib, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time, urllib.request
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ROOT as root, build, cpu_seconds, start_daemon  # noqa: E402
+from benchlib import (ROOT as root, build, cpu_seconds, peak_rss_kib, reset_peak_rss, run_child,  # noqa: E402
+                      sha256_file, start_daemon)
 
 venv = os.path.join(root, ".venv-s3", "bin")
 BUCKET = "photos"
@@ -35,42 +36,6 @@ s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
 for path in sys.argv[4:]:
     s3.upload_file(path, bucket, prefix + os.path.basename(path))
 """
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def run_child(argv, env):
-    """Runs argv; returns (wall s, CPU s of its process tree, peak RSS KiB, stdout)."""
-    started = time.monotonic()
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Read the pipes on the side so a chatty child cannot block; wait4 gives this child's own usage.
-    chunks = {"out": [], "err": []}
-    readers = [threading.Thread(target=lambda s=s, k=k: chunks[k].append(s.read()))
-               for s, k in ((child.stdout, "out"), (child.stderr, "err"))]
-    for r in readers:
-        r.start()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    for r in readers:
-        r.join()
-    child.returncode = os.waitstatus_to_exitcode(status)
-    out, err = b"".join(chunks["out"]), b"".join(chunks["err"])
-    if child.returncode != 0:
-        raise RuntimeError(f"{argv[:3]} exited {child.returncode}: {err.decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, out.decode()
-
-
-def peak_rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
 
 
 def main():
@@ -123,8 +88,7 @@ def main():
 
         def upload(who, s):
             if who == "daemon":
-                with open(f"/proc/{daemon.pid}/clear_refs", "w") as f:
-                    f.write("5")  # resets VmHWM to the current RSS
+                reset_peak_rss(daemon.pid)
                 before = cpu_seconds(daemon.pid)
                 wall, cli_cpu, _, out = run_child(
                     [binary, "submit", "upload", *s["paths"], "--to", f"s3://{BUCKET}/{PREFIX}", *args.daemon_args.split(),

@@ -22,14 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 
-def peak_rss_kib(pid):
-    """The process's peak resident set (VmHWM), KiB."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
 def start_ready(argv):
     """Starts a test server that prints `READY <port>`; returns (process, port). It exits when its stdin closes."""
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -105,7 +97,7 @@ def main():
             peak = 0
             largest_checkpoint = 0
             while True:
-                peak = max(peak, peak_rss_kib(daemon.pid))
+                peak = max(peak, benchlib.peak_rss_kib(daemon.pid))
                 largest_checkpoint = max(largest_checkpoint, checkpoint_bytes(home, job))
                 state = json.loads(cli("show", job, "--json"))["state"]
                 if state in ("succeeded", "failed", "cancelled"):
@@ -114,7 +106,7 @@ def main():
                     raise SystemExit(f"timed out; job {job} is {state}")
                 time.sleep(0.2)
             wall = time.monotonic() - started
-            peak = max(peak, peak_rss_kib(daemon.pid))
+            peak = max(peak, benchlib.peak_rss_kib(daemon.pid))
             show = cli("show", job, "--json")
             page = cli("show", job, "--files", "--json", "--limit", "100")
             result = {

@@ -15,6 +15,7 @@ enum DaemonCommand {
     /// `daemon`: runs the daemon in the foreground with every built-in job kind and those `kinds` makes, until
     /// SIGTERM, SIGINT or SIGHUP.
     static func daemon(_ context: CommandContext, kinds: @escaping @Sendable @LoopActor () -> [any JobKind] = { [] }) throws -> Int32 {
+        LargeBufferAllocation.apply(environment: context.environment)
         var configuration = DaemonConfiguration(home: try context.home, socketPath: try context.socketPath)
         configuration.version = CLI.version
         let arguments = context.arguments

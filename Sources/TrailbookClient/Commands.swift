@@ -24,7 +24,7 @@ package enum Commands {
         key,
         OptionSpec("wait", help: "block until the job ends; exit 0 if it succeeded, 1 otherwise"),
         OptionSpec("watch", help: "show the job's progress until it ends; exit like --wait"),
-        OptionSpec("expand", help: "with --watch on a terminal: one sub-row per file or item"),
+        OptionSpec("expand", help: "with --watch: the files in flight under the job, one line each (at most 8)"),
         json, socket,
     ]
     static let exitCodes = ExitStatus.summaryLine
@@ -149,7 +149,7 @@ package enum Commands {
             options: [
                 OptionSpec("kind", .value(placeholder: "KIND"), repeatable: true, completion: .choices(jobKinds), help: "only jobs of KIND"),
                 OptionSpec("since", .value(placeholder: "SEQ"), help: "replay events after sequence number SEQ first"),
-                OptionSpec("expand", help: "on a terminal: one sub-row per file or item of a job"),
+                OptionSpec("expand", help: "under each running job, its files in flight: one line each with bar and percent (at most 8)"),
                 OptionSpec("json", help: "print the raw feed events, one JSON object per line"), socket,
             ],
             details: """
@@ -411,7 +411,9 @@ package enum Commands {
         case (false, _): print(id)
         }
         guard let watcher else { return ExitCode.success }
-        let end = try Watch.follow(watcher, job: id, printing: context.arguments.flag("watch"), json: context.json)
+        let end = try Watch.follow(
+            watcher, job: id, printing: context.arguments.flag("watch"), json: context.json,
+            expand: context.arguments.flag("expand"))
         guard case .ended(let final) = end else {
             if case .quit(let code) = end { return code }
             return ExitCode.success

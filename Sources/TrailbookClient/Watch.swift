@@ -75,7 +75,7 @@ enum Watch {
                 context, scope: LiveWatch.Scope(jobs: jobs, kinds: kinds), subscription: subscription,
                 expand: context.arguments.flag("expand"))
         }
-        let printer = LinePrinter(json: context.json)
+        let printer = LinePrinter(json: context.json, expand: context.arguments.flag("expand"))
         // On a terminal that cannot draw the screen (TERM=dumb), keys still work: `q` quits.
         let keys = context.json ? nil : PlainKeys()
         defer { keys?.restore() }
@@ -160,9 +160,12 @@ enum Watch {
     }
 
     /// Follows job `id` on `subscription` until it reaches a terminal state. Printing plain lines on a terminal
-    /// (`TERM=dumb`), the keys of `watch` work too: `q` stops following and leaves the job running.
-    static func follow(_ subscription: Subscription, job id: String, printing: Bool, json: Bool) throws -> FollowEnd {
-        let printer = LinePrinter(json: json)
+    /// (`TERM=dumb`), the keys of `watch` work too: `q` stops following and leaves the job running. With `expand`,
+    /// each progress line is followed by the job's files in flight (`FilesInFlight.plainLines`).
+    static func follow(
+        _ subscription: Subscription, job id: String, printing: Bool, json: Bool, expand: Bool = false
+    ) throws -> FollowEnd {
+        let printer = LinePrinter(json: json, expand: expand)
         let keys = printing && !json ? PlainKeys() : nil
         defer { keys?.restore() }
         var end: JSONValue?
@@ -257,12 +260,17 @@ enum Watch {
 
     /// Prints feed events as plain lines (rate-limited per job) or raw JSON. A plain line is one event: its
     /// fields are escaped (`TerminalText.escape`), so a name or message holding a newline cannot split it or fake
-    /// another; `--json` has the exact text.
+    /// another; `--json` has the exact text. With `expand` (`--expand`), a progress line is followed by one line
+    /// per file of the job in flight (`FilesInFlight`), under the same rate limit.
     final class LinePrinter {
         let json: Bool
+        let expand: Bool
         private var lastPrinted: [String: Double] = [:]
 
-        init(json: Bool) { self.json = json }
+        init(json: Bool, expand: Bool = false) {
+            self.json = json
+            self.expand = expand
+        }
 
         func print(_ event: JSONValue) {
             if json {
@@ -281,7 +289,12 @@ enum Watch {
             let head = TerminalText.escape("\(event["at"]?.stringValue ?? "") \(job.prefix(8)) \(event["kind"]?.stringValue ?? "")")
             switch type {
             case "submitted": Swift.print("\(head) submitted")
-            case "progress": Swift.print("\(head) running \(TerminalText.escape(JobText.progress(event["progress"])))")
+            case "progress":
+                Swift.print("\(head) running \(TerminalText.escape(JobText.progress(event["progress"])))")
+                if expand, let progress = event["progress"] {
+                    let unit = progress["unit"]?.stringValue ?? ""
+                    for line in FilesInFlight(progress: progress).plainLines(head: head, unit: unit) { Swift.print(line) }
+                }
             case "state":
                 var line = "\(head) \(event["from"]?.stringValue ?? "") -> \(event["to"]?.stringValue ?? "")"
                 var job: [String: JSONValue] = ["state": event["to"] ?? .null]

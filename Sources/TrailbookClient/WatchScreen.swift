@@ -67,7 +67,7 @@ struct WatchScreen {
     private(set) var finished: [String] = []
     /// The selected live job, if any.
     private(set) var selection: String?
-    /// Sub-rows per item (`--expand`).
+    /// Sub-rows under each running job for its files in flight (`--expand`, `FilesInFlight`).
     var expand = false
     /// A line shown above the key help, e.g. "lost the daemon; reconnecting…".
     var notice: String?
@@ -241,8 +241,10 @@ struct WatchScreen {
         let table = LiveTable(rows: live.compactMap { rows[$0] }, width: width, now: now)
         for (index, id) in live.enumerated() {
             liveLines.append((id, table.line(index, selected: id == selection)))
-            if expand, let row = rows[id] {
-                for item in row.items { liveLines.append((id, Self.itemLine(item, unit: row.unit, width: width))) }
+            if expand, let row = rows[id], row.state == .running {
+                let flying = FilesInFlight(items: row.items, current: row.current)
+                for item in flying.shown { liveLines.append((id, Self.itemLine(item, unit: row.unit, width: width))) }
+                if let more = flying.moreText { liveLines.append((id, Self.fit([Span("    └ "), Span(more, .dim)], width))) }
             }
         }
         var footer: [Line] = [summaryLine(width: width)]
@@ -309,9 +311,10 @@ struct WatchScreen {
         return Self.fit(spans, width)
     }
 
+    /// A file in flight under its job's row (`--expand`): `    └ NAME  BAR  45.2%  1.2 MiB/2.5 MiB`.
     static func itemLine(_ item: ProgressItem, unit: String, width: Int) -> Line {
-        let fraction = item.total > 0 ? min(1, max(0, Double(item.completed) / Double(item.total))) : 0
-        let amount = JobText.amount(item.completed, unit: unit) + "/" + JobText.amount(item.total, unit: unit)
+        let fraction = FilesInFlight.fraction(item)
+        let amount = FilesInFlight.amount(item, unit: unit)
         let label = truncate(item.label, max(4, min(30, width / 3)))
         let barWidth = max(0, min(20, width - TerminalText.columns(label) - TerminalText.columns(amount) - 16))
         var spans = [Span("    └ "), Span(pad(label, max(4, min(30, width / 3))) + " ")]

@@ -197,26 +197,78 @@ struct WatchScreenTests {
         #expect(lines.contains { $0.hasPrefix("▸ upload job-25") })
     }
 
-    @Test func expandShowsOneSubRowPerItem() {
+    /// `--expand` lists the files in flight under a running job: not the finished one, not the ones not started
+    /// (the daemon's window holds both), the file named `current` even before its first byte is acknowledged.
+    @Test func expandShowsTheFilesInFlight() {
         var screen = WatchScreen(expand: true)
         screen.apply(job: Self.job("multi", params: ["files": ["/a/one.jpg", "/a/two.jpg"]]), now: Self.t0)
         screen.apply(
             event: [
                 "job": "multi", "kind": "upload", "type": "progress",
                 "progress": [
-                    "completed": 150, "total": 300, "unit": "bytes",
+                    "completed": 150, "total": 600, "unit": "bytes", "current": "three.jpg",
                     "items": [
                         ["label": "one.jpg", "completed": 100, "total": 100],
                         ["label": "two.jpg", "completed": 50, "total": 200],
+                        ["label": "three.jpg", "completed": 0, "total": 100],
+                        ["label": "four.jpg", "completed": 0, "total": 100],
+                        ["label": "empty.txt", "completed": 0, "total": 0],
                     ],
                 ],
             ], now: Self.t0 + 1)
         let lines = Self.text(screen)
-        #expect(lines[0].contains("one.jpg +1"))
-        #expect(lines[1].contains("└ one.jpg") && lines[1].contains("100.0%"))
-        #expect(lines[2].contains("└ two.jpg") && lines[2].contains("25.0%"))
+        #expect(lines[0].contains("three.jpg"))
+        #expect(lines[1].contains("└ two.jpg") && lines[1].contains("25.0%") && lines[1].contains("50 B/200 B"))
+        #expect(lines[2].contains("└ three.jpg") && lines[2].contains("0.0%"))
+        #expect(lines.filter { $0.contains("└") }.count == 2, "\(lines)")
+        #expect(!lines.contains { $0.contains("one.jpg") || $0.contains("four.jpg") || $0.contains("empty.txt") })
         screen.expand = false
         #expect(!Self.text(screen).contains { $0.contains("└") })
+        // A job that is not running has no file in flight, whatever its last progress said.
+        screen.expand = true
+        screen.apply(event: ["type": "state", "job": "multi", "from": "running", "to": "paused"], now: Self.t0 + 2)
+        #expect(!Self.text(screen).contains { $0.contains("└") })
+    }
+
+    /// Many files in flight (a folder sent several at a time): at most `FilesInFlight.lineLimit` lines, the rest
+    /// summed up in one line, every line within the width.
+    @Test func expandIsBoundedAndFitsTheWidth() {
+        var screen = WatchScreen(expand: true)
+        screen.apply(job: Self.job("tree", params: ["files": ["/trip"]]), now: Self.t0)
+        let items: [JSONValue] = (0..<12).map { number in
+            ["label": .string("day\(number)/IMG_\(number).jpg"), "completed": 10, "total": 100]
+        }
+        screen.apply(
+            event: [
+                "job": "tree", "kind": "upload", "type": "progress",
+                "progress": ["completed": 120, "total": 1200, "unit": "bytes", "items": .array(items)],
+            ], now: Self.t0 + 1)
+        for width in [100, 40, 12] {
+            let lines = Self.text(screen, width: width, height: 30)
+            let sub = lines.filter { $0.contains("└") }
+            #expect(sub.count == FilesInFlight.lineLimit + 1, "\(width): \(lines)")
+            #expect(lines.allSatisfy { TerminalText.columns($0) <= width }, "\(width): \(lines)")
+            if width == 100 { #expect(sub.last?.contains("+4 more in flight") == true) }
+        }
+    }
+
+    /// The plain form (not a terminal): one escaped line per file in flight, with the job's head, an ASCII bar,
+    /// the percent and the bytes; a name holding escapes and a newline stays on its line and shows as text.
+    @Test func plainLinesOfTheFilesInFlight() {
+        let progress: JSONValue = [
+            "completed": 300, "total": 1_300, "unit": "bytes", "current": "a.jpg",
+            "items": [
+                ["label": "done.jpg", "completed": 100, "total": 100],
+                ["label": "\u{1B}]0;pwned\u{07}\nb.jpg", "completed": 200, "total": 400],
+                ["label": "a.jpg", "completed": 0, "total": 800],
+            ],
+        ]
+        let lines = FilesInFlight(progress: progress).plainLines(head: "T 0123abcd upload", unit: "bytes")
+        #expect(lines.count == 2)
+        #expect(lines[0] == "T 0123abcd upload   └ \\x1b]0;pwned\\x07\\nb.jpg [##########          ] 50.0% 200 B/400 B")
+        #expect(lines[1] == "T 0123abcd upload   └ a.jpg [                    ] 0.0% 0 B/800 B")
+        #expect(!lines.joined().contains("\u{1B}") && !lines.joined().contains("\n"))
+        #expect(FilesInFlight(progress: ["completed": 1, "total": 2, "unit": "bytes"]).isEmpty)
     }
 
     @Test func ownRateWhenTheDaemonSendsNone() {
