@@ -31,7 +31,7 @@ struct FolderTusCrashEndToEndTests {
             try daemon.crash()
             try daemon.start()
         }
-        let done = try daemon.waitForState(id, "succeeded", timeout: 180)
+        let done = try daemon.waitForFolder(id, "succeeded", timeout: 180)
         let files = try #require(done["result"]?["files"]?.arrayValue)
         #expect(files.count == expected.count)
         var named: Set<String> = []

@@ -37,7 +37,7 @@ struct FolderTusSyncEndToEndTests {
         var before = Sent(try tus.stats())
         func upload(_ extra: [String] = []) throws -> (done: JSONValue, sent: Sent) {
             let id = try daemon.submitUpload([trip.root, "--to", tus.endpoint, "--chunk-size", "5MiB"] + extra)
-            let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+            let done = try daemon.waitForFolder(id, "succeeded", timeout: 120)
             let now = Sent(try tus.stats())
             defer { before = now }
             return (done, now - before)

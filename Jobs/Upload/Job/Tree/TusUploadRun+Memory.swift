@@ -74,11 +74,12 @@ extension TusUploadRun {
         checkpoint.checksumVerified = nil
         progress.acknowledged(index, remembered.size)
         progress.landed()
+        // Before the save that moves past it, as `upload` does: the file's outcome is written with that save.
+        await landed?(index, file)
         if cadence.landed(bytes: remembered.size, landed: checkpoint.landedCount) {
             try job.saveCheckpoint(checkpoint)
             cadence.saved()
         }
-        await landed?(index, file)
     }
 
     /// The uploads this job created and the memory still shows as only created, for the files from `start` on:
