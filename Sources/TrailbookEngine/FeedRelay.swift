@@ -28,7 +28,7 @@ public final class FeedRelay {
     public let progressDelay: Double
     /// Seconds before a refused (or unanswered) send is tried again.
     public let retrySeconds = 1.0
-    /// Events kept while the store refuses sends; past it the oldest are dropped (and the drop is logged).
+    /// Events kept while the store refuses sends; past it the oldest eighth is dropped (and the drop is logged).
     public let maxPending = 20_000
 
     private var store: any LeasingJobStoring
@@ -117,8 +117,11 @@ public final class FeedRelay {
         arm(after: isProgress ? progressDelay : 0)
     }
 
+    /// Drops the oldest events down to seven eighths of `maxPending`, not just the one over it: the drop and its
+    /// reindex are O(`maxPending`), so dropping one event at a time made a full relay cost that much per event
+    /// (quadratic over a 100 000-job batch submitted while the store refused) and logged once per event.
     private func dropOldest() {
-        let excess = pending.count - maxPending
+        let excess = pending.count - (maxPending - maxPending / 8)
         pending.removeFirst(excess)
         dropped += excess
         reindex()
