@@ -114,6 +114,10 @@ public struct ClaimedRun: Sendable {
     }
 }
 
+/// A job store several daemons share (the PostgreSQL store): runs are leased, not just started. Beside
+/// `JobStoring`'s calls it claims queued jobs under a lease with a fencing token (`sendClaim`), renews and
+/// rescues leases (`maintainLeases`), and sends group commits and checkpoints (`sendGroup`, `sendCheckpoint`)
+/// without holding the daemon's loop: each of these takes a completion, called on the loop thread.
 public protocol LeasingJobStoring: JobStoring {
     /// How long a lease lasts unless renewed, in seconds.
     var leaseSeconds: Double { get }
