@@ -13,13 +13,15 @@ import TrailbookLoop
 /// in the job's file list, and nothing the job writes grows with the number of files; a version-1 checkpoint (the
 /// whole plan inside, as written before) still resumes.
 struct UploadTreeScaleTests {
-    /// A tree of `count` files as `UploadTreePlan.list` would give it, with made-up identities.
+    /// A tree of `count` files as `UploadTreePlan.list` would give it, with made-up identities (the files are
+    /// never opened: they stand under the temporary directory, in a folder that is not made).
     static func tree(files count: Int) -> (UploadTreePlan, [SourceIdentity]) {
+        let root = NSTemporaryDirectory() + "tbj-scale-2026-05 Lisbon/"
         var tree = UploadTreePlan()
         var identities: [SourceIdentity] = []
         for index in 0..<count {
             let name = String(format: "d%04d/f%06d.bin", index / 1000, index)
-            tree.files.append(BytePath("/home/traveller/Pictures/2026-05 Lisbon/" + name))
+            tree.files.append(BytePath(root + name))
             tree.names.append(BytePath(name))
             identities.append(
                 SourceIdentity(
