@@ -375,10 +375,15 @@ final class StoreLockHolder {
 
 /// libfaketime for the daemon: its wall clock (`CLOCK_REALTIME`) follows an offset in a file the test rewrites,
 /// its monotonic clock stays real. `NO_FAKE_STAT=1` keeps file times true (a shifted mtime would look like a
-/// changed source); `FAKETIME_SHARED` must be set or Swift's `CommandLine.arguments` comes out empty.
+/// changed source); `FAKETIME_SHARED` must be set or Swift's `CommandLine.arguments` comes out empty. Its
+/// semaphore and shared memory are named for this clock alone: libfaketime's first process under a name creates
+/// them and unlinks them when it exits, so a name shared by every test let a daemon still exiting from one test
+/// unlink them while the next test's daemon was opening them ("sem_open failed"; it did not start).
 final class FakeClock {
     let file: TemporaryDirectory
     let library: String
+    /// The name of this clock's semaphore and shared memory (`FAKETIME_SHARED`).
+    let sharedName = "/tbj_clock_\(getpid())_\(UInt32.random(in: 0 ... .max))"
 
     init() throws {
         let candidates = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib")) ?? [])
@@ -394,8 +399,14 @@ final class FakeClock {
     var environment: [String: String] {
         [
             "LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": file.file("offset"), "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1", "NO_FAKE_STAT": "1", "FAKETIME_SHARED": "/tbj_none /tbj_none",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1", "NO_FAKE_STAT": "1", "FAKETIME_SHARED": sharedName + " " + sharedName,
         ]
+    }
+
+    /// Removes what a process killed with this clock left in /dev/shm (one that exits removes its own).
+    deinit {
+        let name = sharedName.dropFirst()
+        for leftover in ["/dev/shm/sem.\(name)", "/dev/shm/\(name)"] { unlink(leftover) }
     }
 
     /// Sets the daemon's wall clock to the real one plus `offset` (libfaketime's syntax: `-1h`, `+30`).
