@@ -1,13 +1,9 @@
 import Foundation
 
-/// A throwaway PostgreSQL server for tests: `initdb` in a new temporary directory, `pg_ctl start` listening on a
-/// Unix socket in that directory and on 127.0.0.1 at a free port, `stop()` shuts it down and deletes the directory.
-///
-/// The server binaries are found with `pg_config --bindir` (Debian's `libpq-dev`), else the newest
-/// `/usr/lib/postgresql/*/bin` (Debian's `postgresql`). `initdb` and the server refuse to run as root, so when the
-/// tests run as root (as on CI) every server command runs as the unprivileged user `nobody` through
-/// `setpriv --reuid --regid --clear-groups` (util-linux), and the directory (under /tmp, which `nobody` can reach)
-/// is handed to that user first.
+/// A throwaway PostgreSQL server for tests: a fresh cluster (a copy of `PostgresCluster.template`) in a new
+/// temporary directory, `pg_ctl start` listening on a Unix socket in that directory and on 127.0.0.1 at a free port,
+/// `stop()` shuts it down and deletes the directory. Servers run as `nobody` when the tests run as root
+/// (`PostgresCluster`).
 ///
 /// Local (socket) connections are trusted; TCP connections need the password (SCRAM), so tests can check what
 /// happens to a connection string that holds one. Durability is off (`fsync=off`): the data is thrown away.
@@ -41,28 +37,18 @@ public final class PostgresServer: @unchecked Sendable {
     /// A URI with the password through TCP port `port` on 127.0.0.1 (a proxy's, forwarding to this server).
     public func tcpURI(port: Int) -> String { "postgres://\(user):\(password)@127.0.0.1:\(port)/postgres" }
 
-    /// Creates the cluster and starts the server; waits until it accepts connections.
+    /// Creates the cluster (a copy of the test process's `PostgresCluster.template`) and starts the server; waits
+    /// until it accepts connections.
     /// - Throws: `SetupError` with the command's output or the server log if a step fails.
     public init() throws {
-        binDirectory = try Self.findBinDirectory()
-        runAsNobody = getuid() == 0
-        let base = runAsNobody ? "/tmp" : FileManager.default.temporaryDirectory.path
-        var template = Array("\(base)/trailbook-pg-XXXXXX".utf8CString)
-        guard mkdtemp(&template) != nil else { throw SetupError(description: "mkdtemp in \(base) failed") }
-        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let template = try PostgresCluster.template.get()
+        binDirectory = template.binDirectory
+        password = template.password
+        runAsNobody = template.runAsNobody
+        directory = try PostgresCluster.makeDirectory(runAsNobody: runAsNobody)
         port = try Self.freePort()
-        password = "pw-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
         do {
-            let passwordFile = directory + "/password"
-            try Data((password + "\n").utf8).write(to: URL(fileURLWithPath: passwordFile))
-            if runAsNobody {
-                guard let nobody = getpwnam("nobody") else { throw SetupError(description: "no user nobody") }
-                chown(directory, nobody.pointee.pw_uid, nobody.pointee.pw_gid)
-                chown(passwordFile, nobody.pointee.pw_uid, nobody.pointee.pw_gid)
-            }
-            try run(
-                "initdb", "-D", "\(directory)/data", "-U", user, "--auth-local=trust", "--auth-host=scram-sha-256",
-                "--pwfile=\(passwordFile)", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+            try PostgresCluster.run("/bin/cp", ["-a", template.directory + "/data", directory + "/data"], in: directory)
             try startUp()
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
@@ -113,46 +99,8 @@ public final class PostgresServer: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: "\(directory)/server.log", encoding: .utf8)) ?? "" }
 
     /// Runs a server binary (as `nobody` when root) and waits for it, its output in `<tool>.out`.
-    ///
-    /// `ChildProcess`, not Foundation's `Process`: `Process.waitUntilExit` never returned for `pg_ctl start`,
-    /// whose server lives on as its orphan.
     private func run(_ tool: String, _ arguments: String...) throws {
-        let command = ["\(binDirectory)/\(tool)"] + arguments
-        let outputFile = "\(directory)/\(tool).out"
-        let pid = try ChildProcess.spawn(
-            "/usr/bin/env",
-            runAsNobody ? ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] + command : command,
-            environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "LC_ALL": "C"],
-            output: outputFile)
-        let status = ChildProcess.exitStatus(of: pid)
-        guard status == 0 else {
-            let printed = (try? String(contentsOfFile: outputFile, encoding: .utf8)) ?? ""
-            throw SetupError(
-                description: "\(tool) \(arguments.joined(separator: " ")) failed (exit \(status.map(String.init) ?? "by signal")): \(printed)")
-        }
-    }
-
-    private static func findBinDirectory() throws -> String {
-        let process = Process()
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["pg_config", "--bindir"]
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        if (try? process.run()) != nil {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            let path = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            if process.terminationStatus == 0, FileManager.default.isExecutableFile(atPath: path + "/initdb") {
-                return path
-            }
-        }
-        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
-        for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
-            let path = "/usr/lib/postgresql/\(version)/bin"
-            if FileManager.default.isExecutableFile(atPath: path + "/initdb") { return path }
-        }
-        throw SetupError(description: "no PostgreSQL server binaries (initdb): run scripts/install-deps.sh")
+        try PostgresCluster.run("\(binDirectory)/\(tool)", arguments, asNobody: runAsNobody, in: directory)
     }
 
     /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
