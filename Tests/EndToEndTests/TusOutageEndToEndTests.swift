@@ -6,29 +6,29 @@ import TrailbookEngine
 /// Issue 11 §3: outages waited out politely, against the real tus server behind the fault proxy.
 @Suite(.serialized)
 struct TusOutageEndToEndTests {
-    /// 20 uploads meet 30 s of `503 Retry-After: 5`: they wait it out inside their first attempt (the waits count
-    /// towards neither `--stall-timeout 5s` nor `--timeout 20s`), make at most 80 requests in that window, and all
+    /// 20 uploads meet 12 s of `503 Retry-After: 3`: they wait it out inside their first attempt (the waits count
+    /// towards neither `--stall-timeout 2s` nor `--timeout 8s`), make at most 80 requests in that window, and all
     /// succeed after it.
-    @Test func twentyUploadsWaitOutA30SecondOutageAndAllSucceed() throws {
+    @Test func twentyUploadsWaitOutATwelveSecondOutageAndAllSucceed() throws {
         let servers = try TusServers()
         let daemon = try DaemonHarness()
         let work = TemporaryDirectory()
         var expected: [String: String] = [:]
-        try servers.arm("outage?code=503&seconds=30&retry_after=5")
+        try servers.arm("outage?code=503&seconds=12&retry_after=3")
         var ids: [String] = []
         for index in 0..<20 {
             let path = work.file("p\(index).bin")
             let digest = try UploadEndToEndTests.randomFile(path, bytes: 256 << 10)
             let id = try daemon.submitUpload([
-                path, "--to", servers.endpoint, "--stall-timeout", "5s", "--timeout", "20s",
+                path, "--to", servers.endpoint, "--stall-timeout", "2s", "--timeout", "8s",
             ])
             expected[id] = digest
             ids.append(id)
         }
-        let deadline = Date().addingTimeInterval(40)
+        let deadline = Date().addingTimeInterval(30)
         while (try servers.stats()["outage_ends_in"]?.doubleValue ?? 0) > 0, Date() < deadline { usleep(200_000) }
         let injected = try #require(try servers.stats()["injected"]?.intValue)
-        print("20 uploads, 30 s of 503 Retry-After: 5: \(injected) requests answered 503")
+        print("20 uploads, 12 s of 503 Retry-After: 3: \(injected) requests answered 503")
         #expect(injected >= 4 && injected <= 80, "\(injected) requests in the outage")
         for id in ids {
             let done = try daemon.waitForState(id, "succeeded", timeout: 60)
