@@ -2,6 +2,7 @@
 """Scheduler benchmarks (issue 14): durable no-op jobs per second against huey, a million queued, and latency.
 
     python3 bench/jobs.py throughput [--jobs 10000,100000] [--concurrency 256] [--no-huey]
+    python3 bench/jobs.py throughput --binaries NAME=BIN,NAME=BIN [--rounds 5] [--jobs 10000] [--modes batched,single]
     python3 bench/jobs.py queued [--jobs 1000000]
     python3 bench/jobs.py latency [--queued 100000]
     python3 bench/jobs.py bigbatch [--running 2400] [--batch 3600]
@@ -13,6 +14,9 @@ control connections with 32 requests in flight each, first submit -> every job `
 connection). Single submits (`submit`, one job a request) and, when the daemon has it, batched ones
 (`submit_batch`, 500 jobs a request). The peer in the same run: huey 3.5 (bench/huey_peer.py: SqliteHuey,
 fsync=True, 4 worker threads, 4 producer threads), N no-op tasks, first enqueue -> every result stored.
+With --binaries, builds against each other instead (no huey): each round runs every build once per mode, one
+after the other, so load drifts hit all alike; it prints each run and then the medians of jobs/s and of daemon
+CPU microseconds a job, with each build's ratio to the first (CPU time is less sensitive to a loaded machine).
 
 queued: N jobs queued behind one long job (`--concurrency 1`), then the submit time, `list --limit 20` and
 `list --state queued --limit 20` latency (the CLI, median of 20), `watch`'s refresh and subscribe, ping, submit ->
@@ -222,6 +226,39 @@ def daemon_run(binary, n, batched, concurrency):
         d.stop()
 
 
+def compare_builds(binaries):
+    """`throughput --binaries`: rounds interleaving builds; medians and ratios to the first build."""
+    n = int(arg("--jobs", "10000").split(",")[0])
+    rounds = int(arg("--rounds", "5"))
+    concurrency = int(arg("--concurrency", "256"))
+    modes = arg("--modes", "batched,single").split(",")
+    builds = [b.split("=", 1) if "=" in b else (b, b) for b in binaries.split(",")]
+    print(f"{n} durable no-op jobs a run, submit -> all succeeded; daemon --concurrency {concurrency}; "
+          f"{rounds} rounds, builds interleaved: {', '.join(f'{name}={path}' for name, path in builds)}")
+    runs = {}
+    for r in range(rounds):
+        for mode in modes:
+            for name, path in builds:
+                load = os.getloadavg()[0]
+                figures = daemon_run(path, n, mode == "batched", concurrency)
+                if figures is None:
+                    raise SystemExit(f"{name}: no submit_batch op in this build")
+                runs.setdefault((mode, name), []).append(figures)
+                print(f"  round {r + 1} {mode:7} {name:12} {figures['per_second']:9.0f} jobs/s  daemon CPU "
+                      f"{figures['daemon_cpu_seconds']:.2f} s ({figures['daemon_cpu_seconds'] / n * 1e6:.0f} µs a job)  "
+                      f"load {load:.1f}")
+                sys.stdout.flush()
+    print("medians")
+    for mode in modes:
+        base = None
+        for name, _ in builds:
+            rate = statistics.median(f["per_second"] for f in runs[(mode, name)])
+            cpu = statistics.median(f["daemon_cpu_seconds"] for f in runs[(mode, name)]) / n * 1e6
+            base = base or (rate, cpu)
+            print(f"  {mode:7} {name:12} {rate:9.0f} jobs/s ({rate / base[0]:.2f}x the first's)  daemon CPU "
+                  f"{cpu:.0f} µs a job ({cpu / base[1]:.2f}x the first's)")
+
+
 def huey_run(n):
     if not os.path.exists(HUEY_PYTHON):
         raise SystemExit("no huey venv: run bench/setup-huey.sh")
@@ -231,6 +268,8 @@ def huey_run(n):
 
 
 def throughput(binary):
+    if "--binaries" in sys.argv:
+        return compare_builds(arg("--binaries", ""))
     counts = [int(x) for x in arg("--jobs", "10000,100000").split(",")]
     concurrency = int(arg("--concurrency", "256"))
     print(f"durable no-op jobs, submit -> all succeeded; daemon --concurrency {concurrency}; "
@@ -496,7 +535,10 @@ def big_batch(binary):
 
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
-    binary = os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()
+    if "--binaries" in sys.argv and what != "throughput":
+        raise SystemExit("--binaries is for throughput")
+    # With --binaries the builds are given: nothing to build.
+    binary = None if "--binaries" in sys.argv else os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()
     runs = (("throughput", throughput), ("queued", queued), ("latency", latency), ("bigbatch", big_batch),
             ("shared", shared))
     for name, run in runs:

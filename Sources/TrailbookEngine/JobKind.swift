@@ -171,7 +171,9 @@ public struct JobStopped: Error, Sendable {
 struct AnyJobKind {
     let name: String
     let traits: JobKindTraits
-    let validate: (JSONValue) async throws(JobError) -> Void
+    /// The kind's `validate` on params as JSON (and its unknown-member check), returning the params'
+    /// `duplicateKeys` from the same decoding: a submit decodes each job's params once.
+    let validate: (JSONValue) async throws(JobError) -> [String]
     let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
     let jobEnded: (String, JobState) -> Void
@@ -185,9 +187,11 @@ struct AnyJobKind {
     init<K: JobKind>(_ kind: K) {
         name = K.name
         traits = K.traits
-        validate = { (json: JSONValue) async throws(JobError) in
+        validate = { (json: JSONValue) async throws(JobError) -> [String] in
             if let members = K.paramsMembers { try Self.refuseUnknownMembers(of: json, members) }
-            try await kind.validate(try Self.decode(json, as: K.Params.self))
+            let params = try Self.decode(json, as: K.Params.self)
+            try await kind.validate(params)
+            return kind.duplicateKeys(params)
         }
         run = { json, context in
             let params = try Self.decode(json, as: K.Params.self)

@@ -130,6 +130,9 @@ public final class Scheduler {
     public internal(set) var activeCounts: [JobState: Int] {
         get { counts.local }
         set { counts.local = newValue }
+        // In place: through `get` and `set`, each `activeCounts[state] += 1` copied the whole dictionary (the copy
+        // got and the one kept share storage), several times a job.
+        _modify { yield &counts.local }
     }
 
     /// The counts of unfinished jobs by state for a summary (`list`'s `counts`, which `watch` shows, and the service

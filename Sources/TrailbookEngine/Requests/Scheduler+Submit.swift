@@ -86,7 +86,7 @@ extension Scheduler {
         defer { admission.release(keys) }
 
         var results: [Submitted?] = Array(repeating: nil, count: requests.count)
-        // `keys`: what the job works on (`JobKind.duplicateKeys`, which decodes its params), found once.
+        // `keys`: what the job works on (`JobKind.duplicateKeys`, from the decoding that validates its params).
         var fresh: [(index: Int, job: JobRecord, digest: String?, keys: [String])] = []
         // What each entry does is claimed once it passes the check, until this submit is answered: entries after
         // it, here or in submits checked meanwhile (this one lets the loop run), are refused as its duplicates.
@@ -116,8 +116,7 @@ extension Scheduler {
                 continue
             }
             do throws(JobError) {
-                let (job, kind) = try await prepare(request)
-                let keys = kind.duplicateKeys(job.params)
+                let (job, kind, keys) = try await prepare(request)
                 if !request.allowDuplicate {
                     try await refuseDuplicate(of: keys, kind: kind, submit: submit)
                 }
@@ -182,8 +181,9 @@ extension Scheduler {
         }
     }
 
-    /// A new job record for `request`, its options resolved and its params validated by its kind.
-    func prepare(_ request: SubmitRequest) async throws(JobError) -> (JobRecord, AnyJobKind) {
+    /// A new job record for `request`, its options resolved and its params validated by its kind, with what the job
+    /// works on (`JobKind.duplicateKeys`, from the same decoding of its params).
+    func prepare(_ request: SubmitRequest) async throws(JobError) -> (JobRecord, AnyJobKind, keys: [String]) {
         guard let kind = kinds[request.kind] else {
             throw JobError(
                 code: "unknown_kind",
@@ -218,7 +218,7 @@ extension Scheduler {
                         + "queues are for daemons sharing a PostgreSQL store (daemon --store postgres://… --queues …)")
             }
         }
-        try await kind.validate(request.params)
+        let keys = try await kind.validate(request.params)
         let now = Timestamp.nowISO8601()
         var job = JobRecord(
             id: UUID.random(), kind: request.kind, state: .queued, options: jobOptions, attempt: 0,
@@ -227,7 +227,7 @@ extension Scheduler {
         job.queue = request.queue ?? JobRecord.defaultQueue
         // The one place pinning is decided: a kind that reads this host's files, on a store other hosts share.
         if let leasing, kind.traits.readsHostFiles, !request.anyHost { job.pinnedHost = leasing.host }
-        return (job, kind)
+        return (job, kind, keys)
     }
 
     /// Announces a job the store has just taken.
