@@ -41,7 +41,8 @@ struct UploadFileListTests {
         try await onLoop { @LoopActor in
             UploadFileList.pageSize = 100
             defer { UploadFileList.pageSize = 1_000 }
-            let job = RecordingHost().context()
+            let host = RecordingHost()
+            let job = host.context()
             try Self.write(350, failed: [5, 100, 299, 300], in: job)
             let files = UploadFileList(entries: job.entries, count: 350)
             // Both sides of each boundary, the last file, and back to the first: as listed.
@@ -66,7 +67,8 @@ struct UploadFileListTests {
         try await onLoop { @LoopActor in
             UploadFileList.pageSize = 100
             defer { UploadFileList.pageSize = 1_000 }
-            let job = RecordingHost().context()
+            let host = RecordingHost()
+            let job = host.context()
             try Self.write(150, in: job)
             let files = UploadFileList(entries: job.entries, count: 160)
             #expect(try files.file(99) == Self.file(99))
@@ -81,7 +83,8 @@ struct UploadFileListTests {
         try await onLoop { @LoopActor in
             UploadFileList.pageSize = 100
             defer { UploadFileList.pageSize = 1_000 }
-            let job = RecordingHost().context()
+            let host = RecordingHost()
+            let job = host.context()
             try Self.write(250, failed: [42], in: job)
             var tree = UploadTreePlan()
             tree.files = (0..<250).map { Self.file($0).path }
@@ -133,7 +136,8 @@ struct UploadFileListTests {
         let saved = try JSONCoding.decode(UploadCheckpoint.self, from: Array(json.utf8))
         #expect(saved.fileCount == 6 && saved.finishedCount == 2 && saved.tree?.failedWhileUploading == 1)
         try await onLoop { @LoopActor in
-            let job = RecordingHost().context()
+            let host = RecordingHost()
+            let job = host.context()
             try Self.write(6, failed: [1], in: job)
             let files = try #require(saved.files(in: job))
             try saved.check(files: files)
