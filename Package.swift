@@ -44,6 +44,8 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // The HTTP server of `web` (issue 39): GNU libmicrohttpd (see TrailbookWeb/WebServer.swift for why).
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // glibc's allocator controls (`mallopt`): the daemon's mmap threshold (`LargeBufferAllocation`).
+        .systemLibrary(name: "CMalloc"),
 
         // Paths as the bytes the kernel takes (no C library): below the loop, the protocol and the photo library.
         .target(name: "TrailbookPaths"),
@@ -95,7 +97,7 @@ let package = Package(
             name: "TrailbookCLI",
             dependencies: [
                 "TrailbookClient", "TrailbookEngine", "TrailbookLoop", "TrailbookPostgres", "UploadJob", "SleepJob", "TaggingJobs",
-                "PhotoLibrary", "TrailbookWeb",
+                "PhotoLibrary", "TrailbookWeb", "CMalloc",
             ]),
         .executableTarget(name: "trailbook-jobs", dependencies: ["TrailbookClient"]),
         .executableTarget(name: "trailbook-jobsd", dependencies: ["TrailbookCLI"]),

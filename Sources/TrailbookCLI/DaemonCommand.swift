@@ -70,7 +70,10 @@ enum DaemonCommand {
         if testKinds, let status = context.environment["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT"].flatMap({ Int32($0) }) {
             configuration.scheduler.exitAfterSubmitCommitForTests = status
         }
+        // Tests only: a folder upload's file list read this many entries at a time.
+        let fileListPage = testKinds ? context.environment["TRAILBOOK_JOBS_TEST_FILE_LIST_PAGE"].flatMap({ Int($0) }) : nil
         return Daemon.run(configuration) { scheduler in
+            if let fileListPage { UploadJob.setFileListPageForTests(fileListPage) }
             let library = PhotoLibraryService(path: home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
             library.openIfPresent()
             // The upload kind reaches the library only through its `UploadPhotoLibrary` seam.

@@ -1,3 +1,5 @@
+import CMalloc
+
 /// How the daemon's process allocates large buffers: each of at least `threshold` bytes gets a mapping of its own,
 /// given back to the system when freed.
 ///
@@ -17,14 +19,6 @@ enum LargeBufferAllocation {
     @discardableResult
     static func apply(environment: [String: String]) -> Bool {
         if environment["GLIBC_TUNABLES"]?.contains("glibc.malloc.mmap_threshold") == true { return false }
-        return mallopt(mmapThresholdParameter, threshold) == 1
+        return mallopt(M_MMAP_THRESHOLD, threshold) == 1
     }
-
-    /// `M_MMAP_THRESHOLD` of `<malloc.h>`.
-    private static let mmapThresholdParameter: Int32 = -3
 }
-
-/// glibc's `mallopt(3)` (`<malloc.h>`, which the Glibc module does not bring in): sets an allocator parameter;
-/// returns 1 on success, 0 on error.
-@_silgen_name("mallopt")
-private func mallopt(_ parameter: Int32, _ value: Int32) -> Int32

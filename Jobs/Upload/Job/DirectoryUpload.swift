@@ -19,7 +19,8 @@ import TrailbookLoop
 @LoopActor
 struct DirectoryUpload: UploadTransfer {
     let params: UploadJob.Params
-    let names: [BytePath]
+    /// The files, their names under the directory and their identities (`UploadFileList`).
+    let files: UploadFileList
     /// The destination directory, as parsed from the URL.
     let directory: BytePath
     /// Told of each file renamed into place (see `FileLanded`).
@@ -31,10 +32,11 @@ struct DirectoryUpload: UploadTransfer {
     /// The job's own `.part` file for file `index`: `DIR/NAME.<first 8 hex digits of the job id>.part`. Per job,
     /// so two jobs uploading files of the same name to one directory (one paused, one running) can never write
     /// into, or resume from, each other's partial file.
-    func partPath(_ index: Int, job: JobContext) -> BytePath {
-        BytePath.join(directory, names[index] + ("." + String(job.id.prefix(8)) + UploadNames.partSuffix))
+    func partPath(_ name: BytePath, job: JobContext) -> BytePath {
+        BytePath.join(directory, name + ("." + String(job.id.prefix(8)) + UploadNames.partSuffix))
     }
-    func finalPath(_ index: Int) -> BytePath { BytePath.join(directory, names[index]) }
+    /// Where the file named `name` lands: `DIR/NAME`.
+    func finalPath(_ name: BytePath) -> BytePath { BytePath.join(directory, name) }
 
     /// Submit-time checks that need the file system (see `DirectoryIO.preflight`), run off the loop thread so a
     /// slow disk cannot stall the daemon.
@@ -49,17 +51,17 @@ struct DirectoryUpload: UploadTransfer {
 
     /// Runs (or resumes) the upload; see the type's documentation.
     func run(in job: JobContext) async throws -> JSONValue {
-        let files = params.files
-        let names = self.names
+        let files = self.files
         let directory = self.directory
         var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(
             files: files, in: job, filesFailAlone: true
-        ) { indices in
-            try DirectoryIO.preflight(files: files, names: names, directory: directory, indices: indices)
+        ) { _, paths, names in
+            try DirectoryIO.preflight(files: paths, names: names, directory: directory, indices: paths.indices)
         }
 
-        var progress = UploadProgress(names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, bytes) in checkpoint.landedBefore() {
+        let sizes = try files.sizes()
+        var progress = UploadProgress(sizes: sizes) { files.label($0) }
+        for (index, bytes) in try checkpoint.landedBefore(sizes: sizes, files: files) {
             progress.set(index, bytes)
             progress.filesDone += 1
         }
@@ -92,12 +94,13 @@ struct DirectoryUpload: UploadTransfer {
         _ index: Int, checkpoint: inout UploadCheckpoint, countLeftovers: Bool, progress: inout UploadProgress,
         pacer: inout RatePacer?, in job: JobContext
     ) async throws {
-        let sourcePath = params.files[index]
-        let partPath = partPath(index, job: job)
-        let finalPath = finalPath(index)
+        let listed = try files.file(index)
+        let sourcePath = listed.path
+        let name = listed.name
+        let partPath = partPath(name, job: job)
+        let finalPath = finalPath(name)
         let directory = self.directory
-        let expected = checkpoint.sources[index]
-        let name = names[index]
+        let expected = listed.identity
         var offset = checkpoint.offset
 
         if countLeftovers, let node = checkpoint.partFile,
@@ -254,7 +257,7 @@ struct DirectoryUpload: UploadTransfer {
         // files is not quadratic. A crash then re-copies at most one chunk of finished files (not counted in
         // bytes_resent, since no checkpoint knew of them).
         progress.unsavedFinishedBytes += expected.size
-        if progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == params.files.count {
+        if progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == files.count {
             try job.saveCheckpoint(checkpoint)
             progress.unsavedFinishedBytes = 0
         }
@@ -290,10 +293,11 @@ struct DirectoryUpload: UploadTransfer {
     private func skipFailed(
         _ index: Int, _ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext
     ) async throws {
-        let partPath = partPath(index, job: job)
-        job.log(.warning, "\(names[index]): \(failure.code): \(failure.message); going on with the other files")
+        let file = try files.file(index)
+        let partPath = partPath(file.name, job: job)
+        job.log(.warning, "\(file.name): \(failure.code): \(failure.message); going on with the other files")
         _ = try await job.runOnPool { partPath.withCString(unlink) }
-        checkpoint.failFile(index, path: params.files[index], error: failure)
+        checkpoint.failFile(index, path: file.path, name: file.name, error: failure)
         UploadTreeEntries.failed(index, error: failure, in: job)
         try job.saveCheckpoint(checkpoint)
     }
@@ -317,8 +321,9 @@ struct DirectoryUpload: UploadTransfer {
     private func adoptFinished(
         _ index: Int, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress, in job: JobContext
     ) async throws {
-        let finalPath = finalPath(index)
-        let size = checkpoint.sources[index].size
+        let file = try files.file(index)
+        let finalPath = finalPath(file.name)
+        let size = file.identity.size
         let hash = SHA256()
         var hashed: Int64 = 0
         while hashed < size {
@@ -337,9 +342,9 @@ struct DirectoryUpload: UploadTransfer {
             }
             hashed += got
         }
-        job.log(.info, "\(names[index]): already complete at \(finalPath) (finished before the daemon stopped); not copied again")
+        job.log(.info, "\(file.name): already complete at \(finalPath) (finished before the daemon stopped); not copied again")
         let record = UploadedFile(
-            name: names[index], path: finalPath, bytes: size, sha256: hash.hexDigest,
+            name: file.name, path: finalPath, bytes: size, sha256: hash.hexDigest,
             bytesResent: checkpoint.fileBytesResent)
         finish(index, record, checkpoint: &checkpoint, progress: &progress)
         await landed?(index, record)
@@ -356,12 +361,18 @@ struct DirectoryUpload: UploadTransfer {
     func discardPartial(in job: JobContext) async -> CleanUpOutcome {
         let suffix = "." + String(job.id.prefix(8)) + UploadNames.partSuffix
         let directory = self.directory
-        let partPaths = Set(names.map { BytePath.join(directory, $0 + suffix) })
-        let folders = DirectoryIO.folders(of: names, in: directory)
-        let outcome = try? await job.runOnPool { () -> (removed: [BytePath], failed: [(BytePath, Int32)]) in
-            var removed: [BytePath] = []
+        // The folders first (a page of names at a time: a folder upload's list is read from the store), then the
+        // names in them that end as this job's `.part` files do, then those of them that are one of the job's
+        // names plus the suffix: never every name in memory at once.
+        var folders: Set<BytePath> = [directory]
+        do throws(JobError) {
+            try files.forEachNamePage { names in folders.formUnion(DirectoryIO.folders(of: names, in: directory)) }
+        } catch {
+            return .retry("could not read the job's file list to find its partial files: \(error.message)")
+        }
+        let listing = try? await job.runOnPool { [folders] () -> (candidates: Set<BytePath>, failed: [(BytePath, Int32)]) in
+            var candidates: Set<BytePath> = []
             var failed: [(BytePath, Int32)] = []
-            var found: [BytePath] = []
             for folder in folders {
                 guard let stream = folder.withCString({ opendir($0) }) else {
                     // A folder never made holds no .part file.
@@ -371,10 +382,30 @@ struct DirectoryUpload: UploadTransfer {
                 defer { closedir(stream) }
                 while let entry = readdir(stream) {
                     // The name's bytes as they are: a name that is not UTF-8 is a name like any other.
-                    let path = BytePath.join(folder, BytePath(bytes: DirectoryEntry.name(entry)))
-                    if partPaths.contains(path) { found.append(path) }
+                    let name = BytePath(bytes: DirectoryEntry.name(entry))
+                    if name.bytes.count > suffix.utf8.count, name.bytes.reversed().starts(with: suffix.utf8.reversed()) {
+                        candidates.insert(BytePath.join(folder, name))
+                    }
                 }
             }
+            return (candidates, failed)
+        }
+        var found: [BytePath] = []
+        if let candidates = listing?.candidates, !candidates.isEmpty {
+            do throws(JobError) {
+                try files.forEachNamePage { names in
+                    for name in names {
+                        let path = BytePath.join(directory, name + suffix)
+                        if candidates.contains(path) { found.append(path) }
+                    }
+                }
+            } catch {
+                return .retry("could not read the job's file list to find its partial files: \(error.message)")
+            }
+        }
+        let outcome = try? await job.runOnPool { [found] () -> (removed: [BytePath], failed: [(BytePath, Int32)]) in
+            var removed: [BytePath] = []
+            var failed: [(BytePath, Int32)] = listing?.failed ?? []
             for path in found.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
                 if path.withCString(unlink) == 0 {
                     removed.append(path)

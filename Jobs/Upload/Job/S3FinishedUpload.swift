@@ -62,7 +62,7 @@ extension S3UploadRun {
     ) async throws {
         progress.finishFile(index)
         let file = UploadedFile(
-            name: BytePath(names[index]), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size,
+            name: try files.name(index), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size,
             sha256: source.hash.hexDigest, bytesResent: checkpoint.fileBytesResent)
         checkpoint.land(index, file)
         if let landed { await landed(index, file) }
@@ -76,7 +76,7 @@ extension S3UploadRun {
         _ index: Int, key: String, plan: S3PartPlan, source: TusSource, uploadID: String, client: S3Client,
         in job: JobContext
     ) async throws -> Bool {
-        let name = names[index]
+        let name = files.label(index)
         let object = "s3://\(bucket)/\(key)"
         let head = try await retrying("HEAD \(key)", in: job) { () async throws(S3Error) in
             try await client.headObject(key: key)

@@ -10,7 +10,7 @@ import TusClient
 final class S3Progress {
     let job: JobContext
     var upload: UploadProgress
-    private let names: [String]
+    private let files: UploadFileList
     private let sizes: [Int64]
     /// Acknowledged bytes of each file under way, by index.
     private var acknowledgedBytes: [Int: Int64] = [:]
@@ -24,11 +24,12 @@ final class S3Progress {
         let part: Int
     }
 
-    init(job: JobContext, names: [String], sizes: [Int64]) {
+    /// Progress of `files` (their names label the rows) of `sizes` bytes.
+    init(job: JobContext, files: UploadFileList, sizes: [Int64]) {
         self.job = job
-        self.names = names
+        self.files = files
         self.sizes = sizes
-        upload = UploadProgress(sizes: sizes) { names[$0] }
+        upload = UploadProgress(sizes: sizes) { files.label($0) }
     }
 
     /// File `index` starts (or starts again) at 0 acknowledged bytes.
@@ -45,7 +46,7 @@ final class S3Progress {
         upload.filesDone += 1
         acknowledgedBytes[index] = nil
         inFlight = inFlight.filter { $0.key.file != index }
-        report(current: acknowledgedBytes.keys.min().map { names[$0] })
+        report(current: acknowledgedBytes.keys.min().map { files.label($0) })
     }
 
     /// Part `part` of file `file`, of `bytes` bytes, is on the server.
@@ -69,7 +70,7 @@ final class S3Progress {
         let due = now - lastReport >= TusUploadRun.progressInterval
         guard force || due else { return }
         upload.set(file, max(upload.done(file), min(acknowledgedBytes[file] ?? 0, sizes[file])))
-        if due { report(current: acknowledgedBytes.keys.min().map { names[$0] }) }
+        if due { report(current: acknowledgedBytes.keys.min().map { files.label($0) }) }
     }
 
     /// Reports the current numbers; `current` names the first file under way.

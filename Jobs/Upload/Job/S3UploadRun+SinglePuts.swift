@@ -8,7 +8,7 @@ import TusClient
 extension S3UploadRun {
     /// Whether file `index` goes up in one `PUT` (its plan has one part).
     func isSinglePut(_ index: Int, _ checkpoint: UploadCheckpoint) throws(JobError) -> Bool {
-        try Self.plan(size: checkpoint.sources[index].size, params: params, name: names[index]).isSinglePut
+        try Self.plan(size: try files.identity(index).size, params: params, name: try name(index)).isSinglePut
     }
 
     /// Sends the files from `checkpoint.fileIndex` on that go up in one `PUT`, up to the next multipart one, at most
@@ -33,8 +33,9 @@ extension S3UploadRun {
                     case .success(let landed): file = landed
                     case .failure(let failure):
                         // A folder's file removed or changed: it fails alone (nothing of it is on the server).
+                        let failed = try files.file(done.0)
                         try await checkpoint.failAlone(
-                            done.0, name: names[done.0], path: params.files[done.0], failure: failure, in: job)
+                            done.0, name: failed.name, path: failed.path, failure: failure, in: job)
                         cadence.saved()
                         return
                     }
@@ -49,7 +50,7 @@ extension S3UploadRun {
                 }
                 // A stop (timeout, reclaim, an error) keeps what landed for the next attempt, as far as it can.
                 defer { if cadence.hasUnsaved { try? job.saveCheckpoint(checkpoint) } }
-                while next < names.count {
+                while next < files.count {
                     if checkpoint.landedAhead(next) || checkpoint.failedAhead?.contains(next) == true {
                         next += 1
                         continue
@@ -57,9 +58,10 @@ extension S3UploadRun {
                     guard try isSinglePut(next, checkpoint) else { break }
                     try job.checkCancellation()
                     if inFlight == limit, let done = try await group.next() { try await record(done) }
+                    let file = try files.file(next)
                     let put = SinglePut(
-                        run: self, index: next, identity: checkpoint.sources[next], client: client, progress: progress,
-                        job: job)
+                        run: self, index: next, name: try name(next), path: file.path, identity: file.identity,
+                        client: client, progress: progress, job: job)
                     let index = next
                     group.addTask {
                         do {
@@ -90,6 +92,10 @@ extension S3UploadRun {
     struct SinglePut {
         let run: S3UploadRun
         let index: Int
+        /// The object name after the prefix.
+        let name: String
+        /// The source.
+        let path: BytePath
         let identity: SourceIdentity
         let client: S3Client
         let progress: S3Progress
@@ -100,7 +106,7 @@ extension S3UploadRun {
         /// - Throws: `S3Error` from the requests; `JobError` for the source (`source_changed`, …).
         func send() async throws -> (Int, UploadedFile) {
             let (name, key, path, identity, progress, client, index) =
-                (run.names[index], run.key(index), run.params.files[index], identity, progress, client, index)
+                (name, run.prefix + name, path, identity, progress, client, index)
             progress.startFile(index)
             // One hop to the pool per file: open (which checks the source), read, and both digests. The body is the
             // whole file, so the file's SHA-256 is also the signed payload hash: computed once.

@@ -37,11 +37,28 @@ import TusClient
 @LoopActor
 struct S3UploadRun: UploadTransfer {
     let params: UploadJob.Params
-    let names: [String]
+    /// The files, their object names after the prefix (UTF-8: checked before) and identities (`UploadFileList`).
+    let files: UploadFileList
     let bucket: String
     let prefix: String
     /// Told of each object made and checked (see `FileLanded`).
     var landed: FileLanded?
+
+    /// An upload of `files` to `s3://bucket/prefix…`.
+    init(params: UploadJob.Params, files: UploadFileList, bucket: String, prefix: String, landed: FileLanded?) {
+        self.params = params
+        self.files = files
+        self.bucket = bucket
+        self.prefix = prefix
+        self.landed = landed
+    }
+
+    /// An upload of `params.files` named `names` (the first `names.count` of them: none for a run that only
+    /// sends requests, as `S3TreeSync`'s).
+    init(params: UploadJob.Params, names: [String], bucket: String, prefix: String, landed: FileLanded?) {
+        let files = UploadFileList(paths: Array(params.files.prefix(names.count)), names: names.map { BytePath($0) })
+        self.init(params: params, files: files, bucket: bucket, prefix: prefix, landed: landed)
+    }
 
     /// Tries of one request in a row before giving up (the first and 5 retries).
     static let maxTries = 6
@@ -52,7 +69,13 @@ struct S3UploadRun: UploadTransfer {
     var options: S3Options { params.s3 ?? S3Options() }
     /// Whether bodies carry `x-amz-checksum-sha256` (`S3Checksum`; a multipart upload follows its plan instead).
     var sendsSHA256Checksums: Bool { options.sendsSHA256Checksums }
-    func key(_ index: Int) -> String { prefix + names[index] }
+    /// File `index`'s object name after the prefix. Throws as `UploadFileList.file`.
+    func name(_ index: Int) throws(JobError) -> String {
+        let name = try files.name(index)
+        return name.text ?? name.description
+    }
+    /// File `index`'s object key. Throws as `UploadFileList.file`.
+    func key(_ index: Int) throws(JobError) -> String { prefix + (try name(index)) }
 
     /// Submit-time checks: options, names and keys (two sources of one name would overwrite each other), the
     /// sources, and each file's plan (a file beyond S3's limits is refused). The server is not contacted.
@@ -148,30 +171,34 @@ struct S3UploadRun: UploadTransfer {
 
     /// Runs (or resumes) the upload; see the type's documentation.
     func run(in job: JobContext) async throws -> JSONValue {
-        let files = params.files
+        let files = self.files
         // Files that landed ahead of an earlier one are done: a resume does not look at them again (they may have
         // been moved or changed since, as any uploaded file may), it takes their saved identity as it is.
         let saved = try UploadCheckpoint.load(in: job)
         var landedAhead: [Int: SourceIdentity] = [:]
-        for ahead in saved?.finishedAhead ?? [] where saved!.sources.indices.contains(ahead.index) {
-            landedAhead[ahead.index] = saved!.sources[ahead.index]
+        if let saved {
+            files.capture(saved)
+            for ahead in saved.finishedAhead ?? [] where files.indices.contains(ahead.index) {
+                landedAhead[ahead.index] = try files.identity(ahead.index)
+            }
         }
         var (checkpoint, _) = try await UploadCheckpoint.startOrResume(
             files: files, in: job, filesFailAlone: true, discardFile: { try await discardFailed($0, in: job) }
-        ) { [landedAhead] indices in
+        ) { [landedAhead] indices, paths, _ in
             var identities: [SourceIdentity] = []
-            for index in indices {
+            for (offset, index) in indices.enumerated() {
                 if let known = landedAhead[index] {
                     identities.append(known)
                 } else {
-                    identities += try DirectoryIO.sourceIdentities(files: files, indices: index..<index + 1)
+                    identities += try DirectoryIO.sourceIdentities(files: paths, indices: offset..<offset + 1)
                 }
             }
             return identities
         }
         let client = try await Self.client(for: params, bucket: bucket, in: job)
-        let progress = S3Progress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, bytes) in checkpoint.landedBefore() { progress.upload.set(index, bytes) }
+        let sizes = try files.sizes()
+        let progress = S3Progress(job: job, files: files, sizes: sizes)
+        for (index, bytes) in try checkpoint.landedBefore(sizes: sizes, files: files) { progress.upload.set(index, bytes) }
         for ahead in checkpoint.finishedAhead ?? [] { progress.upload.set(ahead.index, ahead.file.bytes) }
         progress.upload.filesDone = Int64(checkpoint.landedCount)
         while checkpoint.fileIndex < files.count {
@@ -203,7 +230,7 @@ struct S3UploadRun: UploadTransfer {
             try await uploadFile(index, checkpoint: &checkpoint, client: client, progress: progress, in: job)
         } catch let error as S3Error where error.code == .noSuchUpload && !createdAgain {
             // Aborted by a lifecycle rule or another client while we were sending: start it anew, once.
-            job.log(.warning, "\(names[index]): the multipart upload \(checkpoint.s3UploadID ?? "") is gone on the server (NoSuchUpload); creating a new one and sending every part again")
+            job.log(.warning, "\(files.label(index)): the multipart upload \(checkpoint.s3UploadID ?? "") is gone on the server (NoSuchUpload); creating a new one and sending every part again")
             checkpoint.s3UploadID = nil
             try job.saveCheckpoint(checkpoint)
             try await upload(index, checkpoint: &checkpoint, client: client, progress: progress, in: job, createdAgain: true)
@@ -217,9 +244,10 @@ struct S3UploadRun: UploadTransfer {
     private func uploadFile(
         _ index: Int, checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext
     ) async throws {
-        let name = names[index]
-        let key = key(index)
-        let identity = checkpoint.sources[index]
+        let file = try files.file(index)
+        let name = try self.name(index)
+        let key = prefix + name
+        let identity = file.identity
         let plan: S3PartPlan
         if let saved = checkpoint.s3Plan, saved.size == identity.size {
             plan = saved
@@ -228,7 +256,7 @@ struct S3UploadRun: UploadTransfer {
             checkpoint.s3Plan = plan
             try job.saveCheckpoint(checkpoint)
         }
-        let path = params.files[index]
+        let path = file.path
         let source = try await job.runOnPool { try TusSource.open(path, expected: identity) }
         progress.startFile(index)
         try await uploadParts(
@@ -243,7 +271,7 @@ struct S3UploadRun: UploadTransfer {
         client: S3Client, progress: S3Progress, in job: JobContext
     ) async throws {
         var planned = plan
-        let name = names[index]
+        let name = try self.name(index)
         var listed: [Int: S3Part] = [:]
         // Parts up to here went out before (an earlier attempt, or an upload the server lost): those not listed
         // now are sent again, and count in bytes_resent.
@@ -399,7 +427,7 @@ struct S3UploadRun: UploadTransfer {
         guard stored == size else {
             throw JobError(
                 code: "size_mismatch",
-                message: "\(names[index]): the object s3://\(bucket)/\(key) has \(stored) bytes, the source \(size); "
+                message: "\(files.label(index)): the object s3://\(bucket)/\(key) has \(stored) bytes, the source \(size); "
                     + "submit the upload again")
         }
     }
@@ -480,10 +508,15 @@ struct S3UploadRun: UploadTransfer {
 
     /// `discardPartial` of the unfinished multipart upload `checkpoint` names for its file in progress.
     func discard(_ checkpoint: UploadCheckpoint, in job: JobContext) async -> CleanUpOutcome {
-        guard checkpoint.s3UploadID != nil || checkpoint.s3CreateStarted != nil, checkpoint.fileIndex < names.count
+        guard checkpoint.s3UploadID != nil || checkpoint.s3CreateStarted != nil, checkpoint.fileIndex < files.count
         else { return .done }
-        let object = "s3://\(bucket)/\(key(checkpoint.fileIndex))"
-        let key = key(checkpoint.fileIndex)
+        let key: String
+        do throws(JobError) {
+            key = try self.key(checkpoint.fileIndex)
+        } catch {
+            return .retry("could not read the job's file list to find its unfinished upload: \(error.message)")
+        }
+        let object = "s3://\(bucket)/\(key)"
         var uploadID = checkpoint.s3UploadID ?? "(created, UploadId not heard)"
         do {
             var client = try await Self.client(for: params, bucket: bucket, in: job)

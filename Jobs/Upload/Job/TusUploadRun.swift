@@ -52,7 +52,8 @@ enum TusTransport {
 @LoopActor
 struct TusUploadRun: UploadTransfer {
     let params: UploadJob.Params
-    let names: [BytePath]
+    /// The files, their names (the `filename` metadata) and identities (`UploadFileList`).
+    let files: UploadFileList
     let endpoint: String
     /// Told of each upload the server completed (see `FileLanded`).
     var landed: FileLanded?
@@ -107,15 +108,16 @@ struct TusUploadRun: UploadTransfer {
 
     /// Runs (or resumes) the upload; see the type's documentation.
     func run(in job: JobContext) async throws -> JSONValue {
-        let files = params.files
+        let files = self.files
         var (checkpoint, _) = try await UploadCheckpoint.startOrResume(
             files: files, in: job, filesFailAlone: true, discardFile: { try await discardFailed($0, in: job) }
-        ) { indices in
-            try DirectoryIO.sourceIdentities(files: files, indices: indices)
+        ) { _, paths, _ in
+            try DirectoryIO.sourceIdentities(files: paths, indices: paths.indices)
         }
 
-        let progress = TusProgress(job: job, names: names, sizes: checkpoint.sources.map(\.size))
-        for (index, bytes) in checkpoint.landedBefore() {
+        let sizes = try files.sizes()
+        let progress = TusProgress(job: job, files: files, sizes: sizes)
+        for (index, bytes) in try checkpoint.landedBefore(sizes: sizes, files: files) {
             progress.acknowledged(index, bytes)
             progress.landed()
         }
@@ -129,7 +131,7 @@ struct TusUploadRun: UploadTransfer {
                 try job.checkCancellation()
                 do {
                     if let found = remembered[checkpoint.fileIndex] {
-                        let size = checkpoint.sources[checkpoint.fileIndex].size
+                        let size = sizes[checkpoint.fileIndex]
                         if let sha256 = found.state.sha256, found.size == size {
                             try await adopt(
                                 found, sha256: sha256, checkpoint: &checkpoint, cadence: &cadence, progress: progress,
@@ -176,9 +178,10 @@ struct TusUploadRun: UploadTransfer {
         _ index: Int, checkpoint: inout UploadCheckpoint, cadence: inout LandedFilesCadence,
         info: inout TusServerInfo?, client: TusClient, progress: TusProgress, in job: JobContext
     ) async throws {
-        let name = names[index]
-        let path = params.files[index]
-        let identity = checkpoint.sources[index]
+        let file = try files.file(index)
+        let name = file.name
+        let path = file.path
+        let identity = file.identity
         let onePatch = identity.size <= params.chunkSize
         /// Saves the checkpoint, which records the landed files too.
         func save(_ checkpoint: UploadCheckpoint) throws(JobError) {
@@ -230,10 +233,12 @@ struct TusUploadRun: UploadTransfer {
                     let found = try await client.discover()
                     info = found
                     if let max = found.maxSize {
-                        for later in index..<params.files.count where checkpoint.sources[later].size > max {
+                        for later in index..<files.count {
+                            let size = try files.identity(later).size
+                            guard size > max else { continue }
                             throw JobError(
                                 code: "too_large",
-                                message: "\(names[later]) (\(checkpoint.sources[later].size) bytes) exceeds the "
+                                message: "\(try files.name(later)) (\(size) bytes) exceeds the "
                                     + "server's Tus-Max-Size of \(max) bytes; nothing was sent")
                         }
                     }
@@ -506,9 +511,10 @@ final class TusProgress {
     private var inFlight: Int64 = 0
     private var lastReport = 0.0
 
-    init(job: JobContext, names: [BytePath], sizes: [Int64]) {
+    /// Progress of `files` (their names label the rows) of `sizes` bytes.
+    init(job: JobContext, files: UploadFileList, sizes: [Int64]) {
         self.job = job
-        upload = UploadProgress(names: names, sizes: sizes)
+        upload = UploadProgress(sizes: sizes) { files.label($0) }
     }
 
     /// File `index` has `bytes` acknowledged by the server (a lower number than before is ignored: see

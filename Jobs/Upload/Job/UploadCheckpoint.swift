@@ -1,4 +1,5 @@
 import TrailbookEngine
+import TrailbookLoop
 
 /// What identifies the version of a source file that an upload started copying: if any of it differs on a later
 /// attempt, the bytes already at the destination may belong to another version, and the job fails with
@@ -211,9 +212,10 @@ public struct FileNode: Codable, Sendable, Equatable {
 ///
 /// Version 2 (an upload of folders from this version on): the files, their names and identities live in the job's
 /// file list in the store (`UploadTreeEntries`), not here, so the checkpoint stays a few hundred bytes whatever the
-/// number of files: `"sources"`, `"finished"` and the tree's `"files"` and `"names"` are written empty, and
-/// `"file_count"`, `"finished_count"` and `"finished_bytes"` stand for them (`UploadCheckpoint+FileList.swift`).
-/// Version 1 (files, photos, and folder uploads that began before version 2) keeps every file here, as before.
+/// number of files: `"sources"`, `"finished"` and the tree's `"files"` and `"names"` are empty (never filled in
+/// memory either: the transfers read the files through `UploadFileList`, a page at a time), and `"file_count"`,
+/// `"finished_count"` and `"finished_bytes"` stand for them (`UploadCheckpoint+FileList.swift`). Version 1 (files,
+/// photos, and folder uploads that began before version 2) keeps every file here, as before.
 public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// Format version: 1, or 2 when the files live in the job's file list (see the type's documentation).
     public var version: Int
@@ -275,8 +277,8 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// when none. `fileIndex` passes them as it reaches them.
     public var failedAhead: [Int]?
 
-    /// Version 2: the number of files the upload lists (`sources` and the tree's files are read from the job's
-    /// file list when loaded, and written empty); `nil` in version 1.
+    /// Version 2: the number of files the upload lists (`sources` and the tree's files stay empty: the files are
+    /// the job's file list's, read through `UploadFileList`); `nil` in version 1.
     public var fileCount: Int?
 
     /// Version 2: files that landed before `fileIndex` and are not in `finished` (their rows are in the job's
@@ -285,10 +287,6 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
 
     /// Version 2: the bytes of those `finishedCount` files.
     public var finishedBytes: Int64?
-
-    /// Version 2, in memory only: the files before `fileIndex` that failed alone, by index, as the job's file
-    /// list had them when this checkpoint was loaded (for progress on resume).
-    var failedBefore: Set<Int> = []
 
     /// A file that landed before the file at `fileIndex` did.
     public struct FinishedAhead: Codable, Sendable, Equatable {
@@ -352,10 +350,15 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
         finishedBytes = (finishedBytes ?? 0) + file.bytes
     }
 
-    /// The files before `fileIndex` that landed, with their bytes, for a resumed transfer's progress.
-    func landedBefore() -> [(index: Int, bytes: Int64)] {
+    /// The files before `fileIndex` that landed, with their bytes, for a resumed transfer's progress: version 1
+    /// lists them in `finished`; in version 2 they are the files before `fileIndex` (of `sizes`) but those that
+    /// failed alone (read from `files`, a page at a time).
+    /// - Throws: `JobError` from reading the file list (`UploadFileList.failed`).
+    @LoopActor
+    func landedBefore(sizes: [Int64], files: UploadFileList) throws(JobError) -> [(index: Int, bytes: Int64)] {
         guard listsInStore else { return finished.enumerated().map { ($0.offset, $0.element.bytes) } }
-        return (0..<min(fileIndex, sources.count)).filter { !failedBefore.contains($0) }.map { ($0, sources[$0].size) }
+        let failed = try files.failed(before: fileIndex)
+        return (0..<min(fileIndex, sizes.count)).filter { !failed.contains($0) }.map { ($0, sizes[$0]) }
     }
 
     /// Whether a job that has landed `unsavedFiles` files (`unsavedBytes` bytes) since it last saved this checkpoint
@@ -416,18 +419,35 @@ public struct UploadCheckpoint: Codable, Sendable, Equatable {
     /// `finished`.
     var failedBehind: Int { (tree?.failedWhileUploading ?? 0) - (failedAhead?.count ?? 0) }
 
-    /// Checks that this checkpoint can belong to a job uploading `fileCount` files.
+    /// Checks that this checkpoint can belong to a job uploading `files` (version 2: as many files as it counts,
+    /// the offset within the file in progress, read from the list).
+    /// - Throws: `JobError` `bad_checkpoint` otherwise (not retryable: resubmit the job), `store_error` when the
+    ///   list cannot be read.
+    @LoopActor
+    func check(files: UploadFileList) throws(JobError) {
+        try check(fileCount: files.count)
+        guard listsInStore, fileIndex < files.count else { return }
+        guard offset <= (try files.identity(fileIndex).size) else { throw Self.mismatch }
+    }
+
+    /// Checks that this checkpoint can belong to a job uploading `fileCount` files: its count (version 2) or
+    /// sources (version 1), its cursor and the files ahead; in version 1 the offset within the file in progress
+    /// too (version 2 reads that file's size from the list: `check(files:)`).
     /// - Throws: `JobError` `bad_checkpoint` otherwise (not retryable: resubmit the job).
     func check(fileCount: Int) throws(JobError) {
-        guard version == 1 || version == 2, sources.count == fileCount, fileIndex >= 0, fileIndex <= fileCount,
+        let listed = listsInStore ? (self.fileCount ?? -1) : sources.count
+        guard version == 1 || version == 2, listed == fileCount, fileIndex >= 0, fileIndex <= fileCount,
             (finishedCount ?? 0) + finished.count + failedBehind == fileIndex, offset >= 0,
-            fileIndex == fileCount || offset <= sources[fileIndex].size,
+            fileIndex == fileCount || listsInStore || offset <= sources[fileIndex].size,
             (finishedAhead ?? []).allSatisfy({ $0.index > fileIndex && $0.index < fileCount }),
             (failedAhead ?? []).allSatisfy({ $0 > fileIndex && $0 < fileCount })
-        else {
-            throw JobError(
-                code: "bad_checkpoint",
-                message: "the saved upload state does not match this job's files; cancel it and submit again")
-        }
+        else { throw Self.mismatch }
+    }
+
+    /// `bad_checkpoint`: the checkpoint does not fit the job's files.
+    private static var mismatch: JobError {
+        JobError(
+            code: "bad_checkpoint",
+            message: "the saved upload state does not match this job's files; cancel it and submit again")
     }
 }

@@ -399,25 +399,21 @@ public struct UploadJob: JobKind {
             }
         }
         // Folders: the files listed on the first run, named by their paths inside the folders.
-        let tree = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
-        if let tree {
-            params.files = tree.files
-            landed = UploadTreeEntries.landed(in: job)
-        }
-        let transfer = try Self.transfer(for: params, names: tree?.names ?? plan?.names, landed: landed)
+        let folders = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
+        if folders != nil { landed = UploadTreeEntries.landed(in: job) }
+        let transfer = try Self.transfer(for: params, names: plan?.names, files: folders?.files, landed: landed)
         do {
-            if var tree {
-                var result = try await tree.files.isEmpty
+            if var tree = folders?.plan, let files = folders?.files {
+                var result = try await files.count == 0
                     ? Self.result(files: [], bytesResent: 0, destination: params.to)
                     : job.runCancellingOnStop { try await transfer.run(in: job) }
                 try job.entries.writeNoted()
                 // With the files that failed while the transfer ran (`UploadCheckpoint.failFile`).
                 if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self), var counted = saved.tree {
                     if saved.listsInStore {
-                        // Version 2: counts and bytes; the files (saved only in the job's file list) are this run's.
-                        counted.files = tree.files
-                        counted.names = tree.names
-                        if !tree.files.isEmpty { result = saved.countedResult(destination: params.to) }
+                        // Version 2: counts and bytes; the files are the job's file list's.
+                        counted.listedCount = files.count
+                        if files.count > 0 { result = saved.countedResult(destination: params.to) }
                     }
                     tree = counted
                 }
@@ -452,11 +448,14 @@ public struct UploadJob: JobKind {
             params.files = plan.files
         }
         var names = params.photos == nil ? nil : (try? job.loadCheckpoint(as: UploadCheckpoint.self))?.photos?.names
-        if params.photos == nil, let tree = try? UploadCheckpoint.load(in: job)?.tree {
+        var files: UploadFileList?
+        if params.photos == nil, let saved = try? UploadCheckpoint.load(in: job), let tree = saved.tree {
+            // A folder upload's files: the job's file list (version 2), or the plan's (version 1).
+            files = saved.files(in: job)
             params.files = tree.files
             names = tree.names
         }
-        guard let transfer = try? Self.transfer(for: params, names: names) else { return .done }
+        guard let transfer = try? Self.transfer(for: params, names: names, files: files) else { return .done }
         return await transfer.discardPartial(in: job)
     }
 
@@ -465,26 +464,40 @@ public struct UploadJob: JobKind {
     /// - Parameters:
     ///   - names: the destination names of `params.files` (a folder upload's relative paths, already checked by
     ///     `UploadTreePlan`); `nil` for each file's last path component.
+    ///   - listed: a folder upload's files (`UploadFileList`), which then stand for `params.files` and `names`.
     ///   - landed: told of each file that landed (see `FileLanded`).
-    static func transfer(for params: Params, names given: [BytePath]? = nil, landed: FileLanded? = nil)
-        throws(JobError) -> any UploadTransfer
-    {
+    static func transfer(
+        for params: Params, names given: [BytePath]? = nil, files listed: UploadFileList? = nil,
+        landed: FileLanded? = nil
+    ) throws(JobError) -> any UploadTransfer {
         switch try UploadDestination(parsing: params.to) {
         case .directory(let path):
-            var names = given ?? []
-            if given == nil { names = try UploadNames.names(ofSources: params.files) }
-            return DirectoryUpload(params: params, names: names, directory: path, landed: landed)
+            var files = listed
+            if files == nil {
+                var names = given ?? []
+                if given == nil { names = try UploadNames.names(ofSources: params.files) }
+                files = UploadFileList(paths: params.files, names: names)
+            }
+            return DirectoryUpload(params: params, files: files!, directory: path, landed: landed)
         case .tus(let endpoint):
             // Each file gets its own upload URL from the server; its name is only metadata, so two sources may
             // share one.
-            var names = given ?? []
-            if given == nil { names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) } }
-            return TusUploadRun(params: params, names: names, endpoint: endpoint, landed: landed)
+            var files = listed
+            if files == nil {
+                var names = given ?? []
+                if given == nil { names = try params.files.map { path throws(JobError) in try UploadNames.name(ofSource: path) } }
+                files = UploadFileList(paths: params.files, names: names)
+            }
+            return TusUploadRun(params: params, files: files!, endpoint: endpoint, landed: landed)
         case .s3(let bucket, let prefix):
             // A folder's names are UTF-8 here: `UploadTreePlan.nameProblem` failed the others.
-            var names = given?.map { $0.text ?? $0.description } ?? []
-            if given == nil { names = try S3UploadRun.names(of: params.files, prefix: prefix) }
-            return S3UploadRun(params: params, names: names, bucket: bucket, prefix: prefix, landed: landed)
+            var files = listed
+            if files == nil {
+                var names = given ?? []
+                if given == nil { names = try S3UploadRun.names(of: params.files, prefix: prefix).map { BytePath($0) } }
+                files = UploadFileList(paths: params.files, names: names)
+            }
+            return S3UploadRun(params: params, files: files!, bucket: bucket, prefix: prefix, landed: landed)
         }
     }
 

@@ -29,43 +29,54 @@ protocol UploadTransfer {
 typealias FileLanded = @LoopActor (_ index: Int, _ file: UploadedFile) async -> Void
 
 extension UploadCheckpoint {
+    /// Stats the sources at `indices` (`paths` and `names` are theirs, aligned) and returns their identities; may
+    /// check the destination too. Runs on the thread pool.
+    typealias Identities = @Sendable (_ indices: Range<Int>, _ paths: [BytePath], _ names: [BytePath]) throws ->
+        [SourceIdentity]
+
     /// The job's checkpoint, checked against the sources, or a new one: the start every transfer shares.
     ///
     /// On resume, the sources not yet finished are examined again with `identities` and must be what they were
-    /// when the job first ran; on a first run, every source's identity is captured and saved at once.
+    /// when the job first ran; on a first run, every source's identity is captured and saved at once. `files`
+    /// then knows every file's identity (`UploadFileList.capture`).
     /// - Parameters:
-    ///   - identities: stats the sources at the given indices (and may check the destination too); runs on the
-    ///     thread pool.
+    ///   - files: the job's files (given, or a folder upload's list in the store).
+    ///   - identities: see `Identities`.
     ///   - filesFailAlone: a folder upload whose transfer fails a file by itself (`failFile`): only the file in
     ///     progress is checked now (the others at their turn), and one that changed or is gone is failed alone
     ///     and passed (saved), then the next is checked.
     ///   - discardFile: with `filesFailAlone`, removes what the destination holds of the file in progress (a tus
     ///     upload, a multipart upload) before it is failed alone; `nil` when there is nothing to remove.
     /// - Returns: the checkpoint and whether it was resumed from a saved one.
-    /// - Throws: `bad_checkpoint`, `source_changed`, and what `identities` throws.
+    /// - Throws: `bad_checkpoint`, `source_changed`, `store_error`, and what `identities` throws.
     @LoopActor
     static func startOrResume(
-        files: [BytePath], in job: JobContext, filesFailAlone: Bool = false,
+        files: UploadFileList, in job: JobContext, filesFailAlone: Bool = false,
         discardFile: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil,
-        identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
+        identities: @escaping Identities
     ) async throws -> (checkpoint: UploadCheckpoint, resumed: Bool) {
         if let saved = try UploadCheckpoint.load(in: job) {
-            try saved.check(fileCount: files.count)
+            files.capture(saved)
+            try saved.check(files: files)
             if filesFailAlone, saved.tree != nil {
                 let checked = try await saved.checkCurrentFile(
                     files: files, in: job, discardFile: discardFile, identities: identities)
                 return (checked, true)
             }
             let remaining = saved.fileIndex..<files.count
-            let now = try await job.runOnPool { try identities(remaining) }
-            for (index, identity) in zip(remaining, now) where identity != saved.sources[index] {
-                throw PartFile.changed(files[index], expected: saved.sources[index], now: identity)
+            let (paths, names) = try files.slice(remaining)
+            let now = try await job.runOnPool { try identities(remaining, paths, names) }
+            for (index, identity) in zip(remaining, now) {
+                let expected = try files.identity(index)
+                if identity != expected { throw PartFile.changed(try files.path(index), expected: expected, now: identity) }
             }
             return (saved, true)
         }
         let all = files.indices
-        let checkpoint = UploadCheckpoint(sources: try await job.runOnPool { try identities(all) })
+        let (paths, names) = try files.slice(all)
+        let checkpoint = UploadCheckpoint(sources: try await job.runOnPool { try identities(all, paths, names) })
         try job.saveCheckpoint(checkpoint)
+        files.capture(checkpoint)
         return (checkpoint, false)
     }
 }

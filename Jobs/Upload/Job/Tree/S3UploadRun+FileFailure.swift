@@ -13,7 +13,8 @@ extension S3UploadRun {
     func skipFailed(
         _ index: Int, _ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext
     ) async throws {
-        try await checkpoint.failAlone(index, name: names[index], path: params.files[index], failure: failure, in: job) {
+        let file = try files.file(index)
+        try await checkpoint.failAlone(index, name: file.name, path: file.path, failure: failure, in: job) {
             try await discardFailed($0, in: job)
         }
     }

@@ -10,7 +10,8 @@ extension TusUploadRun {
     /// - Throws: what `discardFailed` throws; `store_write_failed`.
     func skipFailed(_ failure: JobError, checkpoint: inout UploadCheckpoint, in job: JobContext) async throws {
         let index = checkpoint.fileIndex
-        try await checkpoint.failAlone(index, name: "\(names[index])", path: params.files[index], failure: failure, in: job) {
+        let file = try files.file(index)
+        try await checkpoint.failAlone(index, name: file.name, path: file.path, failure: failure, in: job) {
             try await discardFailed($0, in: job)
         }
     }

@@ -15,24 +15,37 @@ extension TusUploadRun {
     /// This job's own remembered uploads of the files from `start` on, by index (a failed read is logged: the
     /// files are then sent as if nothing were remembered). A name that two of the job's files share (single files
     /// given from two folders: tus names are only metadata) is left out: its row cannot tell which file it was.
+    ///
+    /// The names are read a page at a time (`UploadFileList.forEachNamePage`) and looked up a page at a time.
     func ownRemembered(from start: Int, in job: JobContext) -> [Int: RememberedFile] {
         let memory = job.uploadMemory
-        guard memory.isKept, start < names.count else { return [:] }
-        let found: [[UInt8]: RememberedFile]
+        guard memory.isKept, start < files.count else { return [:] }
+        var own: [Int: RememberedFile] = [:]
+        var ownNames: [[UInt8]: Int] = [:]
         do throws(JobError) {
-            found = try memory.remembered(destination: endpoint, names: names[start...].map(\.bytes))
+            var first = 0
+            try files.forEachNamePage { names throws(JobError) in
+                defer { first += names.count }
+                guard first + names.count > start else { return }
+                let wanted = names[max(0, start - first)...].map(\.bytes)
+                let found = try memory.remembered(destination: endpoint, names: wanted)
+                for (offset, name) in names.enumerated() where first + offset >= start {
+                    if let upload = found[name.bytes], upload.jobID == job.id {
+                        own[first + offset] = upload
+                        ownNames[name.bytes] = 0
+                    }
+                }
+            }
+            guard !own.isEmpty else { return own }
+            // A name two of the job's files share: its row cannot tell which file it was.
+            try files.forEachNamePage { names in
+                for name in names where ownNames[name.bytes] != nil { ownNames[name.bytes]! += 1 }
+            }
         } catch {
             job.log(.warning, "the upload memory could not be read (\(error.message)); files are sent again")
             return [:]
         }
-        var own: [Int: RememberedFile] = [:]
-        for index in start..<names.count {
-            if let upload = found[names[index].bytes], upload.jobID == job.id { own[index] = upload }
-        }
-        guard !own.isEmpty else { return own }
-        var seen: [[UInt8]: Int] = [:]
-        for name in names where found[name.bytes] != nil { seen[name.bytes, default: 0] += 1 }
-        return own.filter { seen[names[$0.key].bytes] == 1 }
+        return own.filter { ownNames[(try? files.name($0.key))?.bytes ?? []] == 1 }
     }
 
     /// Remembers this job's upload of file `index` at `url` in `state` (a refused write is logged: a crash then
@@ -42,9 +55,9 @@ extension TusUploadRun {
         guard memory.isKept else { return }
         do throws(JobError) {
             try memory.remember(
-                destination: endpoint, name: names[index].bytes, size: size, state: state, location: url)
+                destination: endpoint, name: try files.name(index).bytes, size: size, state: state, location: url)
         } catch {
-            job.log(.warning, "\(names[index]): the upload memory could not record \(url): \(error.message)")
+            job.log(.warning, "\(files.label(index)): the upload memory could not record \(url): \(error.message)")
         }
     }
 
@@ -58,15 +71,16 @@ extension TusUploadRun {
         cadence: inout LandedFilesCadence, progress: TusProgress, in job: JobContext
     ) async throws {
         let index = checkpoint.fileIndex
-        let path = params.files[index]
-        let identity = checkpoint.sources[index]
+        let listed = try files.file(index)
+        let path = listed.path
+        let identity = listed.identity
         _ = try await job.runOnPool { try TusSource.open(path, expected: identity) }
         var file = UploadedFile(
-            name: names[index], path: BytePath(remembered.location), bytes: remembered.size, sha256: sha256,
+            name: listed.name, path: BytePath(remembered.location), bytes: remembered.size, sha256: sha256,
             bytesResent: checkpoint.fileBytesResent, url: remembered.location)
         // Whether the server verified it was not remembered: not claimed.
         file.checksumVerified = false
-        job.log(.info, "\(names[index]): landed before the last stop as \(remembered.location); not sent again")
+        job.log(.info, "\(listed.name): landed before the last stop as \(remembered.location); not sent again")
         checkpoint.land(index, file)
         checkpoint.uploadURL = nil
         checkpoint.uploadExpires = nil
@@ -93,11 +107,11 @@ extension TusUploadRun {
     /// Forgets file `index`'s remembered upload (deleted on the server); a refused write is logged.
     func forget(_ index: Int, in job: JobContext) {
         let memory = job.uploadMemory
-        guard memory.isKept, index < names.count else { return }
+        guard memory.isKept, index < files.count else { return }
         do throws(JobError) {
-            try memory.forget(destination: endpoint, name: names[index].bytes)
+            try memory.forget(destination: endpoint, name: try files.name(index).bytes)
         } catch {
-            job.log(.warning, "\(names[index]): the upload memory could not forget it: \(error.message)")
+            job.log(.warning, "\(files.label(index)): the upload memory could not forget it: \(error.message)")
         }
     }
 }

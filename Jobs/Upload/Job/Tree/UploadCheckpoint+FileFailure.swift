@@ -29,11 +29,16 @@ extension UploadCheckpoint {
     /// the next file not yet landed or failed, with no per-file state left (offset 0, no `.part`, tus upload URL or
     /// S3 UploadId: the caller removes what they named first). A file further on (a single `PUT` sent alongside)
     /// waits in `failedAhead`. The caller saves the checkpoint.
-    mutating func failFile(_ index: Int, path: BytePath, error: JobError) {
+    ///
+    /// Version 2 lists at most `listedInStore` failures here (every one is in the job's file list).
+    /// `name` is the file's destination name; `nil` takes it from the plan when it lists its files (version 1).
+    mutating func failFile(_ index: Int, path: BytePath, name given: BytePath? = nil, error: JobError) {
         guard var plan = tree, index >= fileIndex else { return }
-        let name = index < plan.names.count ? plan.names[index] : nil
+        let name = given ?? (index < plan.names.count ? plan.names[index] : nil)
         plan.fail(UploadTreePlan.Entry(path: path, name: name, reason: error.code, message: error.message))
         plan.failedWhileUploading += 1
+        plan.notUploaded = []
+        if listsInStore { plan.failed = Array(plan.failed.prefix(Self.listedInStore)) }
         tree = plan
         guard index == fileIndex else {
             failedAhead = (failedAhead ?? []) + [index]
@@ -63,22 +68,24 @@ extension UploadCheckpoint {
     /// - Throws: what `identities` throws that is not one file's failure (a destination problem).
     @LoopActor
     func checkCurrentFile(
-        files: [BytePath], in job: JobContext, discardFile: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil,
-        identities: @escaping @Sendable (Range<Int>) throws -> [SourceIdentity]
+        files: UploadFileList, in job: JobContext,
+        discardFile: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil,
+        identities: @escaping UploadCheckpoint.Identities
     ) async throws -> UploadCheckpoint {
         var checkpoint = self
         while checkpoint.fileIndex < files.count {
             let index = checkpoint.fileIndex
+            let file = try files.file(index)
             do {
-                let now = try await job.runOnPool { try identities(index..<index + 1) }
-                if let identity = now.first, identity != sources[index] {
-                    throw PartFile.changed(files[index], expected: sources[index], now: identity)
+                let now = try await job.runOnPool { try identities(index..<index + 1, [file.path], [file.name]) }
+                if let identity = now.first, identity != file.identity {
+                    throw PartFile.changed(file.path, expected: file.identity, now: identity)
                 }
                 return checkpoint
             } catch {
                 guard let failure = checkpoint.fileFailure(error) else { throw error }
                 try await checkpoint.failAlone(
-                    index, name: "\(files[index])", path: files[index], failure: failure, in: job, discard: discardFile)
+                    index, name: file.name, path: file.path, failure: failure, in: job, discard: discardFile)
             }
         }
         return checkpoint
@@ -93,12 +100,12 @@ extension UploadCheckpoint {
     ///   `store_write_failed` when the checkpoint cannot be saved.
     @LoopActor
     mutating func failAlone(
-        _ index: Int, name: String, path: BytePath, failure: JobError, in job: JobContext,
+        _ index: Int, name: BytePath, path: BytePath, failure: JobError, in job: JobContext,
         discard: (@LoopActor (UploadCheckpoint) async throws -> Void)? = nil
     ) async throws {
         job.log(.warning, "\(name): \(failure.code): \(failure.message); going on with the other files")
         try await discard?(self)
-        failFile(index, path: path, error: failure)
+        failFile(index, path: path, name: name, error: failure)
         UploadTreeEntries.failed(index, error: failure, in: job)
         try job.saveCheckpoint(self)
     }

@@ -78,17 +78,22 @@ extension UploadJob {
         }
     }
 
-    /// The folder upload's plan: the checkpoint's on a later attempt; on the first, when a source is a folder, the
-    /// files listed now, saved with a checkpoint of their identities so every attempt uploads the same ones.
-    /// `nil` for an upload of files only. A `file://` destination directory is created if missing (`mkdir -p`).
+    /// The folder upload's plan and files: the checkpoint's on a later attempt; on the first, when a source is a
+    /// folder, the files listed now, written to the job's file list and fixed by a version-2 checkpoint so every
+    /// attempt uploads the same ones. The plan holds counts only (its `files` and `names` empty but for a
+    /// version-1 checkpoint's); the files are read through the list (`UploadFileList`), a page at a time. `nil`
+    /// for an upload of files only. A `file://` destination directory is created if missing (`mkdir -p`).
     /// - Throws: `JobError` from listing (`source_missing`, `source_unreadable`, `source_not_regular`),
-    ///   `bad_destination`, `write_failed` / `destination_not_writable` (the directory cannot be made).
-    static func treePlan(_ params: Params, in job: JobContext) async throws -> UploadTreePlan? {
+    ///   `bad_destination`, `write_failed` / `destination_not_writable` (the directory cannot be made),
+    ///   `store_error`.
+    static func treePlan(_ params: Params, in job: JobContext) async throws -> (plan: UploadTreePlan, files: UploadFileList)? {
         let destination = try UploadDestination(parsing: params.to)
         let plan: UploadTreePlan
+        let files: UploadFileList
         if let saved = try UploadCheckpoint.load(in: job) {
             guard let tree = saved.tree else { return nil }
             plan = tree
+            files = saved.files(in: job) ?? UploadFileList(paths: tree.files, names: tree.names)
         } else {
             let sources = params.files
             guard try await job.runOnPool({ hasFolders(sources) }) else { return nil }
@@ -103,11 +108,12 @@ extension UploadJob {
             }
             // The whole list, with what is not uploaded and why, into the job store before the checkpoint that
             // fixes the plan: a crash in between lists again from scratch. The checkpoint (version 2) keeps only
-            // counts: later attempts read the files back from the list.
+            // counts; every attempt, this one too, reads the files from the list a page at a time.
             try UploadTreeEntries.write(listed, identities: identities, in: job)
-            listed.notUploaded = []
-            try job.saveCheckpoint(UploadCheckpoint.listing(listed, identities: identities))
-            plan = listed
+            let checkpoint = UploadCheckpoint.listing(listed)
+            try job.saveCheckpoint(checkpoint)
+            plan = checkpoint.tree ?? listed
+            files = UploadFileList(entries: job.entries, count: listed.files.count)
             let skipped = listed.skippedByReason.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
             let failed = listed.failedByCode.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
             job.log(
@@ -117,6 +123,8 @@ extension UploadJob {
                     + (skipped.isEmpty ? "" : "; passed over: " + skipped.joined(separator: ", "))
                     + (failed.isEmpty ? "" : "; cannot upload: " + failed.joined(separator: ", ")))
             for entry in listed.failed { job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)") }
+            listed = UploadTreePlan()
+            identities = []
         }
         if case .directory(let path) = destination {
             let sources = params.files
@@ -125,6 +133,6 @@ extension UploadJob {
                 try DirectoryIO.makeDirectories(path)
             }
         }
-        return plan
+        return (plan, files)
     }
 }

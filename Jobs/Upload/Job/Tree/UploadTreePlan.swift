@@ -122,24 +122,26 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     ) throws(JobError) -> (plan: UploadTreePlan, identities: [SourceIdentity]) {
         var plan = UploadTreePlan()
         var identities: [SourceIdentity] = []
+        // Names already taken, to refuse a second file of one name. Only several sources can clash: the relative
+        // paths of one folder's files differ, so a tree given alone is not held a second time here.
+        let clashes = sources.count > 1 && Self.namesCollide(at: destination)
         var taken: [BytePath: BytePath] = [:]
-        func add(_ path: BytePath, name: BytePath, identity: SourceIdentity) {
+        // Takes the file, or returns why it cannot be uploaded (listed with the walk's skips first, as met).
+        func add(_ path: BytePath, name: BytePath, identity: SourceIdentity) -> Entry? {
             if let problem = Self.nameProblem(name, destination: destination) {
-                plan.fail(Entry(path: path, name: name, reason: "bad_name", message: problem))
-                return
+                return Entry(path: path, name: name, reason: "bad_name", message: problem)
             }
-            if Self.namesCollide(at: destination), let other = taken[name] {
-                plan.fail(
-                    Entry(
-                        path: path, name: name, reason: "duplicate_name",
-                        message: "'\(path)' and '\(other)' would both be written as '\(name)'; rename one, or upload "
-                            + "them in two jobs to different destinations"))
-                return
+            if clashes, let other = taken[name] {
+                return Entry(
+                    path: path, name: name, reason: "duplicate_name",
+                    message: "'\(path)' and '\(other)' would both be written as '\(name)'; rename one, or upload "
+                        + "them in two jobs to different destinations")
             }
-            taken[name] = path
+            if clashes { taken[name] = path }
             plan.files.append(path)
             plan.names.append(name)
             identities.append(identity)
+            return nil
         }
         for source in sources {
             var info = stat()
@@ -147,11 +149,16 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
             let mode = UInt32(info.st_mode)
             if DirectoryIO.isDirectory(mode) {
                 var walk = UploadTreeWalk(filter: filter, followLinks: followLinks)
-                try walk.walk(root: source, node: FileNode(inode: UInt64(info.st_ino), device: UInt64(info.st_dev)))
+                var failures: [Entry] = []
+                try walk.walk(root: source, node: FileNode(inode: UInt64(info.st_ino), device: UInt64(info.st_dev))) {
+                    if let failure = add($0.path, name: $0.relative, identity: $0.identity) { failures.append(failure) }
+                }
                 for skip in walk.skips { plan.skip(Entry(path: skip.path, reason: skip.reason, message: skip.message)) }
-                for file in walk.files { add(file.path, name: file.relative, identity: file.identity) }
+                for failure in failures { plan.fail(failure) }
             } else if DirectoryIO.isRegular(mode) {
-                add(source, name: try UploadNames.name(ofSource: source), identity: DirectoryIO.identity(info))
+                if let failure = add(source, name: try UploadNames.name(ofSource: source), identity: DirectoryIO.identity(info)) {
+                    plan.fail(failure)
+                }
             } else {
                 throw JobError(
                     code: "source_not_regular",
@@ -223,8 +230,12 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         return .object(members)
     }
 
+    /// In memory only: the number of files listed to upload when `files` is not filled in (a version-2
+    /// checkpoint's plan: the files are the job's file list's); `nil` when `files` holds them.
+    var listedCount: Int?
+
     /// Files uploaded once the job is done: the ones listed less those that failed while it ran.
-    var uploadedCount: Int { files.count - failedWhileUploading }
+    var uploadedCount: Int { (listedCount ?? files.count) - failedWhileUploading }
 
     /// The error a job ends with when some of its files failed (after every other file was uploaded):
     /// `some_files_failed`, with the counts and the first few files named; `nil` when none failed.

@@ -6,8 +6,8 @@ import TrailbookLoop
 #endif
 
 /// Lists the files of a folder upload: walks each folder given, depth first, in byte order of the names in each
-/// directory, and returns every regular file with its path relative to that folder, and every entry passed over
-/// with its reason. Blocking (`opendir`, `readdir`, `lstat`): runs on the thread pool, or off the loop at submit.
+/// directory, and hands over every regular file with its path relative to that folder as it is found (nothing
+/// kept here, so a tree of 100 000 files is not held twice), and keeps every entry passed over with its reason. Blocking (`opendir`, `readdir`, `lstat`): runs on the thread pool, or off the loop at submit.
 ///
 /// What is in the tree:
 /// - regular files (hidden ones too), unless the filter leaves them out (`excluded`);
@@ -42,7 +42,6 @@ struct UploadTreeWalk {
     let filter: UploadFilter
     let followLinks: Bool
 
-    private(set) var files: [File] = []
     private(set) var skips: [Skip] = []
 
     init(filter: UploadFilter, followLinks: Bool) {
@@ -50,18 +49,21 @@ struct UploadTreeWalk {
         self.followLinks = followLinks
     }
 
-    /// Walks the folder `root` (already known to be a directory, of `node`).
+    /// Walks the folder `root` (already known to be a directory, of `node`), calling `found` with each regular
+    /// file in the walk's order.
     /// - Throws: `JobError` `source_unreadable` when `root` itself cannot be read.
-    mutating func walk(root: BytePath, node: FileNode) throws(JobError) {
+    mutating func walk(root: BytePath, node: FileNode, found: (File) -> Void) throws(JobError) {
         guard let names = Self.entries(of: root) else {
             throw JobError(
                 code: "source_unreadable",
                 message: "cannot read folder \(root): \(DirectoryIO.errorText(errno)); fix its permissions")
         }
-        walk(directory: root, relative: nil, names: names, ancestors: [node])
+        walk(directory: root, relative: nil, names: names, ancestors: [node], found: found)
     }
 
-    private mutating func walk(directory: BytePath, relative: BytePath?, names: [BytePath], ancestors: [FileNode]) {
+    private mutating func walk(
+        directory: BytePath, relative: BytePath?, names: [BytePath], ancestors: [FileNode], found: (File) -> Void
+    ) {
         for name in names {
             let path = BytePath.join(directory, name)
             let inner = relative.map { BytePath.join($0, name) } ?? name
@@ -99,13 +101,13 @@ struct UploadTreeWalk {
                         "cannot read this folder: \(DirectoryIO.errorText(errno)); its files are not uploaded")
                     continue
                 }
-                walk(directory: path, relative: inner, names: children, ancestors: ancestors + [node])
+                walk(directory: path, relative: inner, names: children, ancestors: ancestors + [node], found: found)
             } else if DirectoryIO.isRegular(mode) {
                 if case .excluded(let rule) = filter.verdict(inner) {
                     skip(path, "excluded", "left out by \(rule)")
                     continue
                 }
-                files.append(File(path: path, relative: inner, identity: DirectoryIO.identity(info)))
+                found(File(path: path, relative: inner, identity: DirectoryIO.identity(info)))
             } else {
                 skip(path, "not_regular", "a \(Self.kind(mode)), not a regular file")
             }
