@@ -372,6 +372,7 @@ public struct UploadJob: JobKind {
     /// - Throws: `JobError` (the codes above), or `JobStopped` when stopped.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         try params.checkLimits()
+        let attemptStart = Timestamp.now()
         var params = params
         var plan: PhotoUploadPlan?
         var landed: FileLanded?
@@ -399,17 +400,30 @@ public struct UploadJob: JobKind {
             }
         }
         // Folders: the files listed on the first run, named by their paths inside the folders.
-        let tree = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
+        let tree = params.photos == nil ? try await Self.treePlan(params, attemptStart: attemptStart, in: job) : nil
+        // Each landed file into the upload memory's stat cache too, for the next upload of the folder.
+        var memory: LandedFilesMemory?
         if let tree {
             params.files = tree.files
-            landed = UploadTreeEntries.landed(in: job)
+            let remembering = LandedFilesMemory(
+                destination: try UploadDestination(parsing: params.to), params: params, sources: tree.files,
+                attemptStart: attemptStart)
+            landed = remembering.hook(wrapping: UploadTreeEntries.landed(in: job), in: job)
+            memory = remembering
         }
         let transfer = try Self.transfer(for: params, names: tree?.names ?? plan?.names, landed: landed)
         do {
             if var tree {
-                var result = try await tree.files.isEmpty
-                    ? Self.result(files: [], bytesResent: 0, destination: params.to)
-                    : job.runCancellingOnStop { try await transfer.run(in: job) }
+                var result: JSONValue
+                do {
+                    result = try await tree.files.isEmpty
+                        ? Self.result(files: [], bytesResent: 0, destination: params.to)
+                        : job.runCancellingOnStop { try await transfer.run(in: job) }
+                    await memory?.flush(in: job)
+                } catch {
+                    await memory?.flush(in: job)
+                    throw error
+                }
                 try job.entries.writeNoted()
                 // With the files that failed while the transfer ran (`UploadCheckpoint.failFile`).
                 if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self), var counted = saved.tree {
