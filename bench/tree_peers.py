@@ -16,7 +16,9 @@ received (from its request log). Every first upload's files are checked by SHA-2
         [--small 2000x100KiB] [--photos 200x5MiB|200x3-12MiB] [--binary PATH] [--clients daemon,rclone,aws,rsync]
 
 Each client runs with its defaults: the daemon 8 MiB parts and 4 requests (files) in flight, every byte hashed
-(SHA-256, and MD5 for S3), each file fsynced at a file:// destination; rclone 4 transfers and 8 checkers, its
+(SHA-256, and MD5 for S3), each file fsynced at a file:// destination, its no-change check by the upload
+memory's stat cache (no file read when its stat is the remembered one) with one lstat of each copy (file://) or the
+prefix's listing (S3); rclone 4 transfers and 8 checkers, its
 no-change check by size and modification time (on S3 read from each object's metadata); aws s3 sync 10 threads,
 size and time from the listing; rsync -a by size and time. The peers do not fsync and do not hash what they send
 to a folder.
