@@ -13,10 +13,12 @@ received (from its request log). Every first upload's files are checked by SHA-2
 
     bench/setup-tree-peers.sh            # once: rclone and rsync (Debian), .venv-s3 (moto, awscli)
     .venv-s3/bin/python bench/tree_peers.py [--rounds 2] [--sets small,photos] [--to s3,file]
-        [--small 2000x100KiB] [--photos 200x5MiB] [--binary PATH] [--clients daemon,rclone,aws,rsync]
+        [--small 2000x100KiB] [--photos 200x5MiB|200x3-12MiB] [--binary PATH] [--clients daemon,rclone,aws,rsync]
 
 Each client runs with its defaults: the daemon 8 MiB parts and 4 requests (files) in flight, every byte hashed
-(SHA-256, and MD5 for S3), each file fsynced at a file:// destination; rclone 4 transfers and 8 checkers, its
+(SHA-256, and MD5 for S3), each file fsynced at a file:// destination, its no-change check by the upload
+memory's stat cache (no file read when its stat is the remembered one) with one lstat of each copy (file://) or the
+prefix's listing (S3); rclone 4 transfers and 8 checkers, its
 no-change check by size and modification time (on S3 read from each object's metadata); aws s3 sync 10 threads,
 size and time from the listing; rsync -a by size and time. The peers do not fsync and do not hash what they send
 to a folder.
@@ -24,6 +26,7 @@ to a folder.
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -50,13 +53,27 @@ def size_of(text):
     return int(text)
 
 
-def make_tree(directory, count, size, per_folder=100):
-    """`count` files of `size` random bytes in sub-folders of `per_folder`; returns {relative path: SHA-256}."""
+def sizes_of(text):
+    """'100KiB' → (102400, 102400); '3-12MiB' (a range: each file's size drawn uniformly, in whole KiB) → bounds."""
+    if "-" in text:
+        low, high = text.split("-", 1)
+        unit = next((u for u in ("KiB", "MiB", "GiB", "B") if high.endswith(u)), "")
+        return size_of(low if low.endswith(unit) and unit else low + unit), size_of(high)
+    return size_of(text), size_of(text)
+
+
+def make_tree(directory, count, sizes, per_folder=100, seed=35):
+    """`count` files of random bytes, each of a size in `sizes` (low, high; drawn with `seed`, so every run and
+    client gets the same tree), in sub-folders of `per_folder`; returns ({relative path: SHA-256}, total bytes)."""
     digests = {}
+    draw = random.Random(seed)
+    total = 0
     for number in range(count):
         relative = f"d{number // per_folder:03d}/IMG_{number:05d}.jpg"
         path = os.path.join(directory, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        size = sizes[0] if sizes[0] == sizes[1] else draw.randint(sizes[0] >> 10, sizes[1] >> 10) << 10
+        total += size
         with open(path, "wb") as f:
             left = size
             while left:
@@ -64,7 +81,7 @@ def make_tree(directory, count, size, per_folder=100):
                 f.write(block)
                 left -= len(block)
         digests[relative] = sha256_file(path)
-    return digests
+    return digests, total
 
 
 class Moto:
@@ -113,7 +130,8 @@ def main():
     parser.add_argument("--sets", default="small,photos")
     parser.add_argument("--to", default="s3,file", help="destinations: s3 (moto), file (a local folder)")
     parser.add_argument("--small", default="2000x100KiB", help="the small-file tree: COUNTxSIZE")
-    parser.add_argument("--photos", default="200x5MiB", help="the photo tree: COUNTxSIZE")
+    parser.add_argument("--photos", default="200x5MiB",
+                        help="the photo tree: COUNTxSIZE, SIZE one size or a range LOW-HIGH (200x3-12MiB)")
     parser.add_argument("--binary", help="a trailbook-jobs binary to run instead of building the release one")
     parser.add_argument("--clients", default="daemon,rclone,aws,rsync", help="which clients to run")
     args = parser.parse_args()
@@ -129,10 +147,10 @@ def main():
         sets = {}
         for name in args.sets.split(","):
             count, size = getattr(args, name).split("x")
-            count, size = int(count), size_of(size)
+            count, sizes = int(count), sizes_of(size)
             directory = os.path.join(work, "src-" + name)
-            sets[name] = {"dir": directory, "sha": make_tree(directory, count, size), "bytes": count * size,
-                          "label": f"{count} × {size >> 20 and f'{size >> 20} MiB' or f'{size >> 10} KiB'}"}
+            digests, total = make_tree(directory, count, sizes)
+            sets[name] = {"dir": directory, "sha": digests, "bytes": total, "label": f"{count} × {size}"}
         if "s3" in args.to:
             moto = Moto()
         env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench-secret",

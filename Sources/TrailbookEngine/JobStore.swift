@@ -135,6 +135,17 @@ public final class JobStore {
             PRIMARY KEY (destination, name)
         ) WITHOUT ROWID;
         """,
+        // 13: the upload memory's stat cache (issue 35; `RememberedSource`): the source file each row was made from
+        // with its `stat` when its SHA-256 was known, so a later upload of an unchanged file reads nothing; NULL
+        // when not known. The index serves the memory's prune by age (`UploadMemory.forgetOlder`).
+        """
+        ALTER TABLE upload_memory ADD COLUMN source_path TEXT;
+        ALTER TABLE upload_memory ADD COLUMN source_device INTEGER;
+        ALTER TABLE upload_memory ADD COLUMN source_inode INTEGER;
+        ALTER TABLE upload_memory ADD COLUMN source_mtime_ns INTEGER;
+        ALTER TABLE upload_memory ADD COLUMN source_ctime_ns INTEGER;
+        CREATE INDEX upload_memory_by_age ON upload_memory (uploaded_at);
+        """,
     ]
 
     let database: Database

@@ -284,6 +284,16 @@ public final class PostgresJobQueue {
             )
             """
         ],
+        // 9: the upload memory's stat cache (issue 35; the engine's UploadMemory/RememberedSource.swift), as the
+        // SQLite store's migration 13: each row's source file with its `stat` when its SHA-256 was known, and the
+        // index of the memory's prune by age.
+        [
+            """
+            ALTER TABLE trailbook_upload_memory ADD COLUMN source_path text, ADD COLUMN source_device bigint,
+                ADD COLUMN source_inode bigint, ADD COLUMN source_mtime_ns bigint, ADD COLUMN source_ctime_ns bigint
+            """,
+            "CREATE INDEX trailbook_upload_memory_by_age ON trailbook_upload_memory (uploaded_at)",
+        ],
     ]
 
     /// The connection it runs on.

@@ -8,12 +8,14 @@ import TrailbookPostgres
 /// The upload memory (`UploadMemoryStoring`, issue 35: what jobs uploaded to tus endpoints, which cannot be
 /// listed) in both stores, by the same checks: remembered created then complete, read back by destination and
 /// names in batches, names compared byte for byte (NFC ≠ NFD, bytes that are not UTF-8), replaced by a later
-/// upload of the name, forgotten, and kept when the job that wrote it is pruned by retention.
+/// upload of the name, forgotten, with the stat cache's source (`RememberedSource`) or without, pruned by age
+/// (`forgetUploads`), and kept when the job that wrote it is pruned by retention.
 struct UploadMemoryStoreTests {
     static let endpoint = "http://127.0.0.1:1080/files/"
     static let nfc = Array("day2/caf\u{E9}.jpg".utf8)
     static let nfd = Array("day2/cafe\u{301}.jpg".utf8)
     static let notUTF8: [UInt8] = [0x64, 0xff, 0x2f, 0x00, 0x41]
+    static let recent = Array("recent.jpg".utf8)
 
     func upload(_ name: [UInt8], _ state: RememberedFile.State, job: String, size: Int64 = 10, url: String = "u")
         -> RememberedFile
@@ -55,6 +57,26 @@ struct UploadMemoryStoreTests {
         let many = (0..<600).map { Array("many/\($0).jpg".utf8) }
         try store.rememberUploads(many.map { upload($0, .complete(sha256: sha), job: job) })
         #expect(try store.rememberedUploads(destination: Self.endpoint, names: many).count == 600)
+
+        // The stat cache: a row's source with its stat (64-bit numbers past Int64.max and a path that is not
+        // UTF-8 kept exactly), and a row without one.
+        let source = RememberedSource(
+            path: [0x2f, 0x66, 0xff], device: UInt64.max - 3, inode: 1 << 63 + 5, size: 10,
+            modifiedNanoseconds: 1_700_000_000_123_456_789, changedNanoseconds: 1_700_000_001_987_654_321)
+        var cached = upload(Self.nfd, .complete(sha256: sha), job: job, url: "e")
+        cached.source = source
+        try store.rememberUploads([cached])
+        #expect(try store.rememberedUploads(destination: Self.endpoint, names: [Self.nfd]) == [cached])
+        #expect(try store.rememberedUploads(destination: Self.endpoint, names: [Self.nfc]).first?.source == nil)
+
+        // The prune by age forgets what was written before the cutoff, whatever its destination.
+        var recent = upload(Self.recent, .complete(sha256: sha), job: job)
+        recent.uploadedAt = 1_800_000_000
+        recent.destination = "file://"
+        try store.rememberUploads([recent])
+        #expect(try store.forgetUploads(rememberedBefore: 1_750_000_000) == 602)
+        #expect(try store.rememberedUploads(destination: Self.endpoint, names: [Self.nfc, Self.nfd] + many).isEmpty)
+        #expect(try store.rememberedUploads(destination: "file://", names: [recent.name]) == [recent])
     }
 
     @Test func sqliteStoreRemembersUploadsBeyondTheJobsThatMadeThem() throws {
@@ -70,7 +92,7 @@ struct UploadMemoryStoreTests {
         try store.update(record, addingCleanUp: false)
         try store.database.query("UPDATE jobs SET updated_at = 1000 WHERE id = ?", [.text(record.id)])
         #expect(try store.pruneEnded(state: .succeeded, endedBefore: 2_000, limit: 10).map(\.id) == [record.id])
-        #expect(try store.rememberedUploads(destination: Self.endpoint, names: [Self.nfd]).map(\.jobID) == [record.id])
+        #expect(try store.rememberedUploads(destination: "file://", names: [Self.recent]).map(\.jobID) == [record.id])
     }
 
     @Test func sharedStoreRemembersUploadsForEveryDaemon() throws {
@@ -84,7 +106,7 @@ struct UploadMemoryStoreTests {
 
         // Another daemon of the store reads the same memory.
         let second = try PostgresJobStore(connectionString: connection, options: SharedStoreOptions())
-        #expect(try second.rememberedUploads(destination: Self.endpoint, names: [Self.nfd]).map(\.size) == [11])
+        #expect(try second.rememberedUploads(destination: "file://", names: [Self.recent]).map(\.size) == [10])
 
         // Kept when retention prunes the job that wrote it.
         var ended = jobs[0]
@@ -93,7 +115,7 @@ struct UploadMemoryStoreTests {
         #expect(
             try store.pruneEnded(state: .succeeded, endedBefore: Timestamp.now() + 1, limit: 10).map(\.id)
                 == [ended.id])
-        #expect(try store.rememberedUploads(destination: Self.endpoint, names: [Self.nfd]).map(\.jobID) == [ended.id])
+        #expect(try store.rememberedUploads(destination: "file://", names: [Self.recent]).map(\.jobID) == [ended.id])
     }
 }
 

@@ -54,16 +54,17 @@ struct S3FinishedUpload {
 }
 
 extension S3UploadRun {
-    /// Records file `index` as landed (the object `key` is complete and checked), tells `landed` (whose note of the
-    /// file's outcome the save writes) and saves the checkpoint.
+    /// Records file `index` as landed (the object `key` is complete and checked, with `etag` when the server's
+    /// answer gave it), tells `landed` (whose note of the file's outcome the save writes) and saves the checkpoint.
     func finish(
-        _ index: Int, key: String, plan: S3PartPlan, source: TusSource, checkpoint: inout UploadCheckpoint,
-        progress: S3Progress, in job: JobContext
+        _ index: Int, key: String, plan: S3PartPlan, source: TusSource, etag: String? = nil,
+        checkpoint: inout UploadCheckpoint, progress: S3Progress, in job: JobContext
     ) async throws {
         progress.finishFile(index)
         let file = UploadedFile(
             name: try files.name(index), path: BytePath("s3://\(bucket)/\(key)"), bytes: plan.size,
-            sha256: source.hash.hexDigest, bytesResent: checkpoint.fileBytesResent)
+            sha256: source.hash.hexDigest, bytesResent: checkpoint.fileBytesResent,
+            etag: etag.flatMap { $0.isEmpty ? nil : $0 })
         checkpoint.land(index, file)
         if let landed { await landed(index, file) }
         try job.saveCheckpoint(checkpoint)

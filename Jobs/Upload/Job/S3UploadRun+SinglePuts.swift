@@ -117,12 +117,13 @@ extension S3UploadRun {
                 return S3Piece(bytes: bytes, sha256Hex: source.hash.hexDigest, withMD5: !withSHA256)
             }
             let checksum = withSHA256 ? piece.sha256Base64 : nil
-            let proven = try await run.retrying("PUT \(key)", in: job) { () async throws(S3Error) -> Bool in
+            let (proven, etag) = try await run.retrying("PUT \(key)", in: job) {
+                () async throws(S3Error) -> (Bool, String) in
                 let stored = try await client.putObject(
                     key: key, body: piece.bytes, md5: piece.md5, sha256Hex: piece.sha256Hex, checksumSHA256: checksum,
                     contentType: TusUploadRun.mediaType(of: name),
                     onSendProgress: { sent in progress.sending(file: index, part: 1, sent: sent) })
-                return try S3UploadRun.check(stored, piece: piece, checksum: checksum, what: "PUT \(key)")
+                return (try S3UploadRun.check(stored, piece: piece, checksum: checksum, what: "PUT \(key)"), stored.etag)
             }
             progress.acknowledged(file: index, part: 1, bytes: identity.size)
             // A digest the server checked and confirmed proves it stored exactly these bytes, so their size; without
@@ -130,7 +131,7 @@ extension S3UploadRun {
             if !proven { try await run.checkSize(index, key: key, size: identity.size, client: client, in: job) }
             return (index, UploadedFile(
                 name: BytePath(name), path: BytePath("s3://\(run.bucket)/\(key)"), bytes: identity.size,
-                sha256: piece.sha256Hex, bytesResent: 0))
+                sha256: piece.sha256Hex, bytesResent: 0, etag: etag.isEmpty ? nil : etag))
         }
     }
 }

@@ -372,8 +372,9 @@ struct S3UploadRun: UploadTransfer {
         // The last chance to refuse a changed source: once completed, the object is visible to everyone.
         try await job.runOnPool { try source.checkUnchanged() }
         let parts = (1...plan.count).map { (number: $0, etag: etags[$0]!, checksumSHA256: checksums[$0]) }
+        var etag: String?
         do {
-            _ = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
+            etag = try await retrying("CompleteMultipartUpload \(key)", in: job) { () async throws(S3Error) in
                 try await client.completeMultipartUpload(key: key, uploadID: uploadID, parts: parts)
             }
             job.log(.info, "\(name): completed multipart upload \(uploadID) (\(plan.count) parts)")
@@ -383,7 +384,9 @@ struct S3UploadRun: UploadTransfer {
             guard try await isFinished(index, key: key, plan: plan, source: source, uploadID: uploadID, client: client, in: job)
             else { throw error }
         }
-        try await finish(index, key: key, plan: plan, source: source, checkpoint: &checkpoint, progress: progress, in: job)
+        try await finish(
+            index, key: key, plan: plan, source: source, etag: etag, checkpoint: &checkpoint, progress: progress,
+            in: job)
     }
 
     /// One part's `UploadPart` with retries, as a value a child task can own.

@@ -122,18 +122,25 @@ public struct UploadedFile: Codable, Sendable, Equatable {
     /// tus: whether the server was shown to verify `Upload-Checksum` (it refused a deliberately wrong one), so
     /// the stored bytes are the ones hashed here; `nil` (absent) for a directory upload.
     public var checksumVerified: Bool?
+    /// S3: the object's ETag as the server answered the upload (unquoted), what later proves the object unchanged
+    /// (`LandedFilesMemory`); `nil` (absent) elsewhere or when not known.
+    public var etag: String?
 
-    public init(name: BytePath, path: BytePath, bytes: Int64, sha256: String, bytesResent: Int64, url: String? = nil) {
+    public init(
+        name: BytePath, path: BytePath, bytes: Int64, sha256: String, bytesResent: Int64, url: String? = nil,
+        etag: String? = nil
+    ) {
         self.name = name
         self.path = path
         self.bytes = bytes
         self.sha256 = sha256
         self.bytesResent = bytesResent
         self.url = url
+        self.etag = etag
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, path, bytes, sha256, url
+        case name, path, bytes, sha256, url, etag
         case bytesResent = "bytes_resent"
         case checksumVerified = "checksum_verified"
     }

@@ -372,6 +372,7 @@ public struct UploadJob: JobKind {
     /// - Throws: `JobError` (the codes above), or `JobStopped` when stopped.
     public func run(_ params: Params, in job: JobContext) async throws -> JSONValue {
         try params.checkLimits()
+        let attemptStart = Timestamp.now()
         var params = params
         var plan: PhotoUploadPlan?
         var landed: FileLanded?
@@ -399,14 +400,30 @@ public struct UploadJob: JobKind {
             }
         }
         // Folders: the files listed on the first run, named by their paths inside the folders.
-        let folders = params.photos == nil ? try await Self.treePlan(params, in: job) : nil
-        if folders != nil { landed = UploadTreeEntries.landed(in: job) }
+        let folders =
+            params.photos == nil ? try await Self.treePlan(params, attemptStart: attemptStart, in: job) : nil
+        // Each landed file into the upload memory's stat cache too, for the next upload of the folder.
+        var memory: LandedFilesMemory?
+        if let folders {
+            let remembering = LandedFilesMemory(
+                destination: try UploadDestination(parsing: params.to), params: params, files: folders.files,
+                attemptStart: attemptStart)
+            landed = remembering.hook(wrapping: UploadTreeEntries.landed(in: job), in: job)
+            memory = remembering
+        }
         let transfer = try Self.transfer(for: params, names: plan?.names, files: folders?.files, landed: landed)
         do {
             if var tree = folders?.plan, let files = folders?.files {
-                var result = try await files.count == 0
-                    ? Self.result(files: [], bytesResent: 0, destination: params.to)
-                    : job.runCancellingOnStop { try await transfer.run(in: job) }
+                var result: JSONValue
+                do {
+                    result = try await files.count == 0
+                        ? Self.result(files: [], bytesResent: 0, destination: params.to)
+                        : job.runCancellingOnStop { try await transfer.run(in: job) }
+                    await memory?.flush(in: job)
+                } catch {
+                    await memory?.flush(in: job)
+                    throw error
+                }
                 try job.entries.writeNoted()
                 // With the files that failed while the transfer ran (`UploadCheckpoint.failFile`).
                 if let saved = try job.loadCheckpoint(as: UploadCheckpoint.self), var counted = saved.tree {

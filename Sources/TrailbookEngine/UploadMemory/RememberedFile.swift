@@ -1,6 +1,6 @@
-/// One file a job of this daemon (or of a daemon sharing its store) uploaded to a destination that cannot be
-/// listed (a tus endpoint): what `UploadMemory` keeps per destination and name, so that a later upload of the same
-/// folder can tell what is already there, and a resumed job what it already sent.
+/// One file a job of this daemon (or of a daemon sharing its store) uploaded to a destination: what `UploadMemory`
+/// keeps per destination and name, so that a later upload of the same folder can tell what is already there
+/// without reading the file again (`source`), and a resumed tus job what it already sent.
 public struct RememberedFile: Sendable, Equatable {
     /// The destination as the job named it (a tus endpoint URL, `http(s)://…/files/`).
     public var destination: String
@@ -11,12 +11,17 @@ public struct RememberedFile: Sendable, Equatable {
     public var size: Int64
     /// How far it got.
     public var state: State
-    /// Where it is at the destination (tus: the upload URL).
+    /// Where it is at the destination, or the proof of what it is there: tus, the upload URL; S3, the object's
+    /// ETag as the server answered the upload; `file://`, the written file's `stat` (`device:inode:size:mtime_ns:
+    /// ctime_ns`) just after it landed. Empty when not known.
     public var location: String
     /// The job that uploaded it.
     public var jobID: String
     /// When it was remembered (created or completed), Unix seconds.
     public var uploadedAt: Double
+    /// The local file it was made from with its `stat` when its SHA-256 was known to be its bytes (the stat
+    /// cache); `nil` when not known (rows written before it was kept, or a file that changed while it was sent).
+    public var source: RememberedSource?
 
     /// How far a remembered upload got.
     public enum State: Sendable, Equatable {
@@ -36,7 +41,7 @@ public struct RememberedFile: Sendable, Equatable {
     /// A remembered upload; see the properties.
     public init(
         destination: String, name: [UInt8], size: Int64, state: State, location: String, jobID: String,
-        uploadedAt: Double
+        uploadedAt: Double, source: RememberedSource? = nil
     ) {
         self.destination = destination
         self.name = name
@@ -45,6 +50,7 @@ public struct RememberedFile: Sendable, Equatable {
         self.location = location
         self.jobID = jobID
         self.uploadedAt = uploadedAt
+        self.source = source
     }
 
     /// `name` as the store keeps it: lower-case hex of its bytes (exact for any bytes, and the same text in both

@@ -1,15 +1,17 @@
 import TrailbookLoop
 
-/// The upload memory: what this daemon's jobs (or those of daemons sharing its store) uploaded to destinations
-/// that cannot be listed, by destination and name (`RememberedFile`). A tus server has no way to ask which
-/// uploads it holds under a name, so the memory is how a folder upload to tus sends only what changed, and how a
-/// resumed tus upload knows which files already landed before its last saved checkpoint. Reached through
-/// `JobContext.uploadMemory`.
+/// The upload memory: what this daemon's jobs (or those of daemons sharing its store) uploaded, by destination
+/// and name (`RememberedFile`), with the source file's `stat` when its SHA-256 was known (`RememberedSource`, the
+/// stat cache). A tus server has no way to ask which uploads it holds under a name, so the memory is how a folder
+/// upload to tus sends only what changed, and how a resumed tus upload knows which files already landed before
+/// its last saved checkpoint; on every destination, the stat cache is how a folder uploaded again is compared
+/// without reading its unchanged files. Reached through `JobContext.uploadMemory`.
 ///
 /// The memory is a cache of the truth at the destination, never the truth itself: a kind checks a remembered
-/// upload there (tus: `HEAD`) before trusting it, and a file whose memory is lost is simply sent again. Rows are
-/// replaced when the same name is uploaded to the same destination again and are kept when the job that wrote
-/// them is pruned.
+/// upload there (tus: `HEAD`; S3: the listed ETag; `file://`: the file's `stat`) before trusting it, and a file
+/// whose memory is lost is simply hashed or sent again. Rows are replaced when the same name is uploaded to the
+/// same destination again and are kept when the job that wrote them is pruned; rows not written for
+/// `keptSeconds` are forgotten (`forgetOlder`, at the start of each folder upload).
 ///
 /// Each call is one store transaction and waits for it (on a shared store, one round trip). Errors are
 /// `JobError` `store_error` (retryable); `store_error` not retryable when the daemon's store keeps no memory (a
@@ -23,8 +25,35 @@ public struct UploadMemory {
     /// Names per store read: `remembered` splits a longer list into reads of this many.
     nonisolated public static let namesPerRead = 500
 
+    /// How long a row is kept after it was last written, in seconds: 180 days. An older row is forgotten: a tus
+    /// file it described is sent again, a file to S3 or `file://` is read and compared again.
+    nonisolated public static let keptSeconds: Double = 180 * 24 * 3600
+
     /// Whether the daemon's store keeps a memory at all (a test host's may not).
     public var isKept: Bool { store != nil }
+
+    /// Keeps `uploads` (each with this job's id and written now), in one store transaction.
+    /// - Throws: `JobError` `store_error`.
+    public func remember(_ uploads: [RememberedFile]) throws(JobError) {
+        guard !uploads.isEmpty else { return }
+        let now = Timestamp.now()
+        let stamped = uploads.map { upload in
+            var upload = upload
+            upload.jobID = jobID
+            upload.uploadedAt = now
+            return upload
+        }
+        try call("remember uploads") { try $0.rememberUploads(stamped) }
+    }
+
+    /// Forgets every row of every destination last written more than `seconds` ago (`keptSeconds` by default).
+    /// - Returns: how many were forgotten.
+    /// - Throws: `JobError` `store_error`.
+    @discardableResult
+    public func forgetOlder(than seconds: Double = keptSeconds) throws(JobError) -> Int {
+        let cutoff = Timestamp.now() - seconds
+        return try call("prune the upload memory") { try $0.forgetUploads(rememberedBefore: cutoff) }
+    }
 
     /// Remembers that this job's upload of `name` (`size` bytes) to `destination`, at `location`, is in `state`:
     /// `.created` as soon as the destination made it, `.complete` once the destination holds it whole.

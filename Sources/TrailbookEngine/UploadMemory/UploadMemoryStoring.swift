@@ -1,5 +1,5 @@
-/// A job store that keeps the upload memory (`UploadMemory`): the SQLite `JobStore` (migration 12,
-/// `upload_memory`) and the shared `PostgresJobStore` (migration 8, `trailbook_upload_memory`). Unlike a job's
+/// A job store that keeps the upload memory (`UploadMemory`): the SQLite `JobStore` (migrations 12 and 13,
+/// `upload_memory`) and the shared `PostgresJobStore` (migrations 8 and 9, `trailbook_upload_memory`). Unlike a job's
 /// entries, the rows belong to no job: they outlive the jobs that wrote them (retention prunes jobs, not these).
 ///
 /// Calls are made on the loop thread and answer synchronously, as `JobStoring`'s do. Errors are the store's own.
@@ -14,4 +14,8 @@ public protocol UploadMemoryStoring: AnyObject {
     /// Forgets what is remembered for `destination` under `name` (the destination no longer holds it).
     /// - Throws: the store's error.
     func forgetUpload(destination: String, name: [UInt8]) throws
+    /// Forgets every row remembered (written) before `cutoff` (Unix seconds), whatever its destination.
+    /// - Returns: how many rows were forgotten.
+    /// - Throws: the store's error.
+    func forgetUploads(rememberedBefore cutoff: Double) throws -> Int
 }

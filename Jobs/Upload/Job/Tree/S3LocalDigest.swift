@@ -10,6 +10,8 @@ import TusClient
 struct S3LocalDigest: Sendable {
     /// The file's size in bytes.
     let size: Int64
+    /// The whole file's SHA-256, 64 lower-case hex digits (what the upload memory keeps).
+    let sha256Hex: String
     /// The digests, by the way the file goes up.
     let kind: Kind
 
@@ -35,7 +37,7 @@ struct S3LocalDigest: Sendable {
                 TusChecksumAlgorithm.md5.digest(try source.read(at: 0, count: Int(plan.size)))
             }
             return S3LocalDigest(
-                size: plan.size,
+                size: plan.size, sha256Hex: source.hash.hexDigest,
                 kind: .single(md5Hex: SHA256.hex(md5), sha256: Base64.encode(source.hash.finalize())))
         }
         var digest = S3MultipartDigest()
@@ -48,7 +50,7 @@ struct S3LocalDigest: Sendable {
                 return next
             }
         }
-        return S3LocalDigest(size: plan.size, kind: .multipart(digest))
+        return S3LocalDigest(size: plan.size, sha256Hex: source.hash.hexDigest, kind: .multipart(digest))
     }
 
     /// Whether `head` is an object holding these bytes: same size, and the SHA-256 checksum when it has one, else

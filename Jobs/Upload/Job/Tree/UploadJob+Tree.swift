@@ -86,7 +86,10 @@ extension UploadJob {
     /// - Throws: `JobError` from listing (`source_missing`, `source_unreadable`, `source_not_regular`),
     ///   `bad_destination`, `write_failed` / `destination_not_writable` (the directory cannot be made),
     ///   `store_error`.
-    static func treePlan(_ params: Params, in job: JobContext) async throws -> (plan: UploadTreePlan, files: UploadFileList)? {
+    /// - Parameter attemptStart: when this attempt started (Unix seconds), the stat cache's bound (`TreeSyncMemory`).
+    static func treePlan(
+        _ params: Params, attemptStart: Double, in job: JobContext
+    ) async throws -> (plan: UploadTreePlan, files: UploadFileList)? {
         let destination = try UploadDestination(parsing: params.to)
         let plan: UploadTreePlan
         let files: UploadFileList
@@ -104,7 +107,8 @@ extension UploadJob {
             }
             if !params.again {
                 try await UploadTreeSync.leaveOutUnchanged(
-                    &listed, identities: &identities, destination: destination, params: params, in: job)
+                    &listed, identities: &identities, destination: destination, params: params,
+                    attemptStart: attemptStart, in: job)
             }
             // The whole list, with what is not uploaded and why, into the job store before the checkpoint that
             // fixes the plan: a crash in between lists again from scratch. The checkpoint (version 2) keeps only

@@ -5,8 +5,9 @@ import TrailbookLoop
 /// the files the destination already holds with the same bytes are left out of the job (`already_there`). How a
 /// destination tells is its own: `DirectoryTreeSync` (`file://`: size, then SHA-256 of both sides), `S3TreeSync`
 /// (the prefix's listing and the objects' ETags or SHA-256 checksums), `TusTreeSync` (tus cannot list: the upload
-/// memory of what this daemon's jobs uploaded there, checked with a `HEAD`). `--again` (`Params.again`) skips it and
-/// sends every file. Nothing at the destination is ever deleted.
+/// memory of what this daemon's jobs uploaded there, checked with a `HEAD`). All three read a file only when the
+/// upload memory's stat cache cannot vouch for it (`TreeSyncMemory`, `LandedFilesMemory`). `--again`
+/// (`Params.again`) skips it and sends every file. Nothing at the destination is ever deleted.
 enum UploadTreeSync {
     /// Takes out of `plan` (and `identities`, aligned with its files) each file `destination` already holds with
     /// the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes`.
@@ -15,18 +16,21 @@ enum UploadTreeSync {
     @LoopActor
     static func leaveOutUnchanged(
         _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], destination: UploadDestination,
-        params: UploadJob.Params, in job: JobContext
+        params: UploadJob.Params, attemptStart: Double, in job: JobContext
     ) async throws {
         switch destination {
         case .directory(let path):
-            try await DirectoryTreeSync.leaveOutUnchanged(&plan, identities: &identities, directory: path, in: job)
+            try await DirectoryTreeSync.leaveOutUnchanged(
+                &plan, identities: &identities, directory: path, params: params, attemptStart: attemptStart, in: job)
         case .s3(let bucket, let prefix):
             let same = try await S3TreeSync.unchanged(
-                plan, identities: identities, params: params, bucket: bucket, prefix: prefix, in: job)
+                plan, identities: identities, params: params, bucket: bucket, prefix: prefix,
+                attemptStart: attemptStart, in: job)
             plan.leaveOut(same, identities: &identities)
         case .tus(let endpoint):
             let same = try await TusTreeSync.unchanged(
-                plan, identities: identities, params: params, endpoint: endpoint, in: job)
+                plan, identities: identities, params: params, endpoint: endpoint, attemptStart: attemptStart,
+                in: job)
             plan.leaveOut(same, identities: &identities)
         }
     }
