@@ -371,17 +371,32 @@ final class PartFile: @unchecked Sendable {
         }
     }
 
-    /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs `directory` so the rename
-    /// is durable.
+    /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs the directory that holds
+    /// `finalPath` so the rename is durable.
     /// The hash is complete once this returns (the `fsync` runs while its last pieces are hashed); a `.part`
     /// file that could not be read back, or that something else changed (`checkPart(length:)`), is not renamed.
-    func commit(to finalPath: BytePath, directory: BytePath, length: Int64) throws(JobError) {
+    func commit(to finalPath: BytePath, length: Int64) throws(JobError) {
         try sync()
         try finishHashing()
         try checkPart(length: length)
         guard partPath.withCString({ part in finalPath.withCString { rename(part, $0) } }) == 0 else {
             throw DirectoryIO.writeFailed("cannot rename \(partPath) to \(finalPath)", errno)
         }
-        try DirectoryIO.syncDirectory(directory)
+        try DirectoryIO.syncDirectory(DirectoryIO.parent(of: finalPath) ?? finalPath)
+    }
+
+    /// Readies a `.part` file copied whole for a batched landing (`DirectoryLandingBatch`): every check `commit`
+    /// makes (the source still is `expected` and ends at `length`; the hash is complete; nothing else changed the
+    /// `.part` file), without its `fsync` and rename, which the batch does for many files at once. Starts the
+    /// `.part` file's writeback, so the disk writes it while the next files are copied.
+    /// - Throws: `source_changed`, `source_missing`, `source_unreadable` (this file fails alone in a folder
+    ///   upload); `write_failed` (retryable) as `checkPart` and `finishHashing`.
+    func checkCopied(source expected: SourceIdentity, length: Int64) throws(JobError) {
+        try checkSource(is: expected)
+        try checkSourceEnds(at: length)
+        try finishHashing()
+        try checkPart(length: length)
+        // Advice only (writeback starts, clean pages are dropped): its result does not matter.
+        _ = posix_fadvise(part, 0, 0, POSIX_FADV_DONTNEED)
     }
 }
