@@ -70,7 +70,8 @@ extension DirectoryIO {
             var info = stat()
             guard fstat(fd, &info) == 0, UInt64(info.st_dev) == member.node.device else { continue }
             if let code = FileSystemSync.sync(containing: fd) {
-                return writeFailed("cannot flush the files written to \(parent(of: member.finalPath) ?? member.finalPath)", code)
+                let folder = parent(of: member.finalPath) ?? member.finalPath
+                return writeFailed("cannot flush the files written to \(folder)", code)
             }
             done.insert(member.node.device)
         }

@@ -92,7 +92,7 @@ struct DirectoryUpload: UploadTransfer {
                 // A pause, a shutdown, a timeout or a failure keeps what is copied: the files copied whole land
                 // first, so the next attempt does not copy them again (a user stop removes them with the rest).
                 if failure == nil, job.stopReason != .userStop, !batch.isEmpty {
-                    try? await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
+                    try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
                 }
                 guard let failure else { throw error }
                 try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
@@ -270,7 +270,8 @@ struct DirectoryUpload: UploadTransfer {
                 try await job.runOnPool { try file.checkCopied(source: expected, length: expected.size) }
                 let record = UploadedFile(
                     name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest, bytesResent: resent)
-                batch.add(.init(index: index, partPath: partPath, node: file.node, finalPath: finalPath, record: record))
+                batch.add(
+                    .init(index: index, partPath: partPath, node: file.node, finalPath: finalPath, record: record))
                 return
             }
             try await job.runOnPool {
@@ -326,11 +327,12 @@ struct DirectoryUpload: UploadTransfer {
 
     /// Lands the files waiting in `batch` (`DirectoryIO.land`) and records each one that landed, in order, as
     /// finished (told to `landed`); saves the checkpoint once `chunkSize` bytes of finished files are unsaved, or at
-    /// the last file, or when the landing stopped short. A checkpoint never names a file of the batch before this.
+    /// the last file, or when the landing stopped short, or when `saving` (a stop: the next attempt starts after
+    /// them). A checkpoint never names a file of the batch before this.
     /// - Throws: why a file did not land (`write_failed`), after saving those before it; `store_write_failed`.
     private func land(
         _ batch: inout DirectoryLandingBatch, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress,
-        in job: JobContext
+        saving: Bool = false, in job: JobContext
     ) async throws {
         guard !batch.isEmpty else { return }
         let members = batch.take()
@@ -344,7 +346,7 @@ struct DirectoryUpload: UploadTransfer {
         job.reportProgress(
             completed: progress.completed, total: progress.total, current: nil, items: progress.items,
             files: progress.files)
-        let due = progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == params.files.count
+        let due = saving || progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == params.files.count
         if landing.landed > 0, due || landing.failure != nil {
             try job.saveCheckpoint(checkpoint)
             progress.unsavedFinishedBytes = 0
