@@ -37,6 +37,13 @@ static inline long tb_copy_file_range(int in_fd, long long *in_offset, int out_f
     return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, out_offset, count, 0U);
 }
 
+/// syncfs(2): flushes every dirty page and inode of the file system that holds `fd` (glibc declares it only under
+/// _GNU_SOURCE, so it is reached through syscall(2)). Returns 0, or -1 with errno set (Linux 5.8 and later report
+/// a writeback error of any file on it since `fd` was opened).
+static inline int tb_syncfs(int fd) {
+    return (int)syscall(SYS_syncfs, fd);
+}
+
 /// lseek(2) with SEEK_HOLE (Linux's value, 4: glibc names it only under _GNU_SOURCE): the offset of the first hole at
 /// or after `offset`, which is the file's length when it has none (or its file system does not track holes), or -1
 /// with errno set.

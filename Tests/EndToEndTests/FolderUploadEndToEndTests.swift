@@ -338,7 +338,8 @@ struct FolderUploadEndToEndTests {
 
     /// `cancel` mid-tree (files go in byte order: `0 small.bin` before the folder `b`) removes the job's `.part` file in
     /// a subfolder, keeps the files it completed, and leaves
-    /// alone a file that was at the destination before.
+    /// alone a file that was at the destination before. (`--chunk-size 8MiB`: `big.bin` is then larger than a chunk,
+    /// so the small files before it land before it starts; smaller, it would wait in their batch.)
     @Test func cancelMidTreeRemovesOnlyThePartialFileInItsFolder() throws {
         let work = TemporaryDirectory("tbj-cancel")
         try FileManager.default.createDirectory(atPath: work.file("trip/a/b"), withIntermediateDirectories: true)
@@ -347,7 +348,7 @@ struct FolderUploadEndToEndTests {
         try FileManager.default.createDirectory(atPath: work.file("out/a"), withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: work.file("out/a/theirs.txt"), contents: Data([1, 2, 3]))
         let daemon = try DaemonHarness()
-        let id = try daemon.submitUpload([work.file("trip"), "--to", "file://" + work.file("out"), "--max-rate", "2MiB"])
+        let id = try daemon.submitUpload([work.file("trip"), "--to", "file://" + work.file("out"), "--max-rate", "2MiB", "--chunk-size", "8MiB"])
         let part = work.file("out/a/b/big.bin.\(id.prefix(8)).part")
         try daemon.waitFor(id, "into big.bin") { _ in FileManager.default.fileExists(atPath: part) }
         let job = try daemon.job(["op": "cancel", "job": .string(id)])

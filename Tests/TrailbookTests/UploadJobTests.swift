@@ -723,7 +723,7 @@ struct KernelCopyTests {
         #expect(length == 0)
         let copied = try file.copy(at: 0, count: Int64(info.st_size), stop: CopyStop(), timeLimit: 60)
         #expect(copied.bytes == Int64(info.st_size) && !copied.sourceEnded)
-        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), directory: BytePath(scratch.dst), length: Int64(info.st_size))
+        try file.commit(to: BytePath(scratch.dst + "/copy.bin"), length: Int64(info.st_size))
         return (file, try scratch.bytes(scratch.dst + "/copy.bin"))
     }
 
@@ -851,7 +851,7 @@ struct PartFileTamperingTests {
         // The rename would have put the other file in place: refused before it.
         let final = scratch.dst + "/a.bin"
         let atCommit = refusal { () throws(JobError) in
-            try file.commit(to: BytePath(final), directory: BytePath(scratch.dst), length: 2 << 20)
+            try file.commit(to: BytePath(final), length: 2 << 20)
         }
         #expect(atCommit != nil && !scratch.exists(final))
         #expect(unlink(path) == 0)

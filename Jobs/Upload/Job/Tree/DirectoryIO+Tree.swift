@@ -111,7 +111,7 @@ extension DirectoryIO {
     }
 
     /// `path` without its last component, or `nil` for `/` or a single component.
-    private static func parent(of path: BytePath) -> BytePath? {
+    static func parent(of path: BytePath) -> BytePath? {
         var bytes = path.bytes[...]
         while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes = bytes.dropLast() }
         guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }

@@ -7,268 +7,6 @@ import TrailbookLoop
     import Glibc
 #endif
 
-/// Blocking POSIX file operations of a directory upload. Everything here runs on the thread pool (through
-/// `JobContext.runOnPool`) or, for submit-time checks, off the loop thread; never on the loop.
-enum DirectoryIO {
-    /// Bytes of one `pread` when hashing, and of one `pread`/`pwrite` when a copy cannot be made in the kernel.
-    static let maxPieceBytes = 1 << 20
-    /// Bytes written to a `.part` file between two starts of its writeback (`PartFile.copyPiece`).
-    static let writebackBytes: Int64 = 8 << 20
-
-    static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
-
-    /// Whether `code` is an I/O condition another attempt may get past (disk full, quota, device error).
-    static func isTransientWriteError(_ code: Int32) -> Bool {
-        code == ENOSPC || code == EIO || code == EDQUOT || code == EINTR || code == EAGAIN
-    }
-
-    static func writeFailed(_ what: String, _ code: Int32) -> JobError {
-        let transient = isTransientWriteError(code)
-        return JobError(
-            code: "write_failed",
-            message: "\(what): \(errorText(code))"
-                + (code == ENOSPC || code == EDQUOT
-                    ? "; free some space at the destination, the upload resumes where it stopped"
-                    : transient ? "; the upload will be retried" : ""),
-            retryable: transient)
-    }
-
-    static func sourceError(_ path: BytePath, _ code: Int32) -> JobError {
-        switch code {
-        case ENOENT, ENOTDIR:
-            return JobError(code: "source_missing", message: "source \(path) does not exist; check the path")
-        case EACCES, EPERM:
-            return JobError(
-                code: "source_unreadable", message: "cannot read source \(path): permission denied; fix its permissions")
-        default:
-            return JobError(
-                code: "source_unreadable", message: "cannot read source \(path): \(errorText(code))")
-        }
-    }
-
-    /// An `errno` value.
-    struct Errno: Error { var code: Int32 }
-
-    /// `stat(2)` of `path`, following links: the identity and whether it is a regular file, or the errno.
-    static func status(_ path: BytePath) -> Result<(SourceIdentity, mode: UInt32), Errno> {
-        var info = stat()
-        guard path.withCString({ stat($0, &info) }) == 0 else { return .failure(Errno(code: errno)) }
-        return .success((identity(info), UInt32(info.st_mode)))
-    }
-
-    /// `lstat(2)` of `path`: its mode, or `nil` if it does not exist (or cannot be examined).
-    static func linkMode(_ path: BytePath) -> UInt32? {
-        var info = stat()
-        guard path.withCString({ lstat($0, &info) }) == 0 else { return nil }
-        return UInt32(info.st_mode)
-    }
-
-    static func identity(_ info: stat) -> SourceIdentity {
-        SourceIdentity(
-            size: Int64(info.st_size),
-            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-            inode: UInt64(info.st_ino), device: UInt64(info.st_dev),
-            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
-    }
-
-    static func isRegular(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
-    static func isDirectory(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
-    static func isLink(_ mode: UInt32) -> Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
-
-    /// `realpath(3)`, or `nil`.
-    static func resolved(_ path: BytePath) -> BytePath? {
-        guard let pointer = path.withCString({ realpath($0, nil) }) else { return nil }
-        defer { free(pointer) }
-        return BytePath(bytes: UnsafeBufferPointer(start: pointer, count: strlen(pointer)).map { UInt8(bitPattern: $0) })
-    }
-
-    /// The checks of a directory upload that need the file system, for the sources at `indices`.
-    ///
-    /// Sources: exist (`source_missing`), are regular files (`source_not_regular`), are readable
-    /// (`source_unreadable`). Destination: exists (`destination_missing`), is a directory
-    /// (`destination_not_directory`), is writable (`destination_not_writable`). Names: `DIR/NAME` must not be a
-    /// link that resolves outside `DIR` or a directory (`bad_name`). (The job's `.part` file, named per job, is
-    /// opened with `O_NOFOLLOW`, so a link put there fails the write instead of being followed.)
-    /// - Returns: the identities of the checked sources, in `indices` order.
-    static func preflight(files: [BytePath], names: [BytePath], directory: BytePath, indices: Range<Int>)
-        throws(JobError) -> [SourceIdentity]
-    {
-        let identities = try sourceIdentities(files: files, indices: indices)
-        try checkDestination(names: names, directory: directory, indices: indices, files: files)
-        return identities
-    }
-
-    /// The source checks of `preflight` alone (for uploads that go to a server): each source at `indices` exists
-    /// (`source_missing`), is a regular file (`source_not_regular`) and is readable (`source_unreadable`).
-    /// - Returns: their identities, in `indices` order.
-    static func sourceIdentities(files: [BytePath], indices: Range<Int>) throws(JobError) -> [SourceIdentity] {
-        var identities: [SourceIdentity] = []
-        for index in indices {
-            let path = files[index]
-            switch status(path) {
-            case .failure(let error): throw sourceError(path, error.code)
-            case .success(let (identity, mode)):
-                guard isRegular(mode) else {
-                    throw JobError(
-                        code: "source_not_regular",
-                        message: "source \(path) is not a regular file (a directory, device or pipe); "
-                            + "upload the files themselves")
-                }
-                guard path.withCString({ access($0, R_OK) }) == 0 else { throw sourceError(path, errno) }
-                try checkLength(of: path, size: identity.size)
-                identities.append(identity)
-            }
-        }
-        return identities
-    }
-
-    /// Refuses a source that holds more than its `stat` size (`source_not_regular`): a `/proc` file says 0 bytes
-    /// and would be uploaded empty (a `/sys` file that says more than it holds fails at its end instead).
-    private static func checkLength(of path: BytePath, size: Int64) throws(JobError) {
-        let fd = path.withCString { open($0, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
-        guard fd >= 0 else { throw sourceError(path, errno) }
-        defer { close(fd) }
-        switch hasBytes(fd, past: size) {
-        case .failure(let error): throw sourceError(path, error.code)
-        case .success(false): return
-        case .success(true):
-            throw JobError(
-                code: "source_not_regular",
-                message: "source \(path) holds more than the \(size) bytes its size says: a special file (as in /proc or "
-                    + "/sys) or one being written right now; copy it to a regular file and upload that")
-        }
-    }
-
-    private static func checkDestination(names: [BytePath], directory: BytePath, indices: Range<Int>, files: [BytePath])
-        throws(JobError)
-    {
-        switch status(directory) {
-        case .failure(let error):
-            let code = error.code
-            if code == ENOENT || code == ENOTDIR {
-                throw JobError(
-                    code: "destination_missing",
-                    message: "destination directory \(directory) does not exist; create it first (mkdir -p)")
-            }
-            throw JobError(
-                code: "destination_not_writable",
-                message: "cannot examine destination directory \(directory): \(errorText(code))")
-        case .success(let (_, mode)):
-            guard isDirectory(mode) else {
-                throw JobError(
-                    code: "destination_not_directory",
-                    message: "destination \(directory) is not a directory; give the directory to upload into")
-            }
-        }
-        guard directory.withCString({ access($0, W_OK | X_OK) }) == 0 else {
-            throw JobError(
-                code: "destination_not_writable",
-                message: "cannot write into destination directory \(directory): \(errorText(errno)); "
-                    + "fix its permissions or choose another directory")
-        }
-        guard let root = resolved(directory) else {
-            throw JobError(
-                code: "destination_missing", message: "cannot resolve destination directory \(directory)")
-        }
-        for index in indices {
-            let name = names[index]
-            let final = BytePath.join(root, name)
-            if let mode = linkMode(final) {
-                if isLink(mode) {
-                    let inside = resolved(final).map { $0.bytes.starts(with: BytePath.join(root, "").bytes) } ?? false
-                    guard inside else {
-                        throw JobError(
-                            code: "bad_name",
-                            message: "\(final) is a symbolic link that leads outside the destination directory; "
-                                + "remove it or choose another destination")
-                    }
-                } else if isDirectory(mode) {
-                    throw JobError(
-                        code: "bad_name",
-                        message: "\(final) is a directory and cannot be replaced by the upload of \(files[index]); "
-                            + "move it away or choose another destination")
-                }
-            }
-        }
-    }
-
-    /// Said after a source ended early while `stat` saw no change (the only time a `source_changed` message gives
-    /// its detail): a `/sys` file says 4 096 bytes and holds a few.
-    static let specialFileHint =
-        " though its size, times and inode did not change: if it is a special file whose size is not its length (as in "
-        + "/sys), copy it to a regular file and upload that"
-
-    /// Whether the open file `fd` has a byte at offset `size`: it holds more than the `size` its `stat` gave (it
-    /// grew, or it is a file whose size is not its length, as in `/proc`, where most files say 0 bytes).
-    static func hasBytes(_ fd: Int32, past size: Int64) -> Result<Bool, Errno> {
-        var byte: UInt8 = 0
-        while true {
-            let got = pread(fd, &byte, 1, off_t(size))
-            if got >= 0 { return .success(got > 0) }
-            if errno != EINTR { return .failure(Errno(code: errno)) }
-        }
-    }
-
-    /// `fsync(2)` of a directory, so a rename in it survives a power loss. File systems that cannot sync
-    /// directories (`EINVAL`) are accepted.
-    static func syncDirectory(_ path: BytePath) throws(JobError) {
-        let fd = path.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard fd >= 0 else { throw writeFailed("cannot open directory \(path) to sync it", errno) }
-        defer { close(fd) }
-        if fsync(fd) != 0, errno != EINVAL { throw writeFailed("fsync \(path)", errno) }
-    }
-
-    /// SHA-256 of bytes `[offset, offset + count)` of `path` fed into `hash`, reading with `buffer`.
-    /// - Returns: the bytes hashed (less than `count` if the file is shorter).
-    /// - Throws: `write_failed` if `path` cannot be opened or read.
-    static func hashRange(
-        of path: BytePath, from offset: Int64, count: Int64, into hash: SHA256, buffer: UnsafeMutableRawBufferPointer
-    ) throws(JobError) -> Int64 {
-        let fd = path.withCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard fd >= 0 else { throw writeFailed("cannot reopen \(path) to check what was written", errno) }
-        defer { close(fd) }
-        return try hashRange(of: fd, path: path, from: offset, count: count, into: hash, buffer: buffer)
-    }
-
-    /// SHA-256 of bytes `[offset, offset + count)` of the open file `fd` (named `path` in errors) fed into
-    /// `hash`, reading with `buffer` (`pread`: the descriptor's position is not used).
-    /// - Returns: the bytes hashed (less than `count` if the file is shorter).
-    /// - Throws: `write_failed` if a read fails.
-    static func hashRange(
-        of fd: Int32, path: BytePath, from offset: Int64, count: Int64, into hash: SHA256,
-        buffer: UnsafeMutableRawBufferPointer
-    ) throws(JobError) -> Int64 {
-        var done: Int64 = 0
-        while done < count {
-            let want = Int(min(Int64(buffer.count), count - done))
-            let got = pread(fd, buffer.baseAddress, want, off_t(offset + done))
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw writeFailed("cannot read back \(path)", errno)
-            }
-            if got == 0 { break }
-            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
-            done += Int64(got)
-        }
-        return done
-    }
-}
-
-extension DirectoryIO {
-    /// Whether file `finalPath` is the finished copy of a `.part` file that was `node` and is gone: the `.part`
-    /// at `partPath` does not exist, and `finalPath` is a regular file (not a link) with that inode and device and
-    /// `size` bytes. A rename keeps the inode, and the upload renames a `.part` only once it holds every byte, so
-    /// this is the file the job finished before a crash lost the checkpoint that would have said so.
-    static func isFinished(finalPath: BytePath, partPath: BytePath, node: FileNode, size: Int64) -> Bool {
-        var info = stat()
-        guard partPath.withCString({ lstat($0, &info) }) != 0, errno == ENOENT,
-            finalPath.withCString({ lstat($0, &info) }) == 0
-        else { return false }
-        return isRegular(UInt32(info.st_mode)) && UInt64(info.st_ino) == node.inode
-            && UInt64(info.st_dev) == node.device && Int64(info.st_size) == size
-    }
-}
-
 /// The open files of one file's directory upload: the source, the `.part` file, and the running SHA-256 of the
 /// `.part` file's bytes.
 ///
@@ -633,26 +371,32 @@ final class PartFile: @unchecked Sendable {
         }
     }
 
-    /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs `directory` so the rename
-    /// is durable.
+    /// Makes the finished `.part` file `finalPath` (replacing any file there) and syncs the directory that holds
+    /// `finalPath` so the rename is durable.
     /// The hash is complete once this returns (the `fsync` runs while its last pieces are hashed); a `.part`
     /// file that could not be read back, or that something else changed (`checkPart(length:)`), is not renamed.
-    func commit(to finalPath: BytePath, directory: BytePath, length: Int64) throws(JobError) {
+    func commit(to finalPath: BytePath, length: Int64) throws(JobError) {
         try sync()
         try finishHashing()
         try checkPart(length: length)
         guard partPath.withCString({ part in finalPath.withCString { rename(part, $0) } }) == 0 else {
             throw DirectoryIO.writeFailed("cannot rename \(partPath) to \(finalPath)", errno)
         }
-        try DirectoryIO.syncDirectory(directory)
+        try DirectoryIO.syncDirectory(DirectoryIO.parent(of: finalPath) ?? finalPath)
     }
-}
 
-/// Raised from the loop when a job is stopped, read by a copy running on the thread pool between its pieces.
-final class CopyStop: Sendable {
-    private let raised = Atomic<Bool>(false)
-    /// Whether the copy should return now.
-    var isRaised: Bool { raised.load(ordering: .relaxed) }
-    /// Tells the copy to return after its current piece.
-    func raise() { raised.store(true, ordering: .relaxed) }
+    /// Readies a `.part` file copied whole for a batched landing (`DirectoryLandingBatch`): every check `commit`
+    /// makes (the source still is `expected` and ends at `length`; the hash is complete; nothing else changed the
+    /// `.part` file), without its `fsync` and rename, which the batch does for many files at once. Starts the
+    /// `.part` file's writeback, so the disk writes it while the next files are copied.
+    /// - Throws: `source_changed`, `source_missing`, `source_unreadable` (this file fails alone in a folder
+    ///   upload); `write_failed` (retryable) as `checkPart` and `finishHashing`.
+    func checkCopied(source expected: SourceIdentity, length: Int64) throws(JobError) {
+        try checkSource(is: expected)
+        try checkSourceEnds(at: length)
+        try finishHashing()
+        try checkPart(length: length)
+        // Advice only (writeback starts, clean pages are dropped): its result does not matter.
+        _ = posix_fadvise(part, 0, 0, POSIX_FADV_DONTNEED)
+    }
 }

@@ -11,7 +11,8 @@ import TrailbookLoop
 /// For each file in order: copy it in chunks into `DIR/NAME.<job>.part` (pieces of at most 8 MiB copied in the
 /// kernel, hashed from the `.part` file beside the copy: see `PartFile`), `fsync` and checkpoint at each chunk end,
 /// then re-check the source, rename the `.part` file to `DIR/NAME` (replacing a file there) and `fsync` the
-/// directory.
+/// directory. Files smaller than a chunk are copied whole without a sync and land in batches
+/// (`DirectoryLandingBatch`): one flush of the file system for many files, then their renames, then another flush.
 ///
 /// On resume, bytes past the checkpoint's offset (written before a crash) are cut off and counted in
 /// `bytes_resent`; a `.part` file shorter than the offset (or gone) restarts that file from 0 with a warning; the
@@ -66,16 +67,37 @@ struct DirectoryUpload: UploadTransfer {
             progress.filesDone += 1
         }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
-        while checkpoint.fileIndex < files.count {
-            try job.checkCancellation()
-            let index = checkpoint.fileIndex
+        var batch = DirectoryLandingBatch()
+        while let index = batch.nextIndex ?? (checkpoint.fileIndex < files.count ? checkpoint.fileIndex : nil) {
             do {
+                if index == files.count {
+                    try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
+                    continue
+                }
+                try job.checkCancellation()
+                let batched = index > checkpoint.fileIndex || checkpoint.offset == 0
+                    ? DirectoryLandingBatch.admits(size: try files.identity(index).size, syncBytes: syncBytes)
+                    : false
+                // A large file syncs and checkpoints inside itself, which names it as the file in progress: the
+                // files before it land first.
+                if !batched { try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job) }
                 try await upload(
-                    index, checkpoint: &checkpoint, countLeftovers: resumed, progress: &progress, pacer: &pacer,
-                    in: job)
+                    index, checkpoint: &checkpoint, batch: &batch, batched: batched, countLeftovers: resumed,
+                    progress: &progress, pacer: &pacer, in: job)
+                if batch.isFull(syncBytes: syncBytes) {
+                    try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
+                }
             } catch {
-                // A folder's file removed before its turn or changed while copied fails alone; the others go on.
-                guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
+                // A folder's file removed before its turn or changed while copied fails alone; the others go on
+                // (once the files copied before it landed: a failure is recorded at the file in progress).
+                let failure = job.stopReason == nil ? checkpoint.fileFailure(error) : nil
+                // A pause, a shutdown, a timeout or a failure keeps what is copied: the files copied whole land
+                // first, so the next attempt does not copy them again (a user stop removes them with the rest).
+                if failure == nil, job.stopReason != .userStop, !batch.isEmpty {
+                    try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
+                }
+                guard let failure else { throw error }
+                try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
                 try await skipFailed(index, failure, checkpoint: &checkpoint, in: job)
             }
         }
@@ -85,14 +107,19 @@ struct DirectoryUpload: UploadTransfer {
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
-    /// Uploads file `index` from `checkpoint.offset`, then advances the checkpoint to the next file.
+    /// The bytes copied between two syncs of a large file: `--chunk-size`, else `defaultSyncBytes`.
+    var syncBytes: Int64 { params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes }
+
+    /// Uploads file `index` from `checkpoint.offset`, then advances the checkpoint to the next file; or, when
+    /// `batched` (a file smaller than `syncBytes`), copies it whole without a sync, checks it and adds it to
+    /// `batch` to land with others (the checkpoint then still names the batch's first file, at offset 0).
     ///
     /// `countLeftovers`: whether bytes found past the offset were written by an earlier attempt of this job (and
     /// so count as resent). On a resume they were, for every file: the `.part` is named after the job's id, and a
     /// file after the checkpoint's may have one too (a crash before the checkpoint that would have named it).
     private func upload(
-        _ index: Int, checkpoint: inout UploadCheckpoint, countLeftovers: Bool, progress: inout UploadProgress,
-        pacer: inout RatePacer?, in job: JobContext
+        _ index: Int, checkpoint: inout UploadCheckpoint, batch: inout DirectoryLandingBatch, batched: Bool,
+        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?, in job: JobContext
     ) async throws {
         let listed = try files.file(index)
         let sourcePath = listed.path
@@ -101,9 +128,13 @@ struct DirectoryUpload: UploadTransfer {
         let finalPath = finalPath(name)
         let directory = self.directory
         let expected = listed.identity
-        var offset = checkpoint.offset
+        // Only the file the checkpoint names (the first of a batch) has a saved offset and `.part` inode.
+        let isCurrent = index == checkpoint.fileIndex
+        var offset = isCurrent ? checkpoint.offset : 0
+        // Bytes of this file written more than once (the checkpoint keeps the current file's).
+        var resent = isCurrent ? checkpoint.fileBytesResent : 0
 
-        if countLeftovers, let node = checkpoint.partFile,
+        if isCurrent, countLeftovers, let node = checkpoint.partFile,
             try await job.runOnPool({
                 DirectoryIO.isFinished(finalPath: finalPath, partPath: partPath, node: node, size: expected.size)
             })
@@ -126,7 +157,8 @@ struct DirectoryUpload: UploadTransfer {
                 try await job.runOnPool { try file.truncate(to: keep) }
                 if countLeftovers {
                     checkpoint.bytesResent += extra
-                    checkpoint.fileBytesResent += extra
+                    resent += extra
+                    if isCurrent { checkpoint.fileBytesResent = resent }
                     job.log(.info, "\(name): discarding \(extra) bytes written after the last checkpoint; resuming at \(offset)")
                 }
             } else if partLength < offset {
@@ -136,7 +168,8 @@ struct DirectoryUpload: UploadTransfer {
                         + "uploading this file again from the start")
                 try await job.runOnPool { try file.truncate(to: 0) }
                 checkpoint.bytesResent += offset
-                checkpoint.fileBytesResent += offset
+                resent += offset
+                checkpoint.fileBytesResent = resent
                 offset = 0
                 checkpoint.offset = 0
                 checkpoint.partFile = file.node
@@ -164,8 +197,9 @@ struct DirectoryUpload: UploadTransfer {
                 files: progress.files)
             let piece = RatePacer.pieceSize(maxRate: params.maxRate)
             // `--chunk-size` fixes the bytes between syncs; without it they follow bytes and time.
-            let chunk = params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes
-            let syncSeconds = params.chunkSizeGiven ? Double.infinity : Self.defaultSyncSeconds
+            let chunk = syncBytes
+            // A batched file is copied whole (it is smaller than a chunk): no sync, no checkpoint inside it.
+            let syncSeconds = params.chunkSizeGiven || batched ? Double.infinity : Self.defaultSyncSeconds
             var syncedAt = Timestamp.monotonic()
             // Claims `offset` in the checkpoint once the `.part` holds it on disk. The source is checked at every
             // chunk end, so a change (even in place with the mtime put back, which the ctime shows) stops the job
@@ -218,7 +252,7 @@ struct DirectoryUpload: UploadTransfer {
                     if offset < expected.size {
                         try await syncAndCheckpoint()
                         syncedAt = Timestamp.monotonic()
-                    } else {
+                    } else if !batched {
                         checkpoint.offset = offset
                         checkpoint.partFile = file.node
                     }
@@ -228,17 +262,25 @@ struct DirectoryUpload: UploadTransfer {
                 // sleep, a copy, a check), keeps what is copied: the next attempt resumes here, not at the last
                 // sync, up to a second or a chunk back (under a deadline shorter than that, no attempt got past
                 // the first one's start). If that sync fails, the stop still stands and the older checkpoint too.
-                if let reason = job.stopReason, reason != .userStop, offset > checkpoint.offset {
+                if isCurrent, let reason = job.stopReason, reason != .userStop, offset > checkpoint.offset {
                     try? await syncAndCheckpoint()
                 }
                 throw error
             }
 
             try job.checkCancellation()
+            if batched {
+                try await job.runOnPool { try file.checkCopied(source: expected, length: expected.size) }
+                let record = UploadedFile(
+                    name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest, bytesResent: resent)
+                batch.add(
+                    .init(index: index, partPath: partPath, node: file.node, finalPath: finalPath, record: record))
+                return
+            }
             try await job.runOnPool {
                 try file.checkSource(is: expected)
                 try file.checkSourceEnds(at: expected.size)
-                try file.commit(to: finalPath, directory: directory, length: expected.size)
+                try file.commit(to: finalPath, length: expected.size)
             }
         } catch {
             // Pieces copied before the failure may still wait to be hashed, and each holds the file: wait for them,
@@ -248,8 +290,7 @@ struct DirectoryUpload: UploadTransfer {
             throw error
         }
         let record = UploadedFile(
-            name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest,
-            bytesResent: checkpoint.fileBytesResent)
+            name: name, path: finalPath, bytes: expected.size, sha256: file.hash.hexDigest, bytesResent: resent)
         finish(index, record, checkpoint: &checkpoint, progress: &progress)
         await landed?(index, record)
         // Small files are many: the checkpoint (which lists every source and every finished file) is saved once a
@@ -285,6 +326,35 @@ struct DirectoryUpload: UploadTransfer {
                 stop.raise()
             }
         }
+    }
+
+    /// Lands the files waiting in `batch` (`DirectoryIO.land`) and records each one that landed, in order, as
+    /// finished (told to `landed`); saves the checkpoint once `chunkSize` bytes of finished files are unsaved, or at
+    /// the last file, or when the landing stopped short, or when `saving` (a stop: the next attempt starts after
+    /// them). A checkpoint never names a file of the batch before this.
+    /// - Throws: why a file did not land (`write_failed`), after saving those before it; `store_write_failed`.
+    private func land(
+        _ batch: inout DirectoryLandingBatch, checkpoint: inout UploadCheckpoint, progress: inout UploadProgress,
+        saving: Bool = false, in job: JobContext
+    ) async throws {
+        guard !batch.isEmpty else { return }
+        let members = batch.take()
+        let landing = try await job.runOnPool { DirectoryIO.land(members) }
+        for member in members.prefix(landing.landed) {
+            precondition(member.index == checkpoint.fileIndex, "a batch lands at the file in progress")
+            finish(member.index, member.record, checkpoint: &checkpoint, progress: &progress)
+            await landed?(member.index, member.record)
+            progress.unsavedFinishedBytes += member.record.bytes
+        }
+        job.reportProgress(
+            completed: progress.completed, total: progress.total, current: nil, items: progress.items,
+            files: progress.files)
+        let due = saving || progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == files.count
+        if landing.landed > 0, due || landing.failure != nil {
+            try job.saveCheckpoint(checkpoint)
+            progress.unsavedFinishedBytes = 0
+        }
+        if let failure = landing.failure { throw failure }
     }
 
     /// File `index` of a folder upload failed by itself (`UploadCheckpoint.fileFailure`): removes its `.part`,
