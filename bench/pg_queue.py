@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The shared store against the best PostgreSQL job queues on one server (issue 40).
 
-    python3 bench/pg_queue.py [--jobs 5000,20000] [--daemons 1,3] [--rounds 2] [--flat 100000]
+    python3 bench/pg_queue.py [--jobs 5000,20000] [--daemons 1,3] [--rounds 2] [--flat 5000,20000,100000]
                               [--binaries BIN1,BIN2] [--concurrency 64] [--no-procrastinate]
 
 One throwaway PostgreSQL (Debian's, default settings, fsync on, plus pg_stat_statements with planning tracked), a
@@ -19,9 +19,11 @@ new database per run. Per round, for each N of `--jobs` and each count K of `--d
 
 Each run: jobs/s, CPU per job of the server (the postmaster and every backend, from /proc, background workers
 included) and of the clients (daemons or peer processes), statements per job (pg_stat_statements calls, the
-bench's own polling excluded), planning and execution time per job, transactions committed per job. `--flat N`
-adds, in the last round, N jobs through one daemon batched and one pgqueuer worker (the queue grows to most of N
-while it runs: is the cost per job flat?). Medians over rounds; ratios to pgqueuer's batched rate.
+bench's own polling excluded), planning and execution time per job, transactions committed per job.
+`--flat N1,N2,…` (flatness: is the cost per job the same whatever the queue holds?) adds, in each round after the
+table's runs, N jobs through one daemon batched per N (every binary), and through one pgqueuer worker for each
+N up to `--flat-peer-max` (20000: a peer's 100 000-job run takes minutes); submitting outruns running, so the
+queue grows to most of N while it runs. Medians over rounds; ratios to pgqueuer's batched rate.
 
 Peers: bench/setup-pg-peers.sh (bench/.venv-pg-peers). Binaries: `--binaries` (each one's runs side by side, in
 the same rounds), else $TRAILBOOK_JOBS_BIN or the release build.
@@ -196,7 +198,8 @@ def main():
     counts = [int(x) for x in arg("--jobs", "5000,20000").split(",")]
     daemon_counts = [int(x) for x in arg("--daemons", "1,3").split(",")]
     rounds = int(arg("--rounds", "2"))
-    flat = int(arg("--flat", "0"))
+    flat = [int(x) for x in arg("--flat", "").split(",") if x]
+    flat_peer_max = int(arg("--flat-peer-max", "20000"))
     concurrency = int(arg("--concurrency", "64"))
     given = arg("--binaries", None)
     binaries = given.split(",") if given else [os.environ.get("TRAILBOOK_JOBS_BIN") or benchlib.build()]
@@ -230,14 +233,19 @@ def main():
                         if r == rounds - 1:
                             print("    " + top.replace("\n", "\n    "))
                         sys.stdout.flush()
-        if flat:
-            for name, run in [(systems[0][0], lambda: trailbook_run(server, binaries[0], 1, flat, True, concurrency)),
-                              ("pgqueuer", lambda: peer_run(server, "pgqueuer", 1, flat))]:
-                figures = run()
-                figures.pop("top")
-                results.setdefault((flat, 1, name), []).append(figures)
-                print(f"flat, {flat} jobs, 1 daemon/worker, {name}: {json.dumps(figures)}")
-                sys.stdout.flush()
+            for n in flat:
+                plan = [(f"{name} (flat)", lambda b=b: trailbook_run(server, b, 1, n, True, concurrency))
+                        for name, b, batched in systems if batched]
+                if n <= flat_peer_max:
+                    plan.append(("pgqueuer (flat)", lambda: peer_run(server, "pgqueuer", 1, n)))
+                for name, run in plan:
+                    figures = run()
+                    top = figures.pop("top")
+                    results.setdefault((n, 1, name), []).append(figures)
+                    print(f"round {r + 1}, flat, {n} jobs, 1 daemon/worker, {name}: {json.dumps(figures)}")
+                    if r == rounds - 1:
+                        print("    " + top.replace("\n", "\n    "))
+                    sys.stdout.flush()
     except KeyboardInterrupt:
         # Interrupted (SIGINT) to make a deadline: the table of the runs that finished.
         interrupted = True
@@ -249,7 +257,8 @@ def main():
           "statements/job | plan µs/job | exec µs/job | commits/job | rounds |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (n, k, name), runs in results.items():
-        peer_rate = median_of(results.get((n, k, "pgqueuer"), []), "per_second")
+        peer = "pgqueuer (flat)" if name.endswith("(flat)") else "pgqueuer"
+        peer_rate = median_of(results.get((n, k, peer), []), "per_second")
         rate = median_of(runs, "per_second")
         ratio = f"{rate / peer_rate:.2f}x" if peer_rate else "-"
         print(f"| {n}, {k} | {name} | {rate:.0f} | {ratio} | {median_of(runs, 'server_us_per_job'):.0f} | "

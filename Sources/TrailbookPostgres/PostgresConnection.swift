@@ -91,6 +91,10 @@ public final class PostgresConnection {
     /// legitimately runs longer (waiting for a lock) is cut off too, so set it above the longest wait callers
     /// accept.
     public var responseTimeoutSeconds: Double?
+    /// Statements without parameters (`SET name = value`) run at the start of every session, the first and each
+    /// one after a reconnection, before any request: settings that must hold for all of the connection's work.
+    /// A statement the server refuses fails nothing else; set it before `connect()`.
+    public var sessionStatements: [String] = []
 
     /// The current state.
     public private(set) var state: State = .idle
@@ -312,10 +316,11 @@ public final class PostgresConnection {
         wasReady = true
         watch([.readable])
         if isReconnection { reconnections += 1 }
-        if !channels.isEmpty {
-            // Listening again comes first on the new connection, before any request of the callbacks below.
-            send(channels.map { PostgresStatement("LISTEN \(Self.quotedIdentifier($0))") }) { _ in }
-        }
+        // The session's settings, and listening again, come first on the new connection, before any request of
+        // the callbacks below.
+        let setUp = sessionStatements.map { PostgresStatement($0) }
+            + channels.map { PostgresStatement("LISTEN \(Self.quotedIdentifier($0))") }
+        if !setUp.isEmpty { send(setUp) { _ in } }
         notifyConnectWaiters(.success(()))
         if isReconnection { onReconnect?() }
     }

@@ -68,9 +68,29 @@ public enum PostgresValue: Sendable, Equatable {
         }
     }
 
-    /// `text` as an element of an array literal: double-quoted, `"` and `\` escaped by a backslash.
+    /// `text` as an element of an array literal: double-quoted, `"` and `\` escaped by a backslash. One pass over
+    /// the UTF-8 bytes (most elements need no escape: ids, states, numbers), not a generic `replacing`, which
+    /// was a large part of a set-based write's cost.
     private static func arrayElement(_ text: String) -> String {
-        "\"" + text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
+        var text = text
+        return text.withUTF8 { bytes in
+            let escapes = bytes.reduce(0) { $0 + ($1 == UInt8(ascii: "\\") || $1 == UInt8(ascii: "\"") ? 1 : 0) }
+            return String(unsafeUninitializedCapacity: bytes.count + escapes + 2) { out in
+                var at = 0
+                out[at] = UInt8(ascii: "\"")
+                at += 1
+                for byte in bytes {
+                    if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") {
+                        out[at] = UInt8(ascii: "\\")
+                        at += 1
+                    }
+                    out[at] = byte
+                    at += 1
+                }
+                out[at] = UInt8(ascii: "\"")
+                return at + 1
+            }
+        }
     }
 }
 

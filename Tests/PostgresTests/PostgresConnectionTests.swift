@@ -129,6 +129,27 @@ struct PostgresConnectionTests {
         }
     }
 
+    /// Array parameters (a set-based write's columns) carry every element byte for byte: quotes, backslashes
+    /// and both together, array syntax, multi-byte UTF-8, an empty element, NULL, JSON text.
+    @Test func arrayElementsRoundTripWhateverTheyHold() async throws {
+        try await withPostgresServer { server in
+            let connection = try await connected(to: server)
+            defer { connection.close() }
+            let elements: [String?] = [
+                "plain", "quote \" inside", "back \\ slash", "\\\"", "\"\\", "{a,b}", "NULL", "", "été 📷 \\\\",
+                nil, #"{"path":"C:\\x","note":"say \"hi\""}"#,
+            ]
+            let result = try await connection.query(
+                "SELECT v, v IS NULL FROM unnest($1::text[]) WITH ORDINALITY AS a(v, n) ORDER BY n",
+                [.array(elements.map { $0.map(PostgresValue.text) ?? .null })])
+            #expect(result.rows.map { $0.text(0) } == elements)
+            #expect(result.rows.map { $0.bool(1) } == elements.map { $0 == nil })
+            let texts = try await connection.query(
+                "SELECT unnest($1::text[])", [.textArray(elements.compactMap { $0 })])
+            #expect(texts.rows.map { $0.text(0) } == elements.compactMap { $0 })
+        }
+    }
+
     @Test func serverErrorCarriesItsSQLState() async throws {
         try await withPostgresServer { server in
             let connection = try await connected(to: server)
@@ -392,6 +413,30 @@ struct PostgresConnectionTests {
             await #expect {
                 _ = try await connection.query("SELECT nonsense FROM nowhere WHERE x = $1", [.integer(1)])
             } throws: { ($0 as? PostgresError)?.sqlState == "42P01" }
+        }
+    }
+
+    /// `sessionStatements` hold for the first session and for each one after a reconnection.
+    @Test func sessionStatementsApplyToEverySession() async throws {
+        try await withPostgresServer { server in
+            let connection = PostgresConnection(
+                loop: .main, connectionString: try PostgresConnectionString(server.socketConnectionString))
+            connection.sessionStatements = ["SET enable_seqscan = off", "SET application_name = 'session-test'"]
+            try await connection.connect()
+            let killer = try await connected(to: server)
+            defer {
+                connection.close()
+                killer.close()
+            }
+            let settings = "SELECT current_setting('enable_seqscan'), current_setting('application_name')"
+            var row = try #require(try await connection.query(settings).rows.first)
+            #expect(row.values == ["off", "session-test"])
+            let pid = try #require(connection.backendPID)
+            _ = try await killer.query("SELECT pg_terminate_backend($1::integer)", [.integer(Int64(pid))])
+            #expect(await eventually(within: 10) { connection.reconnections == 1 })
+            try await connection.waitUntilReady(timeoutSeconds: 10)
+            row = try #require(try await connection.query(settings).rows.first)
+            #expect(row.values == ["off", "session-test"])
         }
     }
 

@@ -121,6 +121,7 @@ public final class PostgresJobStore: LeasingJobStoring {
             // Likewise a reconnection attempt into the cut: given up after the same silence, so that the next
             // attempt, once the network is back, comes that much sooner.
             connection.reconnectPolicy.attemptTimeoutSeconds = responseTimeout
+            connection.sessionStatements = PostgresJobStore.sessionStatements
             connection.onNotification = { notification in
                 if notification.channel == PostgresJobQueue.feedChannel {
                     // "<daemon> <number>\n<events>": this daemon's own are not relayed back to it.
