@@ -47,40 +47,16 @@ public final class Scheduler {
     /// What the submits under way hold: their idempotency keys and duplicate keys, their numbers.
     let admission = Admission()
 
-    // Writes the store refused (another process holds its lock, or its disk is full). The new state is kept
-    // here, already announced, and written by the store retry timer; reads overlay it on the store's last
-    // committed state, so the daemon keeps answering with the truth.
-    /// Job records not yet written, by id.
-    var unsavedRecords: [String: JobRecord] = [:]
-    /// Checkpoints deferred while the store was locked (the newest per job; each describes durable work).
-    var unsavedCheckpoints: [String: (checkpoint: JSONValue, progress: JobProgress)] = [:]
-    /// Unwritten ends that record a pending clean-up (`JobStore.update(_:addingCleanUp:)`) when written.
-    var unsavedCleanUps: Set<String> = []
-    /// Cancelled waiting jobs whose `onCancel(user_stop)` waits until the cancellation is written.
-    var cancelledWhileWaiting: Set<String> = []
-    /// Shared store: the jobs of `unsavedRecords` whose new state is not announced yet, with the state announced
-    /// before it. Until the store has it another daemon may take the job over (and fence the write off), so it
-    /// is announced, logged and handed to `jobEnded` only once written (`retryStoreWrites`), and reported as
-    /// fenced off otherwise (`reportFencedOff`). On SQLite no other writer can, and a kept state is announced
-    /// at once.
-    var unannounced: [String: JobState] = [:]
+    /// Writes the store refused (another process holds its lock, or its disk is full), one value per job, written by
+    /// the store retry; reads overlay them on the store's last committed state.
+    var pendingWrites = PendingWrites()
     /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons.
     let controlWaits = ControlWaits()
     /// The store's health as writes find it, and the retry of what it refused.
     let storeHealth = StoreHealth()
 
-    /// Submits (each a batch of one or more new jobs, stored all or none) waiting for the turn's commit.
-    var pendingSubmits: [PendingSubmit] = []
-    var pendingEnds: [PendingEnd] = []
-    /// The records of `pendingEnds` by id, for the duplicate check. Reads (`show`, `list`) do not overlay them:
-    /// until the end is written and announced they show the job as the feed last did (at most one loop turn, or
-    /// on a shared store the group's round trip).
-    var pendingRecords: [String: JobRecord] = [:]
-    /// The group commit's check handle: started by what the turn queues for it, also from the commit's own check
-    /// callback (`schedule()`'s starts), whose next call then comes at once (see `CheckHandle`).
-    var groupCommitHandle: CheckHandle?
-    /// Open, a shared store's group in flight (`commitGroup`), or closed by shutdown.
-    var groupPhase = GroupCommitPhase.open
+    /// The group commit: what the turn queued for it (submits, starts, ends of runs) and where it is.
+    let groupCommit = GroupCommit()
     /// A shared store's claim (`claim(from:)`): one in flight at a time.
     var claimState = ClaimState.none
     /// The checkpoints claims read with their jobs (a value of `nil`: the job had none), by job id, until the run
@@ -92,12 +68,6 @@ public final class Scheduler {
     /// Shared store: jobs claimed to take the slot of a run stopping for them (`preemptOnSharedStore`), in claim
     /// order; each holds a slot and starts once one is free (`launchHeldClaims`).
     var heldClaims: [ClaimedRun] = []
-    /// Starts of runs (the jobs as they started: `running`, attempt counted) not yet written, by id: written with
-    /// the turn's group commit, or not at all when the run's end is in the same group (the end's row says all the
-    /// start's would, a no-op job's start and end cost one write). Until then the store says `queued`; reads
-    /// overlay these (as they do `unsavedRecords`) and `queuedJobs` skips them. A crash before the write leaves the
-    /// job queued on its earlier attempt, as a crash before the start always did.
-    var pendingStarts: [String: JobRecord] = [:]
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
 
@@ -212,14 +182,12 @@ public final class Scheduler {
         for job in running.values { job.watchdog.close() }
         // What ended meanwhile is written now, after a group still in flight; later ends (after the grace) are
         // written at once.
-        while groupPhase.isInFlight { await groupAnswered() }
+        while groupCommit.isInFlight { await groupAnswered() }
         commitGroup(waiting: true)
-        groupPhase = .closed
-        groupCommitHandle?.close()
-        groupCommitHandle = nil
+        groupCommit.close()
         // One last try at what the store refused; what is still unwritten resumes from the store's state next time.
         storeHealth.close()
-        if !unsavedRecords.isEmpty || !unsavedCheckpoints.isEmpty { retryStoreWrites() }
+        if !pendingWrites.isEmpty { retryStoreWrites() }
     }
 
 

@@ -52,7 +52,7 @@ struct PipelinedSubmitsEndToEndTests {
         #expect(figures[1] <= count / 2, "\(figures[1]) transactions for \(count) pipelined submits")
     }
 
-    /// Pipelined batches share groups only up to `Scheduler.maxGroupJobs` new jobs: three batches of 1 500 are
+    /// Pipelined batches share groups only up to `GroupCommit.maxGroupJobs` new jobs: three batches of 1 500 are
     /// three transactions. One group of everything a client pipelined (hundreds of batches) outlasted the store's
     /// request timeout under load, and each of its submits was then tried alone, holding the loop.
     @Test func pipelinedBatchesShareGroupsOnlyUpToTheCap() throws {

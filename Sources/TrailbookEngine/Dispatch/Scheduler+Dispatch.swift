@@ -34,9 +34,9 @@ extension Scheduler {
             guard !starting.isEmpty else { continue }
             // A healthy store: the starts go with the turn's group commit (not fsynced: a crash puts a `running`
             // job back in the queue anyway), the jobs run now.
-            if !storeHealth.isRefusing, !groupPhase.isClosed {
+            if !storeHealth.isRefusing, !groupCommit.isClosed {
                 for (job, kind) in starting {
-                    pendingStarts[job.id] = job
+                    groupCommit.queueStart(job)
                     launch(job, kind: kind)
                 }
                 armGroupCommit()
@@ -85,7 +85,7 @@ extension Scheduler {
         }
         // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
         // released) before it can be claimed again. The group's answer schedules again.
-        guard !groupPhase.isInFlight else {
+        guard !groupCommit.isInFlight else {
             claimState = .putOff
             return
         }
@@ -211,6 +211,6 @@ extension Scheduler {
     /// The jobs the store still has queued whose newer state is not written yet (refused writes, starts waiting
     /// for the turn's group commit): the queue reads pass over them.
     private var queuedButNotWaiting: Set<String> {
-        Set(unsavedRecords.keys).union(pendingStarts.keys)
+        Set(pendingWrites.recordIDs).union(groupCommit.starts.keys)
     }
 }

@@ -9,7 +9,7 @@ extension Scheduler {
     /// queue on the same attempt). The store gives a waiting job to one daemon only, so one job stops one run.
     /// Uses the claim's turn (`claimState`): never beside a claim or while a group is in flight.
     func preemptOnSharedStore() {
-        guard let leasing, !isShuttingDown, case .none = claimState, !groupPhase.isInFlight,
+        guard let leasing, !isShuttingDown, case .none = claimState, !groupCommit.isInFlight,
             let floor = preemptionChoice.claimAbove
         else { return }
         claimState = .inFlight(again: false)

@@ -36,7 +36,7 @@ extension Scheduler {
                 stop(active, .userStop, detail: "cancelled by user")
                 await waitUntilStopped(active)
                 let now = try await fetchJob(id)
-                switch try CancelVerdict(now, unwritten: leasing != nil && unsavedRecords[id] != nil) {
+                switch try CancelVerdict(now, unwritten: leasing != nil && pendingWrites.record(id) != nil) {
                 case .cancelled(let cancelled): return cancelled
                 case .again(let now): job = now
                 }
@@ -53,7 +53,7 @@ extension Scheduler {
             switch commit(cancelled, addingCleanUp: cleansUp) {
             case .written: await endWritten(cancelled, cancelledWhileWaiting: true, cleansUp: cleansUp)
             case .kept:
-                cancelledWhileWaiting.insert(id)
+                pendingWrites.markCancelledWhileWaiting(id)
                 if leasing != nil { throw CancelVerdict.notYetWritten(id) }
             case .fencedOff:
                 job = try await changedElsewhere(id)

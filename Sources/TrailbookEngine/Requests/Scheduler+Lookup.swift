@@ -57,7 +57,7 @@ extension Scheduler {
     /// How many rows a list of `limit` reads: room for those the overlay moves out of the asked states (starts
     /// not written yet).
     private func listRoom(_ limit: Int) -> Int {
-        let room = unsavedRecords.count + pendingStarts.count
+        let room = pendingWrites.recordIDs.count + groupCommit.starts.count
         return limit > Int.max - room ? Int.max : limit + room
     }
 
@@ -67,7 +67,7 @@ extension Scheduler {
         _ stored: [JobRecord], states: [JobState]?, kind: String?, before: Int64?, limit: Int
     ) -> [JobRecord] {
         var jobs = stored
-        let unwritten = unsavedRecords.merging(pendingStarts) { unsaved, _ in unsaved }
+        let unwritten = pendingWrites.records.merging(groupCommit.starts) { unsaved, _ in unsaved }
         if !unwritten.isEmpty {
             jobs = jobs.map { unwritten[$0.id] ?? $0 }
             let listed = Set(jobs.map(\.id))
@@ -85,7 +85,7 @@ extension Scheduler {
     /// - Throws: what `job(_:)` throws; `store_unavailable` when the shared store does not answer.
     public func fetchJob(_ idOrPrefix: String) async throws(JobError) -> JobRecord {
         let key = try Self.idKey(idOrPrefix)
-        guard running[key] == nil, unsavedRecords[key] == nil else { return try job(idOrPrefix) }
+        guard running[key] == nil, pendingWrites.record(key) == nil else { return try job(idOrPrefix) }
         // The prefix's rows are the jobs themselves: one round trip.
         let matches = try await read(.idPrefix(key, limit: 2), counting: false).jobs
         let id = try Self.chosen(matches, for: idOrPrefix)
@@ -123,7 +123,7 @@ extension Scheduler {
     func resolve(_ idOrPrefix: String) throws(JobError) -> String {
         let key = try Self.idKey(idOrPrefix)
         // A job this daemon runs or holds unwritten is known without the store (which may be unreachable).
-        if running[key] != nil || unsavedRecords[key] != nil { return key }
+        if running[key] != nil || pendingWrites.record(key) != nil { return key }
         let matches: [JobRecord]
         do {
             matches = try store.jobs(idPrefix: key, limit: 2)
@@ -164,7 +164,7 @@ extension Scheduler {
 
     /// `current(_:)` with the stored row already read (`stored`, `nil` if the store has none or could not say).
     func current(_ id: String, stored: JobRecord?) -> JobRecord? {
-        unsavedRecords[id] ?? pendingStarts[id] ?? stored
+        pendingWrites.record(id) ?? groupCommit.starts[id] ?? stored
     }
 
     func live(_ active: RunningJob) -> JobRecord {

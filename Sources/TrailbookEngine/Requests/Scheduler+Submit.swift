@@ -132,7 +132,7 @@ extension Scheduler {
             throw SubmitRefusal(index: nil, error: JobError(code: "shutting_down", message: "the daemon is shutting down"))
         }
         let ticket = SubmitTicket()
-        pendingSubmits.append(PendingSubmit(
+        groupCommit.queue(GroupCommit.PendingSubmit(
             jobs: fresh.map(\.job), digests: fresh.map(\.digest),
             duplicateKeys: fresh.map(\.keys), reply: ticket))
         armGroupCommit()
@@ -262,9 +262,9 @@ extension Scheduler {
         }
         try refuseClaimed(newKeys, kind: kind.name, submit: submit)
         // A job whose end the store has not taken yet is over all the same.
-        for job in active where !((unsavedRecords[job.id] ?? pendingRecords[job.id])?.state.isTerminal ?? false) {
+        for job in active where !((pendingWrites.record(job.id) ?? groupCommit.endRecords[job.id])?.state.isTerminal ?? false) {
             guard let key = kind.duplicateKeys(job.params).first(where: keys.contains) else { continue }
-            let state = ((running[job.id].map(live) ?? unsavedRecords[job.id]) ?? job).state
+            let state = ((running[job.id].map(live) ?? pendingWrites.record(job.id)) ?? job).state
             throw JobError(
                 code: "duplicate_\(kind.name)",
                 message: "job \(job.id) (\(state.rawValue)) is already doing the same: \(key); wait for it or cancel it, or "

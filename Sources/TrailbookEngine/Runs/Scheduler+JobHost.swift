@@ -72,7 +72,7 @@ extension Scheduler: JobHost {
             let progress = job.progress
             running[id]?.lastPersistAt = Timestamp.monotonic()
             // This one subsumes a refused earlier one: the store retry must not write that one after it.
-            unsavedCheckpoints[id] = nil
+            pendingWrites.removeCheckpoint(id)
             leasing.sendCheckpoint(id: id, checkpoint, progress: progress) { [weak self] error in
                 LoopIsolation.assume { self?.checkpointSettled(job, checkpoint, progress, error) }
             }
@@ -83,7 +83,7 @@ extension Scheduler: JobHost {
             try store.saveCheckpoint(id: id, checkpoint, progress: job.progress)
         }) {
         case .written:
-            unsavedCheckpoints[id] = nil
+            pendingWrites.removeCheckpoint(id)
             running[id]?.lastPersistAt = Timestamp.monotonic()
             return
         case .fencedOff:
@@ -95,7 +95,7 @@ extension Scheduler: JobHost {
         }
         if error.isLocked {
             // It describes work already durable, so writing it a little later is as good; the job runs on.
-            unsavedCheckpoints[id] = (checkpoint, job.progress)
+            pendingWrites.keepCheckpoint(id, .init(checkpoint: checkpoint, progress: job.progress))
             return
         }
         let failure = JobError(
@@ -114,7 +114,7 @@ extension Scheduler: JobHost {
         let refusal: StoreRefusal
         switch settled("the checkpoint of job \(id.prefix(8))", error) {
         case .written:
-            unsavedCheckpoints[id] = nil
+            pendingWrites.removeCheckpoint(id)
             return
         case .fencedOff: return
         case .refused(let refused): refusal = refused
@@ -122,8 +122,8 @@ extension Scheduler: JobHost {
         let active = running[id].flatMap { $0.context === job ? $0 : nil }
         // Kept while its run goes on, or has ended with its end not written yet (a final checkpoint at a pause or
         // shutdown, refused in the same outage as the end): the retry writes it before the end.
-        if refusal.isLocked, active != nil || unsavedRecords[id] != nil {
-            unsavedCheckpoints[id] = (checkpoint, progress)
+        if refusal.isLocked, active != nil || pendingWrites.record(id) != nil {
+            pendingWrites.keepCheckpoint(id, .init(checkpoint: checkpoint, progress: progress))
             return
         }
         guard let active else { return }
@@ -132,7 +132,7 @@ extension Scheduler: JobHost {
     }
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
-        if let unsaved = unsavedCheckpoints[job.id] { return unsaved.checkpoint }
+        if let unsaved = pendingWrites.checkpoint(job.id) { return unsaved.checkpoint }
         if running[job.id]?.context === job, let claimed = claimedCheckpoints.removeValue(forKey: job.id) { return claimed }
         do {
             return try store.checkpoint(id: job.id)

@@ -11,37 +11,19 @@ import TrailbookSQLite
     import Glibc
 #endif
 
-// Group commit: the submits and transitions of one loop turn written in one transaction.
+// Group commit: the submits and transitions of one loop turn written in one transaction (`GroupCommit` holds
+// what waits for it and where it is; this writes it and settles what follows).
 extension Scheduler {
-    // Group commit (issue 14): submits and the ends of runs that arrive within one loop turn are written in one
-    // transaction with one fsync at the end of the turn (a check handle, after the loop's I/O callbacks), and
-    // only then acknowledged: a submit's reply and a kind's `jobEnded` wait for it.
-    /// A run's end (or other transition out of `running`) waiting for the turn's commit.
-    struct PendingEnd {
-        var job: JobRecord
-        var from: JobState
-        var cleansUp: Bool
-        /// What follows the write: `true` when it is written, `false` when the store refused it (then it is in
-        /// `unsavedRecords`, as a refused write always is).
-        var written: @LoopActor (Bool) -> Void
-    }
-
-    struct PendingSubmit {
-        var jobs: [JobRecord]
-        var digests: [String?]
-        var duplicateKeys: [[String]]
-        var reply: SubmitTicket
-    }
-
     /// Queues `job`'s transition from `from` for the turn's group commit; `written` runs after it, with whether
     /// the store took it. After shutdown (no more turns) it is written at once.
     func commitAtTurnEnd(
         _ job: JobRecord, from: JobState, addingCleanUp: Bool, written: @escaping @LoopActor (Bool) -> Void
     ) {
-        guard !groupPhase.isClosed else { return written(commitAlone(job, from: from, addingCleanUp: addingCleanUp)) }
-        pendingEnds.append(PendingEnd(job: job, from: from, cleansUp: addingCleanUp, written: written))
-        pendingRecords[job.id] = job
-        armGroupCommit()
+        let end = GroupCommit.PendingEnd(job: job, from: from, cleansUp: addingCleanUp, written: written)
+        switch groupCommit.queue(end) {
+        case .queued: armGroupCommit()
+        case .writeAlone: written(commitAlone(job, from: from, addingCleanUp: addingCleanUp))
+        }
     }
 
     /// `commit` of a run's transition out of the group commit (after the store refused the group, or after
@@ -57,118 +39,85 @@ extension Scheduler {
         }
     }
 
+    /// Commits the turn's group at its end (`GroupCommit.armCheck`).
     func armGroupCommit() {
-        let handle = groupCommitHandle ?? CheckHandle(loop: .main)
-        groupCommitHandle = handle
-        handle.start { [weak self] in
-            LoopIsolation.assume { self?.commitGroup() }
-        }
+        groupCommit.armCheck { [weak self] in self?.commitGroup() }
     }
 
     /// Writes the turn's submits and transitions in one transaction (one fsync when any is a submit or an end),
     /// then answers the submits, announces the transitions and runs what waits for them, and starts what can run.
     /// When the store refuses the group, each write is tried alone, so each meets the refusal it would have met
     /// without grouping and is handled as before (a submit waits out a lock or is refused; a transition is kept in
-    /// `unsavedRecords`).
+    /// `pendingWrites`).
     ///
     /// On a shared store the group is sent without waiting (`LeasingJobStoring.sendGroup`): the loop goes on for
     /// the round trip, and what arrives meanwhile goes in the next group, sent when this one is answered. At
     /// shutdown (`waiting`) it waits, as on SQLite.
     func commitGroup(waiting: Bool = false) {
-        groupCommitHandle?.stop()
-        // One group in flight at a time: its answer arms the next (`groupAnswered`).
-        guard !groupPhase.isInFlight else { return }
-        // A shared store's group is capped (`maxGroupJobs`); its answer arms the next. SQLite's takes them all.
-        let submits = leasing != nil && !waiting ? takeGroupSubmits() : pendingSubmits
-        if leasing == nil || waiting { pendingSubmits.removeAll() }
-        let ends = pendingEnds
-        pendingEnds.removeAll()
-        // A start whose run ended in this turn is not written: the end's row holds all of it. The others with
-        // their latest progress (a checkpoint written since the start saved it; the start must not undo that).
-        let ended = Set(ends.lazy.map(\.job.id))
-        let starts = pendingStarts.values.filter { !ended.contains($0.id) }.map { running[$0.id].map(live) ?? $0 }
-        pendingStarts.removeAll()
-        guard !submits.isEmpty || !ends.isEmpty || !starts.isEmpty else { return }
-        var inserted = submits.flatMap(\.jobs)
-        let digests = submits.flatMap(\.digests)
-        let duplicateKeys = submits.flatMap(\.duplicateKeys)
-        let updating = starts.map { ($0, false) } + ends.map { ($0.job, $0.cleansUp) }
+        // A shared store's group is capped (`GroupCommit.maxGroupJobs`); its answer arms the next. SQLite's takes
+        // them all. One group in flight at a time: `take` answers nothing meanwhile.
+        guard let group = groupCommit.take(capped: leasing != nil && !waiting) else { return }
+        // The starts with their latest progress (a checkpoint written since the start saved it; the start must not
+        // undo that).
+        let starts = group.starts.map { running[$0.id].map(live) ?? $0 }
+        var inserted = group.submits.flatMap(\.jobs)
+        let digests = group.submits.flatMap(\.digests)
+        let duplicateKeys = group.submits.flatMap(\.duplicateKeys)
+        let updating = starts.map { ($0, false) } + group.ends.map { ($0.job, $0.cleansUp) }
         if let leasing, !waiting {
-            let answered = WaitList()
-            groupPhase = .inFlight(answered: answered)
+            let answered = groupCommit.send()
             leasing.sendGroup(inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating) {
                 [weak self] outcome in
                 guard let self else { return }
-                if self.groupPhase.isInFlight { self.groupPhase = .open }
-                self.settleGroup(submits, starts, ends, outcome)
+                self.settleGroup(group, starts, outcome)
                 answered.resumeAll()
-                if !self.pendingSubmits.isEmpty || !self.pendingEnds.isEmpty { self.armGroupCommit() }
+                if self.groupCommit.hasQueuedWrites { self.armGroupCommit() }
             }
             return
         }
-        let durable = !submits.isEmpty || ends.contains { $0.job.state.isTerminal }
+        let durable = !group.submits.isEmpty || group.ends.contains { $0.job.state.isTerminal }
         let outcome = Result<GroupWritten, any Error> {
             try store.commitGroup(
                 inserting: &inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating, durable: durable)
             return GroupWritten(inserted: inserted, lost: leasing?.takeLostWrites() ?? [])
         }
-        settleGroup(submits, starts, ends, outcome)
+        settleGroup(group, starts, outcome)
     }
 
-    /// The most new jobs one group commit on a shared store takes (unless its first submit alone has more):
-    /// pipelined submits wait for their commit together (`ControlServer`), and one group of all of them (hundreds
-    /// of batches) could outlast the store's request timeout, after which each submit would be tried alone.
-    static let maxGroupJobs = 2_000
-
-    /// The pending submits of the next group, oldest first, up to `maxGroupJobs` new jobs (at least one submit);
-    /// the others wait for the group after it.
-    private func takeGroupSubmits() -> [PendingSubmit] {
-        var count = 0
-        var jobs = 0
-        for submit in pendingSubmits {
-            if count > 0, jobs + submit.jobs.count > Self.maxGroupJobs { break }
-            jobs += submit.jobs.count
-            count += 1
-        }
-        let taken = Array(pendingSubmits.prefix(count))
-        pendingSubmits.removeFirst(count)
-        return taken
-    }
-
-    /// What follows a group's commit, sent waiting or not: its ends leave `pendingRecords`; then the group's
+    /// What follows a group's commit, sent waiting or not: its ends leave `GroupCommit.endRecords`; then the group's
     /// writes are settled as written (`groupWritten`) or, refused, tried one by one (`groupRefused`); then what
     /// waits for the store is retried and what can run starts.
     private func settleGroup(
-        _ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd], _ outcome: Result<GroupWritten, any Error>
+        _ group: GroupCommit.Group, _ starts: [JobRecord], _ outcome: Result<GroupWritten, any Error>
     ) {
-        for end in ends { pendingRecords[end.job.id] = nil }
+        groupCommit.finish(group)
         switch outcome {
-        case .success(let written): groupWritten(submits, starts, ends, inserted: written.inserted, lost: written.lost)
-        case .failure: groupRefused(submits, starts, ends)
+        case .success(let written):
+            groupWritten(group.submits, starts, group.ends, inserted: written.inserted, lost: written.lost)
+        case .failure: groupRefused(group.submits, starts, group.ends)
         }
         retries.arm()
         // A shared store's claim costs a round trip: made after a group only when a run's end freed a slot or a
         // claim waited for the group. Submits alone wake the daemons that may claim their jobs,
         // this one too, through their notice (`WorkNotice`).
-        if leasing == nil || !ends.isEmpty { return schedule() }
+        if leasing == nil || !group.ends.isEmpty { return schedule() }
         if case .putOff = claimState { schedule() }
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).
     func groupAnswered() async {
-        guard case .inFlight(let answered) = groupPhase else { return }
-        await answered.wait()
+        await groupCommit.answered()
     }
 
     /// After the store took a group: answers its submits (`inserted`, with their sequence numbers, in order) and
     /// announces its transitions except those fenced off (`lost`).
     private func groupWritten(
-        _ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd], inserted: [JobRecord], lost: Set<String>
+        _ submits: [GroupCommit.PendingSubmit], _ starts: [JobRecord], _ ends: [GroupCommit.PendingEnd], inserted: [JobRecord],
+        lost: Set<String>
     ) {
         // A start or end written supersedes an older refused write of the same job still waiting for the retry.
         for id in starts.map(\.id) + ends.map(\.job.id) {
-            unsavedRecords[id] = nil
-            unannounced[id] = nil
+            pendingWrites.removeState(id)
         }
         groupCommitted?(inserted.count, starts.count + ends.count)
         var next = 0
@@ -193,10 +142,12 @@ extension Scheduler {
 
     /// After the store refused a group: each write alone. A start the store refuses is kept for the retry (its
     /// run goes on; it was announced at launch), before the ends, whose refusal then replaces it.
-    private func groupRefused(_ submits: [PendingSubmit], _ starts: [JobRecord], _ ends: [PendingEnd]) {
+    private func groupRefused(
+        _ submits: [GroupCommit.PendingSubmit], _ starts: [JobRecord], _ ends: [GroupCommit.PendingEnd]
+    ) {
         for start in starts {
             if case .refused = write("the start of job \(start.id.prefix(8))", { try store.update(start, addingCleanUp: false) }) {
-                unsavedRecords[start.id] = start
+                pendingWrites.keep(start, addingCleanUp: false, unannouncedFrom: nil)
             }
         }
         for end in ends { end.written(commitAlone(end.job, from: end.from, addingCleanUp: end.cleansUp)) }

@@ -29,7 +29,7 @@ extension Scheduler {
     /// (`fencedOff(_:)`).
     func settled(_ what: String, _ error: (any Error)?) -> StoreWrite {
         guard let error else {
-            if unsavedRecords.isEmpty, unsavedCheckpoints.isEmpty { storeHealth.recovered() }
+            if pendingWrites.isEmpty { storeHealth.recovered() }
             return .written
         }
         if let lost = error as? JobStoreError, case .leaseLost(let id) = lost {
@@ -46,20 +46,21 @@ extension Scheduler {
     /// proves it, the claim `schedule()` sends on a shared store; until then the retries back off.
     func retryStoreWrites() {
         storeHealth.retryFired()
-        let writing = !unsavedCheckpoints.isEmpty || !unsavedRecords.isEmpty
-        for (id, unsaved) in unsavedCheckpoints {
+        let writing = !pendingWrites.isEmpty
+        for (id, unsaved) in pendingWrites.checkpoints {
             let written = write("the checkpoint of job \(id.prefix(8))", {
                 try store.saveCheckpoint(id: id, unsaved.checkpoint, progress: unsaved.progress)
             })
             // Fenced off (the run's lease is lost or released): no one will take it; the rest goes on.
             if case .refused = written { return }
-            unsavedCheckpoints[id] = nil
+            pendingWrites.removeCheckpoint(id)
         }
-        for unsaved in unsavedRecords.values.sorted(by: { $0.sequence < $1.sequence }) {
+        for kept in pendingWrites.statesInWriteOrder {
+            let unsaved = kept.job
             // The refused start of a job still running: written with its run's latest progress, so it does not
             // undo a checkpoint written since (a job with an unsaved end is never started again before it is written).
             let job = running[unsaved.id].map(live) ?? unsaved
-            let cleansUp = unsavedCleanUps.contains(job.id)
+            let cleansUp = kept.addsCleanUp
             switch write("the state of job \(job.id.prefix(8))", { try store.update(job, addingCleanUp: cleansUp) }) {
             case .written: break
             case .refused: return
@@ -69,7 +70,7 @@ extension Scheduler {
                 // committed all the same, and what follows it must still run (a cancelled upload's partial output
                 // removed); its cancellation (with its time) is this daemon's own. (A run's end that landed is
                 // found by the store itself, by the run's lease token: `PostgresJobStore`'s fenced write.)
-                guard cancelledWhileWaiting.contains(job.id), let stored = try? store.job(id: job.id),
+                guard kept.cancelledWhileWaiting, let stored = try? store.job(id: job.id),
                     stored.state == job.state, stored.cancellation == job.cancellation
                 else {
                     dropUnsaved(job.id)
@@ -77,10 +78,9 @@ extension Scheduler {
                 }
                 DaemonLog.write("job \(job.id.prefix(8)): its end (\(job.state.rawValue)) was written by an earlier try whose answer was lost")
             }
-            unsavedRecords[job.id] = nil
-            unsavedCleanUps.remove(job.id)
-            if let previous = unannounced.removeValue(forKey: job.id) { announce(job, from: previous) }
-            let cancelled = cancelledWhileWaiting.remove(job.id) != nil
+            pendingWrites.removeState(job.id)
+            if let previous = kept.unannouncedFrom { announce(job, from: previous) }
+            let cancelled = kept.cancelledWhileWaiting
             guard job.state.isTerminal else { continue }
             Task.onLoop { await self.endWritten(job, cancelledWhileWaiting: cancelled, cleansUp: cleansUp) }
         }

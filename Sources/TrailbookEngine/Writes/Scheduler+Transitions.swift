@@ -25,10 +25,10 @@ extension Scheduler {
     /// Persists `job` and announces the transition from `from` (the state before, read if `nil`); with
     /// `addingCleanUp`, records its pending clean-up in the same transaction.
     ///
-    /// When the store refuses the write (locked, disk full), the new state is kept in `unsavedRecords` and, on
+    /// When the store refuses the write (locked, disk full), the new state is kept in `pendingWrites` and, on
     /// SQLite, announced all the same; the store retry writes it. On a shared store it is announced only once the
-    /// retry wrote it (`unannounced`), and a write another daemon's change fenced off (it runs or ended the job
-    /// meanwhile) is dropped and not announced.
+    /// retry wrote it (`PendingWrites.KeptState.unannouncedFrom`), and a write another daemon's change fenced off
+    /// (it runs or ended the job meanwhile) is dropped and not announced.
     /// - Returns: what became of the write.
     @discardableResult
     func commit(_ job: JobRecord, from: JobState? = nil, addingCleanUp: Bool = false) -> CommitOutcome {
@@ -40,20 +40,17 @@ extension Scheduler {
             dropUnsaved(job.id)
             return .fencedOff
         case .refused:
-            unsavedRecords[job.id] = job
-            if addingCleanUp { unsavedCleanUps.insert(job.id) }
+            pendingWrites.keep(job, addingCleanUp: addingCleanUp, unannouncedFrom: leasing != nil ? previous : nil)
             guard leasing != nil else {
                 announce(job, from: previous)
                 return .kept
             }
-            if unannounced[job.id] == nil { unannounced[job.id] = previous }
             DaemonLog.write(
                 "job \(job.id.prefix(8)) \(job.kind): \(previous.rawValue) -> \(job.state.rawValue) waits for the shared store; "
                     + "announced once written")
             return .kept
         }
-        unsavedRecords[job.id] = nil
-        unannounced[job.id] = nil
+        pendingWrites.removeState(job.id)
         announce((try? store.job(id: job.id)) ?? job, from: previous)
         return .written
     }
@@ -61,11 +58,9 @@ extension Scheduler {
     /// Forgets the unwritten state of job `id` (a shared store fenced its write off: another daemon changed it);
     /// one not announced yet is reported as fenced off.
     func dropUnsaved(_ id: String) {
-        if let job = unsavedRecords.removeValue(forKey: id), let previous = unannounced.removeValue(forKey: id) {
-            reportFencedOff(job, from: previous)
+        if let kept = pendingWrites.removeState(id), let previous = kept.unannouncedFrom {
+            reportFencedOff(kept.job, from: previous)
         }
-        unsavedCleanUps.remove(id)
-        cancelledWhileWaiting.remove(id)
     }
 
     /// Reports a transition the shared store fenced off (another daemon took the job over before it was
@@ -80,7 +75,7 @@ extension Scheduler {
     enum CommitOutcome {
         /// The store took it.
         case written
-        /// The store refused it for now: kept in `unsavedRecords`, announced, written by the store retry.
+        /// The store refused it for now: kept in `pendingWrites`, announced, written by the store retry.
         case kept
         /// A shared store's other daemon changed the job first (`JobStoreError.leaseLost`): dropped.
         case fencedOff
