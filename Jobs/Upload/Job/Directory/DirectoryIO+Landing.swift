@@ -57,15 +57,21 @@ extension DirectoryIO {
 
     /// `syncfs(2)` of each file system that holds one of `members`' `.part` files (or, once renamed, final files:
     /// the same inode), reached through the first member on it that can be opened.
-    /// - Returns: `write_failed` (retryable for a full disk or an I/O error) if a flush failed; `nil` otherwise.
+    /// - Returns: `write_failed` (retryable for a full disk or an I/O error) if a flush failed, or if no member on
+    ///   a file system could be opened to reach it (too many open files, say): a batch is never taken as durable
+    ///   without its flush; `nil` otherwise.
     private static func syncFileSystems(of members: some Collection<DirectoryLandingBatch.Member>) -> JobError? {
         var done: Set<UInt64> = []
+        var unreached: (member: DirectoryLandingBatch.Member, errno: Int32)?
         for member in members where !done.contains(member.node.device) {
             // Before the rename the `.part` path names the file, after it the final path.
             let fd = [member.partPath, member.finalPath].lazy.map { path in
                 path.withCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
             }.first { $0 >= 0 }
-            guard let fd else { continue }
+            guard let fd else {
+                unreached = unreached ?? (member, errno)
+                continue
+            }
             defer { close(fd) }
             var info = stat()
             guard fstat(fd, &info) == 0, UInt64(info.st_dev) == member.node.device else { continue }
@@ -74,6 +80,9 @@ extension DirectoryIO {
                 return writeFailed("cannot flush the files written to \(folder)", code)
             }
             done.insert(member.node.device)
+        }
+        if let unreached, !done.contains(unreached.member.node.device) {
+            return writeFailed("cannot open \(unreached.member.partPath) to flush the files written beside it", unreached.errno)
         }
         return nil
     }

@@ -15,9 +15,10 @@ enum DirectoryIO {
 
     static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
 
-    /// Whether `code` is an I/O condition another attempt may get past (disk full, quota, device error).
+    /// Whether `code` is an I/O condition another attempt may get past (disk full, quota, device error, too many
+    /// open files).
     static func isTransientWriteError(_ code: Int32) -> Bool {
-        code == ENOSPC || code == EIO || code == EDQUOT || code == EINTR || code == EAGAIN
+        [ENOSPC, EIO, EDQUOT, EINTR, EAGAIN, EMFILE, ENFILE].contains(code)
     }
 
     static func writeFailed(_ what: String, _ code: Int32) -> JobError {
