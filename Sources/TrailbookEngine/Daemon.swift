@@ -150,7 +150,9 @@ public final class Daemon {
         scheduler.workerPool = WorkerPool(loop: .main, options: configuration.workers)
         register(scheduler)
         let daemon = Daemon(configuration: configuration, scheduler: scheduler, notifier: ServiceNotifier(environment: service))
-        if let shared = store as? any LeasingJobStoring { daemon.relay = FeedRelay(store: shared, feed: feed) }
+        if let shared = store as? any LeasingJobStoring {
+            daemon.relay = FeedRelay(store: shared, feed: feed, instance: configuration.socketPath)
+        }
         if let activationSocket {
             try daemon.server.listen(descriptor: activationSocket)
         } else {

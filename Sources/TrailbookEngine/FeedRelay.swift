@@ -51,15 +51,27 @@ public final class FeedRelay {
     /// `close`'s wait, resumed when the last send is answered or its time is up.
     private var closeWaiter: CheckedContinuation<Void, Never>?
     /// Numbers the events sent, and drops copies of those received again (a send retried after its answer was lost).
-    private var numbering = RelayedEventNumbering()
+    private var numbering: RelayedEventNumbering
+    /// Which other daemons were started again since this one heard from them.
+    private var restarts = RestartedDaemons()
+
+    /// The type of the event every relay sends first, once it starts: it tells the others this daemon runs (under
+    /// a new origin, if it ran before: `RestartedDaemons`). Never published on a feed.
+    nonisolated static let startedType = "relay_started"
 
     /// Relays `feed`'s events through `store` and `store`'s events of other daemons to `feed`: sets
-    /// `feed.onLocalEvent` and `store.onFeed`.
-    public init(store: any LeasingJobStoring, feed: ProgressFeed, minimumInterval: Double = 0.025, progressDelay: Double = 0.1) {
+    /// `feed.onLocalEvent` and `store.onFeed`, and sends the relay's first event (`startedType`).
+    /// - Parameter instance: what names this daemon across its restarts among those sharing the store (its socket
+    ///   path; the store's host is added); a daemon restarted under the same one makes the others announce a gap.
+    public init(
+        store: any LeasingJobStoring, feed: ProgressFeed, instance: String = "", minimumInterval: Double = 0.025,
+        progressDelay: Double = 0.1
+    ) {
         self.store = store
         self.feed = feed
         self.minimumInterval = minimumInterval
         self.progressDelay = progressDelay
+        numbering = RelayedEventNumbering(instance: instance.isEmpty ? "" : store.host + " " + instance)
         feed.host = store.host
         feed.onLocalEvent = { [weak self] members in self?.add(members) }
         self.store.onFeed = { [weak self] payload in LoopIsolation.assume { self?.received(payload) } }
@@ -69,6 +81,10 @@ public final class FeedRelay {
                     "the connection to the shared job store was lost for a while: other daemons' events of that time "
                         + "were missed; refresh with list")
             }
+        }
+        if !instance.isEmpty {
+            pending.append(numbering.numbered(["type": .string(Self.startedType), "host": .string(store.host)]))
+            arm(after: 0)
         }
     }
 
@@ -245,7 +261,19 @@ public final class FeedRelay {
 
     private func received(_ payload: String) {
         for line in payload.utf8.split(separator: 0x0A) {
-            guard case .object(let sent) = try? JSONParser.parse(line), var members = numbering.delivered(sent) else { continue }
+            guard case .object(let sent) = try? JSONParser.parse(line), let delivery = numbering.received(sent) else {
+                continue
+            }
+            var members = delivery.members
+            if let instance = delivery.instance, let origin = delivery.origin,
+                restarts.heard(instance: instance, origin: origin)
+            {
+                let host = members["host"]?.stringValue ?? "another host"
+                feed.announceGap(
+                    "a daemon on \(host) was started again: events it had not sent before it stopped may have been "
+                        + "missed; refresh with list")
+            }
+            if members["type"]?.stringValue == Self.startedType { continue }
             if members["reread"] != nil { members = reread(members) }
             feed.relay(members)
         }

@@ -11,13 +11,16 @@ import TrailbookProtocol
 /// `NOTIFY`s may then reach the other daemons twice; each event must reach their watchers once (a job's end
 /// twice was two ends to a watcher).
 ///
-/// Each event goes out with the member `relay`: `"<origin> <n>"`, `origin` random per relay (one per daemon
-/// run), `n` counting up from 1. A relay sends its events in order and a retry sends the same events before any
-/// later one, so on the receiving side an event whose `n` is not above the last delivered from its origin is a
-/// copy.
+/// Each event goes out with the member `relay`: `"<origin> <n> <instance>"`, `origin` random per relay (one per
+/// daemon run), `n` counting up from 1, `instance` the daemon that sends it, the same across its restarts (its
+/// host and socket path; see `RestartedDaemons`). A relay sends its events in order and a retry sends the same
+/// events before any later one, so on the receiving side an event whose `n` is not above the last delivered from
+/// its origin is a copy.
 struct RelayedEventNumbering {
     /// This relay's origin: random, so a restarted daemon (or another one) never reuses one.
     let origin = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    /// The daemon this relay sends for, the same across its restarts; empty when not known (tests).
+    let instance: String
     /// The last number handed out.
     private var last: UInt64 = 0
     /// The last number delivered, by origin.
@@ -26,25 +29,38 @@ struct RelayedEventNumbering {
     /// The member name (removed before an event is published on this daemon's feed).
     static let member = "relay"
 
+    /// A numbering for the relay of daemon `instance` (see the type's documentation).
+    init(instance: String = "") {
+        self.instance = instance
+    }
+
     /// `members` with the next number of this relay.
     mutating func numbered(_ members: [String: JSONValue]) -> [String: JSONValue] {
         last += 1
         var numbered = members
-        numbered[Self.member] = .string("\(origin) \(last)")
+        numbered[Self.member] = .string(instance.isEmpty ? "\(origin) \(last)" : "\(origin) \(last) \(instance)")
         return numbered
     }
 
     /// `members` without their number, or `nil` if an event with that number from that origin was delivered
     /// already (a copy). An event without a number (an older daemon's) is delivered as it is.
     mutating func delivered(_ members: [String: JSONValue]) -> [String: JSONValue]? {
-        guard let stamp = members[Self.member]?.stringValue else { return members }
+        received(members)?.members
+    }
+
+    /// `members` without their number with the relay that sent them (`origin`, and its daemon's `instance` when
+    /// the stamp names it), or `nil` if an event with that number from that origin was delivered already.
+    mutating func received(
+        _ members: [String: JSONValue]
+    ) -> (members: [String: JSONValue], origin: String?, instance: String?)? {
+        guard let stamp = members[Self.member]?.stringValue else { return (members, nil, nil) }
         var members = members
         members[Self.member] = nil
-        let parts = stamp.split(separator: " ")
-        guard parts.count == 2, let number = UInt64(parts[1]) else { return members }
+        let parts = stamp.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, let number = UInt64(parts[1]) else { return (members, nil, nil) }
         let origin = String(parts[0])
         if let last = delivered[origin], number <= last { return nil }
         delivered[origin] = number
-        return members
+        return (members, origin, parts.count == 3 ? String(parts[2]) : nil)
     }
 }

@@ -24,4 +24,33 @@ struct RelayedEventNumberingTests {
         #expect(receiver.delivered(end) == end)
         #expect(receiver.delivered(end) == end)
     }
+
+    /// The stamp names the sending daemon's instance (host and socket path, spaces and all), and a second run of
+    /// that instance is told apart from the first by its new origin: the receiver learns it was started again.
+    @Test func aDaemonStartedAgainUnderTheSameInstanceIsNoticed() throws {
+        let instance = "host-a /run/user/1000/trailbook jobs/daemon.sock"
+        var firstRun = RelayedEventNumbering(instance: instance)
+        var receiver = RelayedEventNumbering()
+        var restarts = RestartedDaemons()
+        let end: [String: JSONValue] = ["type": "state", "job": "j1", "kind": "sleep", "to": "succeeded"]
+        func stamp(_ relay: inout RelayedEventNumbering, _ event: [String: JSONValue]) -> [String: JSONValue] {
+            relay.numbered(event)
+        }
+        func heard(_ event: [String: JSONValue]) throws -> Bool {
+            let received = receiver.received(event)
+            let delivery = try #require(received)
+            #expect(delivery.members == end || delivery.members["type"] == "relay_started")
+            return restarts.heard(instance: try #require(delivery.instance), origin: try #require(delivery.origin))
+        }
+        #expect(try heard(stamp(&firstRun, end)) == false)
+        #expect(try heard(stamp(&firstRun, end)) == false)
+        // The daemon killed and started again: same instance, new relay.
+        var secondRun = RelayedEventNumbering(instance: instance)
+        #expect(try heard(stamp(&secondRun, ["type": "relay_started", "host": "host-a"])) == true)
+        #expect(try heard(stamp(&secondRun, end)) == false)
+        // Another daemon on the same host (another socket) is another instance, not a restart.
+        var neighbour = RelayedEventNumbering(instance: "host-a /tmp/other.sock")
+        #expect(try heard(stamp(&neighbour, end)) == false)
+        #expect(try heard(stamp(&secondRun, end)) == false)
+    }
 }

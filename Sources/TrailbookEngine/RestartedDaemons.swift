@@ -1,0 +1,19 @@
+/// Tells, from the relayed events a daemon receives, when another daemon sharing the store was started again:
+/// its events come from a new relay origin under the same instance (host and socket path).
+///
+/// Why it matters: a daemon writes a job's end in its group commit and sends the end's event to the others in a
+/// later `NOTIFY` (docs/explanation/shared-store.md, "The feed across daemons"). Killed between the two, its end is
+/// in the store but no other daemon's watchers hear of it, and nothing else tells them they missed it. Its next
+/// run's first event (every relay sends one at start, `FeedRelay.started`) tells each receiver that the previous
+/// run may have died with events unsent, and the receiver announces a `gap`, so its watchers read the jobs again.
+struct RestartedDaemons {
+    /// The last relay origin heard from each instance.
+    private var origins: [String: String] = [:]
+
+    /// Notes an event from relay `origin` of daemon `instance`.
+    /// - Returns: `true` when `instance` was heard from before under another origin: it was started again.
+    mutating func heard(instance: String, origin: String) -> Bool {
+        let previous = origins.updateValue(origin, forKey: instance)
+        return previous != nil && previous != origin
+    }
+}
