@@ -210,7 +210,9 @@ final class DaemonHarness {
         let started = Date()
         kill(process.processIdentifier, signal)
         while process.isRunning && Date().timeIntervalSince(started) < timeout { usleep(5_000) }
-        guard !process.isRunning else { throw HarnessError("daemon did not exit within \(timeout) s") }
+        guard !process.isRunning else {
+            throw HarnessError("daemon did not exit within \(timeout) s; its log ends:\n\(log().suffix(3_000))")
+        }
         self.process = nil
         return (process.terminationStatus, Date().timeIntervalSince(started))
     }
