@@ -52,11 +52,14 @@ struct CutOffRequestsEndToEndTests {
         #expect(message.contains("proxy or gateway"), "\(message)")
         #expect(message.contains("262144 bytes"), "\(message)")
         // 2 MiB twice, 512 KiB twice, 256 KiB (the floor) twice: six requests, all cut off, then no more. Now and
-        // then one cut at the floor is not seen as mid-body (the whole 256 KiB body was already in the socket's
-        // buffers when the proxy reset it), and one more floor-sized request goes out before the job fails.
+        // then a cut at the floor is not seen as mid-body (the whole 256 KiB body was already in the socket's
+        // buffers when the proxy reset it: a plain failed request, retried), and one more floor-sized request goes
+        // out per such cut before the job fails; seen up to twice in one run on a loaded machine.
         let sizes = try Self.patchSizes(servers)
-        let expected: [Int] = [2_097_152, 2_097_152, 524_288, 524_288, 262_144, 262_144]
-        #expect(sizes == expected || sizes == expected + [262_144], "\(sizes)")
+        let shrinking: [Int] = [2_097_152, 2_097_152, 524_288, 524_288]
+        let atTheFloor = sizes.dropFirst(shrinking.count)
+        #expect(Array(sizes.prefix(shrinking.count)) == shrinking, "\(sizes)")
+        #expect(atTheFloor.allSatisfy { $0 == 262_144 } && (2...5).contains(atTheFloor.count), "\(sizes)")
         #expect(try servers.stats()["cut_off"]?.intValue == Int64(sizes.count))
     }
 }

@@ -35,9 +35,14 @@ struct DirectoryLandingBatch {
     /// Files a batch holds at most before it lands.
     static let maxFiles = 256
 
-    /// Whether a file of `size` bytes is copied into a batch: it is copied whole without a sync between its
-    /// chunks (smaller than `syncBytes`, the bytes between two syncs of a large file).
-    static func admits(size: Int64, syncBytes: Int64) -> Bool { size < syncBytes }
+    /// The largest file a batch takes, in bytes: a larger one is copied as before, checkpointed as its copy goes
+    /// (every second, or every `--chunk-size`), so a kill or a cancel mid-file loses about a second of it, not the
+    /// whole file.
+    static let smallFileBytes: Int64 = 1 << 20
+
+    /// Whether a file of `size` bytes is copied into a batch: a small file (at most `smallFileBytes`, and smaller
+    /// than `syncBytes`, the bytes between two syncs of a large file), copied whole without a sync.
+    static func admits(size: Int64, syncBytes: Int64) -> Bool { size <= smallFileBytes && size < syncBytes }
 
     /// Whether no file waits.
     var isEmpty: Bool { members.isEmpty }
