@@ -42,14 +42,9 @@ struct RelayedEventNumbering {
         return numbered
     }
 
-    /// `members` without their number, or `nil` if an event with that number from that origin was delivered
-    /// already (a copy). An event without a number (an older daemon's) is delivered as it is.
-    mutating func delivered(_ members: [String: JSONValue]) -> [String: JSONValue]? {
-        received(members)?.members
-    }
-
     /// `members` without their number with the relay that sent them (`origin`, and its daemon's `instance` when
-    /// the stamp names it), or `nil` if an event with that number from that origin was delivered already.
+    /// the stamp names it), or `nil` if an event with that number from that origin was delivered already (a
+    /// copy). An event without a number (an older daemon's) is delivered as it is, with no origin.
     mutating func received(
         _ members: [String: JSONValue]
     ) -> (members: [String: JSONValue], origin: String?, instance: String?)? {

@@ -169,12 +169,7 @@ final class UploadFileList {
         case .memory(_, let names):
             try body(names)
         case .store(let entries, _):
-            var start = 0
-            while start < count {
-                let page = try read(from: start, entries)
-                try body(page.files.map(\.name))
-                start += page.files.count
-            }
+            try scan(entries) { page throws(JobError) in try body(page.files.map(\.name)) }
         }
     }
 
@@ -189,12 +184,14 @@ final class UploadFileList {
     }
 
     /// Reads the list from the start a page at a time (not kept), through index `end` (exclusive).
-    private func scan(_ entries: JobEntries, through end: Int? = nil, _ body: (Page) -> Void) throws(JobError) {
+    private func scan(
+        _ entries: JobEntries, through end: Int? = nil, _ body: (Page) throws(JobError) -> Void
+    ) throws(JobError) {
         let end = end ?? count
         var start = 0
         while start < end {
             let page = try read(from: start, entries)
-            body(page)
+            try body(page)
             start += page.files.count
         }
     }
