@@ -66,16 +66,21 @@ final class DaemonHarness {
     /// Variables added to the daemon's environment (e.g. a service manager's `NOTIFY_SOCKET`, `LD_PRELOAD`).
     let extraEnvironment: [String: String]
 
+    /// A program and its arguments the daemon is started through (it must `exec` the daemon, so the pid is the
+    /// daemon's), e.g. `setpriv` to take capabilities away; empty: the daemon is started directly.
+    let launcher: [String]
+
     /// Starts the daemon with `arguments` (after `daemon`) and waits until it answers `ping`. The log stays in
     /// `home`; the state (store, socket) goes to `state` when given.
     init(
         arguments: [String] = [], home: TemporaryDirectory = TemporaryDirectory(), state: String? = nil,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], launcher: [String] = []
     ) throws {
         self.home = home
         self.arguments = arguments
         statePath = state ?? home.path
         extraEnvironment = environment
+        self.launcher = launcher
         try start()
     }
 
@@ -103,8 +108,8 @@ final class DaemonHarness {
     /// Starts (or restarts) the daemon and waits up to 10 s for it to answer.
     func start() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binary.path)
-        process.arguments = ["daemon"] + arguments
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? Binary.path)
+        process.arguments = (launcher.isEmpty ? [] : launcher.dropFirst() + [Binary.path]) + ["daemon"] + arguments
         process.environment = environment
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
