@@ -69,10 +69,38 @@ public struct JSONParser {
         }
     }
 
+    /// The members of the JSON object in `bytes`, in the order written: each one's key and the range of `bytes`
+    /// its value's text takes, every value checked as `parse` checks it (the same refusals, the same limits) but
+    /// not built. For a reader that needs a few members and would copy the rest as text (a feed line relayed
+    /// between daemons, `FeedRelay`); `parse(bytes[range])` decodes one value.
+    /// - Throws: `Failure` for text that is not one strict JSON object or exceeds `limits`.
+    public static func members(
+        ofObject bytes: ArraySlice<UInt8>, limits: Limits = Limits()
+    ) throws(Failure) -> [(key: String, value: Range<Int>)] {
+        let base = bytes.startIndex
+        return try bytes.withUnsafeBufferPointer { (buffer) throws(Failure) -> [(key: String, value: Range<Int>)] in
+            var parser = JSONParser(bytes: buffer, limits: limits)
+            parser.building = false
+            parser.skipWhitespace()
+            guard parser.current == UInt8(ascii: "{") else {
+                throw parser.failure(.syntax, "expected an object, found \(parser.found)")
+            }
+            let members = try parser.objectMembers()
+            parser.skipWhitespace()
+            guard parser.position == buffer.count else {
+                throw parser.failure(.syntax, "unexpected text after the JSON value")
+            }
+            return members.map { ($0.key, base + $0.value.lowerBound..<base + $0.value.upperBound) }
+        }
+    }
+
     private let bytes: UnsafeBufferPointer<UInt8>
     private let limits: Limits
     private var position = 0
     private var values = 0
+    /// Whether values are built (`parse`) or only checked (`members(ofObject:)`: strings, arrays and objects
+    /// inside a member come back as `.null`, their text checked all the same).
+    private var building = true
 
     private init(bytes: UnsafeBufferPointer<UInt8>, limits: Limits) {
         self.bytes = bytes
@@ -114,7 +142,9 @@ public struct JSONParser {
         switch byte {
         case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
-        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "\""):
+            let string = try parseString()
+            return building ? .string(string) : .null
         case UInt8(ascii: "t"): return try parseLiteral("true", .bool(true))
         case UInt8(ascii: "f"): return try parseLiteral("false", .bool(false))
         case UInt8(ascii: "n"): return try parseLiteral("null", .null)
@@ -142,16 +172,19 @@ public struct JSONParser {
     private mutating func parseArray(depth: Int) throws(Failure) -> JSONValue {
         try enter(depth)
         var elements: [JSONValue] = []
+        var count = 0
         if current == UInt8(ascii: "]") {
             position += 1
             return .array(elements)
         }
         while true {
-            if elements.count == limits.maxMembers {
+            if count == limits.maxMembers {
                 throw failure(.limit, "an array has more than \(limits.maxMembers) elements")
             }
-            elements.append(try parseValue(depth: depth))
-            if try closes(UInt8(ascii: "]"), "an array") { return .array(elements) }
+            let element = try parseValue(depth: depth)
+            count += 1
+            if building { elements.append(element) }
+            if try closes(UInt8(ascii: "]"), "an array") { return building ? .array(elements) : .null }
         }
     }
 
@@ -173,31 +206,62 @@ public struct JSONParser {
     }
 
     private mutating func parseObject(depth: Int) throws(Failure) -> JSONValue {
-        try enter(depth)
-        var members: [String: JSONValue] = [:]
-        if current == UInt8(ascii: "}") {
-            position += 1
+        if building {
+            var members: [String: JSONValue] = [:]
+            try forEachMember(depth: depth) { (key, value, _) in members.updateValue(value, forKey: key) == nil }
             return .object(members)
         }
+        var keys = Set<String>()
+        try forEachMember(depth: depth) { (key, _, _) in keys.insert(key).inserted }
+        return .null
+    }
+
+    /// The top-level object's members (`members(ofObject:)`): keys and value ranges, values checked, not built.
+    private mutating func objectMembers() throws(Failure) -> [(key: String, value: Range<Int>)] {
+        var members: [(key: String, value: Range<Int>)] = []
+        var keys = Set<String>()
+        try forEachMember(depth: 1) { (key, _, range) in
+            members.append((key, range))
+            return keys.insert(key).inserted
+        }
+        return members
+    }
+
+    /// Reads an object from its opening brace, handing each member to `take` (its key, its value, the range of
+    /// the value's text); `take` answers false for a key the object already had.
+    private mutating func forEachMember(
+        depth: Int, _ take: (String, JSONValue, Range<Int>) -> Bool
+    ) throws(Failure) {
+        try enter(depth)
+        if current == UInt8(ascii: "}") {
+            position += 1
+            return
+        }
+        var count = 0
         while true {
             guard current == UInt8(ascii: "\"") else {
                 throw failure(.syntax, "expected a member name in double quotes, found \(found)")
             }
-            if members.count == limits.maxMembers {
+            if count == limits.maxMembers {
                 throw failure(.limit, "an object has more than \(limits.maxMembers) members")
             }
             let keyStart = position
             try countValue()
+            let wasBuilding = building
+            building = true  // a key is always read
             let key = try parseString()
+            building = wasBuilding
             skipWhitespace()
             guard current == UInt8(ascii: ":") else { throw failure(.syntax, "expected ':' after a member name, found \(found)") }
             position += 1
             skipWhitespace()
+            let valueStart = position
             let value = try parseValue(depth: depth)
-            guard members.updateValue(value, forKey: key) == nil else {
+            count += 1
+            guard take(key, value, valueStart..<position) else {
                 throw failure(.duplicateKey, "duplicate key \(Self.quoted(key)) in an object", at: keyStart)
             }
-            if try closes(UInt8(ascii: "}"), "an object") { return .object(members) }
+            if try closes(UInt8(ascii: "}"), "an object") { return }
         }
     }
 
@@ -246,23 +310,25 @@ public struct JSONParser {
         return .number(value)
     }
 
-    /// Reads a string from its opening quote to its closing one; validates UTF-8 and unescapes.
+    /// Reads a string from its opening quote to its closing one; validates UTF-8 and unescapes. When not
+    /// `building`, keeps nothing but the escapes' bytes and answers "" (the length limit counts the same).
     private mutating func parseString() throws(Failure) -> String {
         let start = position
         position += 1  // the opening quote
         var utf8: [UInt8] = []
+        var uncopied = 0  // bytes of the string not copied into `utf8` (not `building`)
         while true {
             guard let byte = current else { throw failure(.syntax, "a string is not closed", at: start) }
-            if utf8.count > limits.maxStringBytes {
+            if utf8.count + uncopied > limits.maxStringBytes {
                 throw failure(.limit, "a string is longer than \(limits.maxStringBytes) bytes", at: start)
             }
             switch byte {
             case UInt8(ascii: "\""):
                 position += 1
-                guard utf8.count <= limits.maxStringBytes else {
+                guard utf8.count + uncopied <= limits.maxStringBytes else {
                     throw failure(.limit, "a string is longer than \(limits.maxStringBytes) bytes", at: start)
                 }
-                return String(decoding: utf8, as: UTF8.self)  // already validated byte by byte
+                return building ? String(decoding: utf8, as: UTF8.self) : ""  // already validated byte by byte
             case UInt8(ascii: "\\"):
                 try parseEscape(into: &utf8)
             case 0x00:
@@ -270,16 +336,19 @@ public struct JSONParser {
             case 0x01..<0x20:
                 throw failure(.syntax, "a raw control character (byte 0x\(String(byte, radix: 16, uppercase: true))) in a string; escape it")
             case 0x20..<0x80:
-                utf8.append(byte)
+                if building { utf8.append(byte) } else { uncopied += 1 }
                 position += 1
             default:
-                try copyMultibyte(into: &utf8)
+                let length = try copyMultibyte(into: &utf8)
+                if !building { uncopied += length }
             }
         }
     }
 
     /// Copies one UTF-8 sequence of 2–4 bytes, refusing what Unicode 15 §3.9 (table 3-7) calls ill-formed.
-    private mutating func copyMultibyte(into utf8: inout [UInt8]) throws(Failure) {
+    /// - Returns: the sequence's length; copied only when `building`.
+    @discardableResult
+    private mutating func copyMultibyte(into utf8: inout [UInt8]) throws(Failure) -> Int {
         let lead = bytes[position]
         let length: Int
         var low: UInt8 = 0x80
@@ -300,8 +369,9 @@ public struct JSONParser {
             let range = index == 1 ? low...high : 0x80...0xBF
             guard range.contains(next) else { throw failure(.syntax, "invalid UTF-8 (a malformed sequence)") }
         }
-        utf8.append(contentsOf: bytes[position..<position + length])
+        if building { utf8.append(contentsOf: bytes[position..<position + length]) }
         position += length
+        return length
     }
 
     private mutating func parseEscape(into utf8: inout [UInt8]) throws(Failure) {

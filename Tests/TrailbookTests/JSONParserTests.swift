@@ -176,6 +176,72 @@ final class JSONParserTests: XCTestCase {
         }
         XCTAssertGreaterThan(accepted, 100, "some mutations stay valid JSON, or this test checks nothing")
     }
+
+    /// `members(ofObject:)` checks what `parse` checks: on a fuzz corpus like the one above (and objects past each
+    /// limit) it refuses exactly what `parse` refuses, with the same failure, and each member's range parses to the
+    /// value `parse` gives that key.
+    func testMembersOfAnObjectAgreeWithParse() throws {
+        var generator = SplitMix64(seed: 0x6D65_6D62_6572_7321)
+        let seed = Array(#"{"relay": "o 7 h\"x", "job": "j\u00e9", "n": -1.5e2, "ok": true, "a": [1, {"k": null}], "o": {"s": "café"}}"#.utf8)
+        let alphabet = Array(#"{}[]":,\ 0123456789.eE+-truefalsnl"#.utf8) + [0x00, 0x0A, 0xC3, 0xA9, 0xFF, 0xED]
+        var limits = JSONParser.Limits()
+        limits.maxStringBytes = 8
+        limits.maxMembers = 3
+        limits.maxNumberBytes = 5
+        limits.maxDepth = 3
+        let bounded: [[UInt8]] = [
+            #"{"a": "123456789"}"#, #"{"a": "12345678"}"#, #"{"a": ["\u00e9\u00e9\u00e9\u00e9a"]}"#,
+            #"{"a": "ééééé"}"#, #"{"a": 1, "b": 2, "c": 3, "d": 4}"#, #"{"a": [1, 2, 3, 4]}"#,
+            #"{"a": 123456}"#, #"{"a": [[[1]]]}"#, #"{"a": [[1]]}"#, #"{"a": 1, "a": 2}"#, #"{"a": {"b": 1, "b": 2}}"#,
+        ].map { Array($0.utf8) }
+        var objects = 0
+        for round in 0..<(20_000 + bounded.count) {
+            var bytes: [UInt8]
+            let bound = round >= 20_000
+            if bound {
+                bytes = bounded[round - 20_000]
+            } else {
+                switch round % 3 {
+                case 0:
+                    bytes = (0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+                case 1:
+                    bytes = seed
+                    for _ in 0..<Int.random(in: 1...4, using: &generator) {
+                        bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+                    }
+                default:
+                    bytes = Array(seed.prefix(Int.random(in: 0...seed.count, using: &generator)))
+                }
+            }
+            let chosen = bound ? limits : JSONParser.Limits()
+            let text = String(decoding: bytes, as: UTF8.self)
+            var parsed: JSONValue?
+            var parseFailure: JSONParser.Failure?
+            do { parsed = try JSONParser.parse(bytes, limits: chosen) } catch { parseFailure = error }
+            var found: [(key: String, value: Range<Int>)]?
+            var membersFailure: JSONParser.Failure?
+            do { found = try JSONParser.members(ofObject: bytes[...], limits: chosen) } catch { membersFailure = error }
+            if case .object(let object)? = parsed {
+                objects += 1
+                guard let found else {
+                    XCTFail("members(ofObject:) refuses an object parse accepts: \(text): \(membersFailure!)")
+                    continue
+                }
+                XCTAssertEqual(found.map(\.key).count, object.count, text)
+                for (key, range) in found {
+                    XCTAssertEqual(try JSONParser.parse(bytes[range]), object[key], text)
+                }
+            } else if parsed != nil {
+                // Not an object at the top: the one refusal parse does not make.
+                XCTAssertTrue(membersFailure?.reason.hasPrefix("expected an object") == true, text)
+            } else if let membersFailure, !membersFailure.reason.hasPrefix("expected an object") {
+                XCTAssertEqual(membersFailure, parseFailure, text)
+            } else if membersFailure == nil {
+                XCTFail("members(ofObject:) accepts what parse refuses: \(text): \(parseFailure!)")
+            }
+        }
+        XCTAssertGreaterThan(objects, 100, "some mutations stay valid objects, or this test checks nothing")
+    }
 }
 
 /// A small deterministic random number generator (SplitMix64, https://prng.di.unimi.it/splitmix64.c) for
