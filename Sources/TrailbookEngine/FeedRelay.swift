@@ -33,8 +33,8 @@ public final class FeedRelay {
 
     private var store: any LeasingJobStoring
     private let feed: ProgressFeed
-    /// Events not sent yet, oldest first, as their JSON members (no `seq`).
-    private var pending: [[String: JSONValue]] = []
+    /// Events not sent yet, oldest first.
+    private var pending: [Outgoing] = []
     /// Where each job's latest progress waits in `pending`, while no other event of that job follows it.
     private var progressAt: [String: Int] = [:]
     private var sending = false
@@ -83,7 +83,8 @@ public final class FeedRelay {
             }
         }
         if !instance.isEmpty {
-            pending.append(numbering.numbered(["type": .string(Self.startedType), "host": .string(store.host)]))
+            let started = JSONCoding.encode(JSONValue.object(["type": .string(Self.startedType), "host": .string(store.host)]))
+            pending.append(Outgoing(job: nil, isProgress: false, number: numbering.next(), line: started[...]))
             arm(after: 0)
         }
     }
@@ -116,19 +117,25 @@ public final class FeedRelay {
 
     // MARK: sending
 
-    private func add(_ members: [String: JSONValue]) {
-        guard let job = members["job"]?.stringValue else { return }
-        let isProgress = members["type"]?.stringValue == "progress"
-        if isProgress, let index = progressAt[job] {
+    /// An event waiting to be sent: the line this daemon published, and the relay's number for it.
+    private struct Outgoing {
+        var job: String?
+        var isProgress: Bool
+        var number: String
+        var line: ArraySlice<UInt8>
+    }
+
+    private func add(_ event: ProgressFeed.PublishedEvent) {
+        let job = event.job
+        if event.isProgress, let index = progressAt[job] {
             // It takes the place and the number of the progress it replaces: numbers must rise in the order they
             // are sent, or the receiving daemons would drop every event between as a copy (a state change too).
-            var replacing = members
-            replacing[RelayedEventNumbering.member] = pending[index][RelayedEventNumbering.member]
-            pending[index] = replacing
+            pending[index].line = event.line
             return
         }
+        let isProgress = event.isProgress
         progressAt[job] = isProgress ? pending.count : nil
-        pending.append(numbering.numbered(members))
+        pending.append(Outgoing(job: job, isProgress: isProgress, number: numbering.next(), line: event.line))
         if pending.count > maxPending { dropOldest() }
         arm(after: isProgress ? progressDelay : 0)
     }
@@ -146,9 +153,9 @@ public final class FeedRelay {
 
     private func reindex() {
         progressAt.removeAll(keepingCapacity: true)
-        for (index, members) in pending.enumerated() {
-            guard let job = members["job"]?.stringValue else { continue }
-            progressAt[job] = members["type"]?.stringValue == "progress" ? index : nil
+        for (index, event) in pending.enumerated() {
+            guard let job = event.job else { continue }
+            progressAt[job] = event.isProgress ? index : nil
         }
     }
 
@@ -181,7 +188,7 @@ public final class FeedRelay {
         let events = pending
         pending.removeAll(keepingCapacity: true)
         progressAt.removeAll(keepingCapacity: true)
-        let payloads = Self.payloads(events)
+        let payloads = Self.payloads(events.map { ($0.number, $0.line) })
         guard !payloads.isEmpty else { return }
         sending = true
         lastSendAt = Timestamp.monotonic()
@@ -195,7 +202,7 @@ public final class FeedRelay {
         }
     }
 
-    private func finished(_ sent: Int, _ events: [[String: JSONValue]], ok: Bool) {
+    private func finished(_ sent: Int, _ events: [Outgoing], ok: Bool) {
         guard sending, sent == generation else { return }
         sending = false
         timeout?.stop()
@@ -206,7 +213,7 @@ public final class FeedRelay {
         }
         if !ok {
             // Kept for the next try, before what came meanwhile; progress is stale by then and goes.
-            pending = events.filter { $0["type"]?.stringValue != "progress" } + pending
+            pending = events.filter { !$0.isProgress } + pending
             if pending.count > maxPending { dropOldest() } else { reindex() }
             if !pending.isEmpty { arm(after: retrySeconds) }
             return
@@ -222,10 +229,17 @@ public final class FeedRelay {
     /// `events` as NOTIFY payload bodies: their JSON lines, newline-separated, in order, each body at most
     /// `payloadBytes` (an event too big for one alone is shrunk as the type says, or left out if it is progress).
     nonisolated public static func payloads(_ events: [[String: JSONValue]], limit: Int = payloadBytes) -> [String] {
+        payloads(events.map { (nil, JSONCoding.encode(JSONValue.object($0))[...]) }, limit: limit)
+    }
+
+    /// `events` (each a line as `ProgressFeed` published it, and its relay number if it has one) as NOTIFY
+    /// payload bodies: each line with the number spliced in as its first member (`RelayedEventNumbering.member`),
+    /// the rest of its text as it was, so an event is not decoded and encoded again to be sent.
+    nonisolated static func payloads(_ events: [(number: String?, line: ArraySlice<UInt8>)], limit: Int = payloadBytes) -> [String] {
         var bodies: [String] = []
         var body: [UInt8] = []
-        for members in events {
-            guard let line = fitted(members, limit: limit) else { continue }
+        for (number, published) in events {
+            guard let line = numbered(published, number, limit: limit) else { continue }
             if !body.isEmpty && body.count + 1 + line.count > limit {
                 bodies.append(String(decoding: body, as: UTF8.self))
                 body.removeAll(keepingCapacity: true)
@@ -235,6 +249,25 @@ public final class FeedRelay {
         }
         if !body.isEmpty { bodies.append(String(decoding: body, as: UTF8.self)) }
         return bodies
+    }
+
+    /// `line` (a JSON object) with `number` as its first member, if that fits `limit` bytes; else decoded and
+    /// `fitted`.
+    nonisolated private static func numbered(_ line: ArraySlice<UInt8>, _ number: String?, limit: Int) -> [UInt8]? {
+        guard line.first == UInt8(ascii: "{") else { return nil }
+        var numbered: [UInt8] = []
+        if let number {
+            numbered.reserveCapacity(line.count + number.utf8.count + 16)
+            numbered += Array("{\"\(RelayedEventNumbering.member)\":".utf8)
+            numbered += JSONCoding.encode(JSONValue.string(number))
+            if line.count > 2 { numbered.append(UInt8(ascii: ",")) }
+            numbered += line.dropFirst()
+        } else {
+            numbered += line
+        }
+        if numbered.count <= limit { return numbered }
+        guard case .object(let members)? = try? JSONParser.parse(numbered) else { return nil }
+        return fitted(members, limit: limit)
     }
 
     /// The event's line, shrunk to fit `limit` bytes if need be; `nil` if it cannot be (progress).
@@ -260,22 +293,25 @@ public final class FeedRelay {
     // MARK: receiving
 
     private func received(_ payload: String) {
-        for line in payload.utf8.split(separator: 0x0A) {
-            guard case .object(let sent) = try? JSONParser.parse(line), let delivery = numbering.received(sent) else {
-                continue
-            }
-            var members = delivery.members
-            if let instance = delivery.instance, let origin = delivery.origin,
+        let bytes = Array(payload.utf8)
+        for text in bytes.split(separator: 0x0A) {
+            guard let line = RelayedLine(text), let sender = numbering.received(stamp: line.string(RelayedEventNumbering.member))
+            else { continue }
+            if let instance = sender.instance, let origin = sender.origin,
                 restarts.heard(instance: instance, origin: origin)
             {
-                let host = members["host"]?.stringValue ?? "another host"
+                let host = line.string("host") ?? "another host"
                 feed.announceGap(
                     "a daemon on \(host) was started again: events it had not sent before it stopped may have been "
                         + "missed; refresh with list")
             }
-            if members["type"]?.stringValue == Self.startedType { continue }
-            if members["reread"] != nil { members = reread(members) }
-            feed.relay(members)
+            if line.string("type") == Self.startedType { continue }
+            if line.has("reread"), var members = line.decoded() {
+                members[RelayedEventNumbering.member] = nil
+                feed.relay(reread(members))
+            } else {
+                feed.relay(line, without: RelayedEventNumbering.member)
+            }
         }
     }
 

@@ -75,9 +75,19 @@ public final class ProgressFeed {
     /// The host every event this daemon publishes names (`host`), on a shared store (`nil`: no `host` member).
     public var host: String?
 
-    /// Called with each event this daemon publishes itself (not those `relay`ed from other daemons), as its JSON
-    /// members without `seq`: a shared store's `FeedRelay` sends them to the other daemons.
-    public var onLocalEvent: (([String: JSONValue]) -> Void)?
+    /// Called with each event this daemon publishes itself (not those `relay`ed from other daemons), as its line:
+    /// a shared store's `FeedRelay` sends them to the other daemons.
+    public var onLocalEvent: ((PublishedEvent) -> Void)?
+
+    /// An event as this feed published it.
+    public struct PublishedEvent: Sendable {
+        /// The job it is about.
+        public var job: String
+        /// Whether it is a `progress` event (which a relay may coalesce).
+        public var isProgress: Bool
+        /// Its line without the newline: one JSON object, keys sorted, with this feed's `seq`.
+        public var line: ArraySlice<UInt8>
+    }
 
     /// Makes a feed whose first event has sequence number `firstSeq`.
     public init(
@@ -166,6 +176,18 @@ public final class ProgressFeed {
         var members = members
         members["seq"] = .number(Double(nextSeq))
         emit(job: job, kind: kind, isProgress: type == "progress", members: members)
+    }
+
+    /// Publishes an event of another daemon as `relay(_:)` does, from its line as it came (`RelayedLine`): the
+    /// members copied as text, without `relay`, under this feed's next `seq`. A line without `job`, `kind` and
+    /// `type` strings is ignored.
+    func relay(_ event: RelayedLine, without number: String) {
+        guard let job = event.string("job"), let kind = event.string("kind"), let type = event.string("type") else {
+            return
+        }
+        var line = event.published(seq: nextSeq, without: number)
+        line.append(0x0A)
+        emit(job: job, kind: kind, isProgress: type == "progress", line: line)
     }
 
     /// Called after every `state` event is published (the daemon's service status follows it).
@@ -306,15 +328,6 @@ public final class ProgressFeed {
     /// feed's four events a job were a sixth of the daemon's instructions per no-op job, issue 14).
     private func publish(job: String, kind: String, type: String, fields: [Field]) {
         let at = Timestamp.nowISO8601()
-        if let onLocalEvent {
-            var members = Dictionary(uniqueKeysWithValues: fields.map { ($0.key.description, $0.value.json) })
-            members["at"] = .string(at)
-            members["job"] = .string(job)
-            members["kind"] = .string(kind)
-            members["type"] = .string(type)
-            if let host { members["host"] = .string(host) }
-            onLocalEvent(members)
-        }
         var line = EventLine(fields: fields)
         line.member("at", string: at)
         if let host { line.member("host", string: host) }
@@ -322,7 +335,12 @@ public final class ProgressFeed {
         line.member("kind", string: kind)
         line.member("seq", integer: nextSeq)
         line.member("type", string: type)
-        emit(job: job, kind: kind, isProgress: type == "progress", line: line.finish())
+        let bytes = line.finish()
+        let isProgress = type == "progress"
+        if let onLocalEvent, bytes.first == UInt8(ascii: "{") {
+            onLocalEvent(PublishedEvent(job: job, isProgress: isProgress, line: bytes.dropLast()))
+        }
+        emit(job: job, kind: kind, isProgress: isProgress, line: bytes)
     }
 
     /// An event's line: the common members, written in order by `publish`, merged with the event's own.

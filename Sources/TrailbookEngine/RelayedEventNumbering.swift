@@ -36,10 +36,15 @@ struct RelayedEventNumbering {
 
     /// `members` with the next number of this relay.
     mutating func numbered(_ members: [String: JSONValue]) -> [String: JSONValue] {
-        last += 1
         var numbered = members
-        numbered[Self.member] = .string(instance.isEmpty ? "\(origin) \(last)" : "\(origin) \(last) \(instance)")
+        numbered[Self.member] = .string(next())
         return numbered
+    }
+
+    /// The next number of this relay: the value of an event's `member`.
+    mutating func next() -> String {
+        last += 1
+        return instance.isEmpty ? "\(origin) \(last)" : "\(origin) \(last) \(instance)"
     }
 
     /// `members` without their number with the relay that sent them (`origin`, and its daemon's `instance` when
@@ -48,14 +53,21 @@ struct RelayedEventNumbering {
     mutating func received(
         _ members: [String: JSONValue]
     ) -> (members: [String: JSONValue], origin: String?, instance: String?)? {
-        guard let stamp = members[Self.member]?.stringValue else { return (members, nil, nil) }
         var members = members
-        members[Self.member] = nil
+        let stamp = members.removeValue(forKey: Self.member)?.stringValue
+        guard let sender = received(stamp: stamp) else { return nil }
+        return (members, sender.origin, sender.instance)
+    }
+
+    /// The relay that sent an event numbered `stamp` (its `member`'s value; `nil` when it had none: an older
+    /// daemon's), or `nil` if an event with that number from that origin was delivered already (a copy).
+    mutating func received(stamp: String?) -> (origin: String?, instance: String?)? {
+        guard let stamp else { return (nil, nil) }
         let parts = stamp.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, let number = UInt64(parts[1]) else { return (members, nil, nil) }
+        guard parts.count >= 2, let number = UInt64(parts[1]) else { return (nil, nil) }
         let origin = String(parts[0])
         if let last = delivered[origin], number <= last { return nil }
         delivered[origin] = number
-        return (members, origin, parts.count == 3 ? String(parts[2]) : nil)
+        return (origin, parts.count == 3 ? String(parts[2]) : nil)
     }
 }

@@ -97,7 +97,7 @@ struct FeedLineTests {
     @Test func eachEventLineIsItsMembersJSON() async throws {
         try await onLoop {
             let feed = ProgressFeed(firstSeq: 41)
-            var published: [[String: JSONValue]] = []
+            var published: [ProgressFeed.PublishedEvent] = []
             feed.host = "host-\"a\""
             feed.onLocalEvent = { published.append($0) }
             let options = JobOptions(priority: 0, timeoutSeconds: 30, stallTimeoutSeconds: 30, maxAttempts: 3)
@@ -125,13 +125,20 @@ struct FeedLineTests {
             feed.stateChanged(job, from: .queued)
             let events = Array(feed.bufferedEvents)
             #expect(events.count == 7 && published.count == 7)
-            for (event, members) in zip(events, published) {
-                var members = members
-                members["seq"] = .number(Double(event.seq))
-                #expect(event.line == JSONWriterTests.foundation(.object(members)) + [0x0A], "\(String(decoding: event.line, as: UTF8.self))")
+            var members: [[String: JSONValue]] = []
+            for (event, local) in zip(events, published) {
+                // The relay is handed the very line the feed published.
+                #expect(Array(local.line) + [0x0A] == event.line)
+                #expect(local.job == event.job && local.isProgress == event.isProgress)
+                guard case .object(let decoded) = try JSONParser.parse(local.line) else {
+                    Issue.record("not an object: \(String(decoding: local.line, as: UTF8.self))")
+                    continue
+                }
+                members.append(decoded)
+                #expect(event.line == JSONWriterTests.foundation(.object(decoded)) + [0x0A], "\(String(decoding: event.line, as: UTF8.self))")
             }
             #expect(events.map(\.seq) == Array(41...47))
-            #expect(published[4]["retry_in_s"] != nil && published[5]["result"]?["bytes"] == 10)
+            #expect(members[4]["retry_in_s"] != nil && members[5]["result"]?["bytes"] == 10)
         }
     }
 }
