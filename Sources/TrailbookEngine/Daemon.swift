@@ -321,7 +321,27 @@ public final class Daemon {
             logFlush = nil
             Daemon.current = nil
             EventLoop.main.stop()
+            Self.exitIfTheLoopStaysOpen(seconds: 3)
         }
+    }
+}
+
+extension Daemon {
+    /// Exits the process `seconds` after the stop if the loop has not returned by then: `run()` returns only once
+    /// every handle is closed, and one left open (a fault: a timer or poll handle not closed, a request that never
+    /// completes) kept a stopped daemon alive until killed. Everything is written by then ("stopped" is logged);
+    /// the log names the handles still open, to find the fault.
+    nonisolated static func exitIfTheLoopStaysOpen(seconds: UInt32) {
+        var thread = pthread_t()
+        let started = pthread_create(&thread, nil, { argument in
+            sleep(UInt32(UInt(bitPattern: argument)))
+            DaemonLog.write(
+                "the event loop was still open \(UInt(bitPattern: argument)) s after the stop (a handle not closed); "
+                    + "exiting anyway. Open handles:\n" + EventLoop.main.openHandlesDescription())
+            DaemonLog.flush()
+            _exit(0)
+        }, UnsafeMutableRawPointer(bitPattern: UInt(seconds)))
+        if started == 0 { pthread_detach(thread) }
     }
 }
 

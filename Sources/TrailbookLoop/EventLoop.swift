@@ -84,6 +84,25 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// The loop's handles, one per line (`timer active ref`, `poll closing`, …) and its count of requests in
+    /// flight: what keeps `run()` from returning after `stop()`. It reads the loop's handle queue without the loop
+    /// thread: call it only while that thread is blocked waiting for I/O (a loop that does not return), when the
+    /// queue does not change.
+    public func openHandlesDescription() -> String {
+        final class Lines { var text: [String] = [] }
+        let lines = Lines()
+        uv_walk(raw, { handle, context in
+            guard let handle, let context else { return }
+            let lines = Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue()
+            var words = [String(cString: uv_handle_type_name(uv_handle_get_type(handle)))]
+            if uv_is_active(handle) != 0 { words.append("active") }
+            if uv_has_ref(handle) != 0 { words.append("ref") }
+            if uv_is_closing(handle) != 0 { words.append("closing") }
+            lines.text.append(words.joined(separator: " "))
+        }, Unmanaged.passUnretained(lines).toOpaque())
+        return (lines.text + ["requests in flight: \(raw.pointee.active_reqs.count)"]).joined(separator: "\n")
+    }
+
     /// Whether the caller runs on this loop's thread.
     public var inLoopThread: Bool {
         let owner = thread.load(ordering: .acquiring)
