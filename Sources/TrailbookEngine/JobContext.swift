@@ -74,6 +74,9 @@ public final class JobContext {
     private var nextWorkerWait = 0
     /// Called once when the job is stopped, by registration number (see `runCancellingOnStop`).
     private var stopHandlers: [Int: () -> Void] = [:]
+    /// The task running this attempt's `run` (`cancelOnStop`), cancelled when the job is stopped; `nil` once `run`
+    /// returned. A slot of its own rather than a stop handler: every run has one, and it costs no allocation.
+    private var runTask: Task<Void, Never>?
     /// Outcomes of the job's list entries noted since the last checkpoint save (`JobEntries.note`), written with
     /// the next one.
     var notedEntryOutcomes: [(position: Int, outcome: JobEntryOutcome)] = []
@@ -277,9 +280,9 @@ public final class JobContext {
     /// Runs `operation` in a task of its own that is cancelled the moment the job is stopped, and returns its
     /// result.
     ///
-    /// The engine does not cancel the task that runs `run` (a stop is a request, and `onCancel` must be able to
-    /// do I/O afterwards). Work that can be aborted only through task cancellation — an HTTP transfer in flight —
-    /// goes through here, so a stop aborts it at once instead of at its end.
+    /// The task running `run` is cancelled by a stop already (`JobKind.run`); this is for work in a task of its
+    /// own that only task cancellation can abort — an HTTP transfer in flight — so a stop aborts it at once instead
+    /// of at its end, whichever task awaits it.
     /// - Throws: `JobStopped` if the job is already stopping; else what `operation` throws (typically a
     ///   cancellation error of its own when the job was stopped: check `stopReason` or call `checkCancellation()`).
     public func runCancellingOnStop<R: Sendable>(
@@ -337,7 +340,20 @@ public final class JobContext {
     @_spi(Harness)
     public func harnessStop(_ reason: CancellationReason) { stop(reason) }
 
-    /// Marks the job as stopping for `reason` and wakes it from a sleep. Called by the scheduler.
+    /// Has `task`, the one running this attempt's `run`, cancelled the moment the job is stopped (at once if it
+    /// already is), until `runReturned()`. Called by the scheduler as it starts the run.
+    func cancelOnStop(_ task: Task<Void, Never>) {
+        guard stopReason == nil else { return task.cancel() }
+        runTask = task
+    }
+
+    /// `run` returned: a later stop has no task to cancel (and the context no longer holds the task).
+    func runReturned() {
+        runTask = nil
+    }
+
+    /// Marks the job as stopping for `reason`, wakes it from a sleep and cancels the task running `run`. Called by
+    /// the scheduler.
     func stop(_ reason: CancellationReason) {
         guard stopReason == nil else { return }
         stopReason = reason
@@ -352,6 +368,10 @@ public final class JobContext {
         let handlers = stopHandlers.values
         stopHandlers.removeAll()
         for handler in handlers { handler() }
+        if let runTask {
+            self.runTask = nil
+            runTask.cancel()
+        }
     }
 }
 

@@ -174,6 +174,8 @@ struct AnyJobKind {
     /// The kind's `validate` on params as JSON (and its unknown-member check), returning the params'
     /// `duplicateKeys` from the same decoding: a submit decodes each job's params once.
     let validate: (JSONValue) async throws(JobError) -> [String]
+    /// The kind's `run` on params as JSON, in the caller's task: the caller runs it in a task that a stop
+    /// cancels (`JobContext.cancelOnStop`), and `onCancel` in another, which is not cancelled.
     let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
     let jobEnded: (String, JobState) -> Void
@@ -195,9 +197,7 @@ struct AnyJobKind {
         }
         run = { json, context in
             let params = try Self.decode(json, as: K.Params.self)
-            // In a task of its own that a stop cancels, so `Task.checkCancellation()` and cancellation handlers in
-            // `run` see the stop; `onCancel` runs afterwards in the caller's task, which is not cancelled.
-            let output = try await context.runCancellingOnStop { try await kind.run(params, in: context) }
+            let output = try await kind.run(params, in: context)
             return K.Output.self == JSONValue.self ? output as! JSONValue : JSONCoding.value(of: output)
         }
         onCancel = { reason, json, context in

@@ -19,10 +19,19 @@ extension Scheduler {
         running[job.id] = active
         announce(job, from: .queued)
         armWatchdog(active)
-        Task.onLoop {
+        // One task a run: the kind's `run` runs in it and a stop cancels it (`JobContext.cancelOnStop`), so
+        // `Task.checkCancellation()` and cancellation handlers in `run` see the stop. Only a stopped run takes a
+        // second task, for `onCancel`, which must not be cancelled: it may still do I/O.
+        let run = Task.onLoop {
             let outcome = await self.execute(active)
-            self.finish(active, outcome)
+            active.context.runReturned()
+            guard case .stopped(let reason) = outcome else { return self.finish(active, outcome) }
+            Task.onLoop {
+                await active.kind.onCancel(reason, active.record.params, active.context)
+                self.finish(active, outcome)
+            }
         }
+        active.context.cancelOnStop(run)
     }
 
     func makeContext(for job: JobRecord, kind: AnyJobKind) -> JobContext {
@@ -34,22 +43,18 @@ extension Scheduler {
         return context
     }
 
+    /// Runs the kind's `run` (not `onCancel`) and says how it ended.
     func execute(_ active: RunningJob) async -> Outcome {
         let context = active.context
-        var outcome: Outcome
         do {
-            outcome = .succeeded(try await active.kind.run(active.record.params, context))
+            try context.checkCancellation()
+            return .succeeded(try await active.kind.run(active.record.params, context))
         } catch let error as JobError {
-            outcome = context.stopReason.map { .stopped($0) } ?? .failed(error)
+            return context.stopReason.map { .stopped($0) } ?? .failed(error)
         } catch {
-            outcome =
-                context.stopReason.map { .stopped($0) }
+            return context.stopReason.map { .stopped($0) }
                 ?? .failed(JobError(code: "internal", message: "job failed unexpectedly: \(error)"))
         }
-        if case .stopped(let reason) = outcome {
-            await active.kind.onCancel(reason, active.record.params, context)
-        }
-        return outcome
     }
 
     func finish(_ active: RunningJob, _ outcome: Outcome) {
