@@ -57,17 +57,8 @@ public final class Scheduler {
 
     /// The group commit: what the turn queued for it (submits, starts, ends of runs) and where it is.
     let groupCommit = GroupCommit()
-    /// A shared store's claim (`claim(from:)`): one in flight at a time.
-    var claimState = ClaimState.none
-    /// The checkpoints claims read with their jobs (a value of `nil`: the job had none), by job id, until the run
-    /// first loads its checkpoint, saves one or ends: the first `loadCheckpoint` of a claimed run costs no round
-    /// trip. Once that run saved or ended, the store has the newer state.
-    var claimedCheckpoints: [String: JSONValue?] = [:]
-    /// `claimSettled()` callers, resumed when the claim in flight is answered.
-    let claimAnswerWaiters = WaitList()
-    /// Shared store: jobs claimed to take the slot of a run stopping for them (`preemptOnSharedStore`), in claim
-    /// order; each holds a slot and starts once one is free (`launchHeldClaims`).
-    var heldClaims: [ClaimedRun] = []
+    /// A shared store's claims: the one in flight, the jobs held for a stopping run's slot, their checkpoints.
+    let claims = Claims()
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
 
@@ -159,7 +150,7 @@ public final class Scheduler {
         heartbeat.close()
         cleanUps.close()
         // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
-        await claimSettled()
+        await claims.settled()
         launchHeldClaims()
         let active = Array(running.values)
         for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }

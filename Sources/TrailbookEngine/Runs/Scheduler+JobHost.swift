@@ -65,7 +65,7 @@ extension Scheduler: JobHost {
 
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         let id = job.id
-        claimedCheckpoints.removeValue(forKey: id)
+        claims.forgetCheckpoint(of: id)
         if let leasing {
             // A shared store is a round trip away: the loop (every other job) does not wait for it. A checkpoint
             // describes work already durable, so landing one round trip later is as good; the answer settles it.
@@ -133,7 +133,7 @@ extension Scheduler: JobHost {
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
         if let unsaved = pendingWrites.checkpoint(job.id) { return unsaved.checkpoint }
-        if running[job.id]?.context === job, let claimed = claimedCheckpoints.removeValue(forKey: job.id) { return claimed }
+        if running[job.id]?.context === job, let claimed = claims.takeCheckpoint(of: job.id) { return claimed }
         do {
             return try store.checkpoint(id: job.id)
         } catch {

@@ -53,7 +53,7 @@ extension Scheduler {
     }
 
     func finish(_ active: RunningJob, _ outcome: Outcome) {
-        claimedCheckpoints.removeValue(forKey: active.record.id)
+        claims.forgetCheckpoint(of: active.record.id)
         if active.stop.isLeaseLost { return endWithoutLease(active) }
         var job = live(active)
         var lifecycle = job.lifecycle

@@ -101,7 +101,7 @@ extension Scheduler {
         // claim waited for the group. Submits alone wake the daemons that may claim their jobs,
         // this one too, through their notice (`WorkNotice`).
         if leasing == nil || !group.ends.isEmpty { return schedule() }
-        if case .putOff = claimState { schedule() }
+        if claims.isPutOff { schedule() }
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).
