@@ -29,11 +29,10 @@ public final class Scheduler {
     /// `store` when several daemons share it (runs are leased), else `nil`.
     let leasing: (any LeasingJobStoring)?
     var kinds: [String: AnyJobKind] = [:]
-    var running: [String: RunningJob] = [:]
+    /// The runs holding this daemon's slots and the clean-ups being tried now.
+    var running = RunningJobs()
     /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
     let heartbeat = Heartbeat()
-    /// Jobs whose clean-up is being tried now (one try at a time per job).
-    var cleaningUp: Set<String> = []
     /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
     /// clock neither delays nor hastens a retry. The stored `retry_at` (wall clock) is for display and for the
     /// next start, which turns it back into a monotonic due time (clamped, see `start()`).

@@ -16,7 +16,7 @@ extension Scheduler {
     /// Runs a job whose start is written.
     func launch(_ job: JobRecord, kind: AnyJobKind) {
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
-        running[job.id] = active
+        running.launched(active)
         announce(job, from: .queued)
         armWatchdog(active)
         Task.onLoop {
@@ -95,7 +95,7 @@ extension Scheduler {
             if job.state != .succeeded { job.progress.etaSeconds = nil }
         }
         active.watchdog.close()
-        running[job.id] = nil
+        running.ended(job.id)
         job.updatedAt = Timestamp.nowISO8601()
         let cleansUp = active.kind.traits.cleansUpAfterEnd && (job.state == .failed || job.state == .cancelled)
         // Nothing waits for it after this (`waitUntilStopped` checks `running`): those waiting now are resumed
