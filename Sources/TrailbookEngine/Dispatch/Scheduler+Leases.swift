@@ -101,7 +101,7 @@ extension Scheduler {
     func endWithoutLease(_ active: RunningJob) {
         active.watchdog.close()
         running.ended(active.record.id)
-        leasing?.forgetLostLease(of: active.record.id)
+        store.forgetLostLease(of: active.record.id)
         activeCounts[.running, default: 0] -= 1
         DaemonLog.write("job \(active.record.id.prefix(8)) \(active.record.kind): run stopped after its lease was lost; its end is not written")
         active.waiters.resumeAll()
