@@ -11,8 +11,11 @@ import TrailbookSQLite
     import Glibc
 #endif
 
-/// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
-/// timeouts, retries with backoff, preemption, pause, cancel and shutdown.
+/// The engine's public face: it owns the rooms that drive every job (one property each: `running`, `claims`,
+/// `groupCommit`, `pendingWrites`, `admission`, `counts`, `heartbeat`, the due-time timers) and the order in which
+/// the daemon starts and stops them. The rooms' work lives in its extensions, one folder per concern (`Requests/`,
+/// `Dispatch/`, `Runs/`, `Writes/`, `Timers/`; see `docs/explanation/engine.md`): queueing by priority, the
+/// concurrency limit, deadlines and stall timeouts, retries with backoff, preemption, pause, cancel and shutdown.
 ///
 /// It applies `JobLifecycle` (the one place where transitions are decided), persists each transition in the
 /// `JobStore` before announcing it on the `ProgressFeed`, and runs each job as a task on the loop. Timers exist only
