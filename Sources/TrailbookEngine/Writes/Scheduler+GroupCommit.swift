@@ -69,7 +69,8 @@ extension Scheduler {
         if !waiting {
             let answered = groupCommit.send()
             store.sendGroup(
-                inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating, durable: durable
+                inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating,
+                durable: durable
             ) { [weak self] outcome in
                 guard let self else { return }
                 self.settleGroup(group, starts, outcome)
