@@ -36,6 +36,25 @@ public protocol JobStoring: AnyObject {
     /// - Throws: the store's error; a shared store's `JobStoreError.leaseLost` when the job is no longer paused
     ///   there (another daemon changed it since it was read).
     func updateParams(id: String, _ params: JSONValue) throws
+    /// `commitGroup` without waiting, for the scheduler's group commit: `completion` is called on the loop thread
+    /// with the new jobs (their `sequence` filled in) and the lifecycle writes fenced off, or with the error
+    /// `commitGroup` would have thrown (nothing written). The SQLite store writes at once and calls `completion`
+    /// before it returns (`durable` as `commitGroup`'s). A shared store sends it (every commit of its is durable):
+    /// its request timeout applies as to a call that waits: past it, `completion` gets
+    /// `JobStoreError.unavailable`, and a group not sent by then never is; the group lands before any later
+    /// request of this daemon.
+    func sendGroup(
+        inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
+        updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool,
+        completion: @escaping (Result<GroupWritten, any Error>) -> Void)
+    /// The jobs whose lifecycle write in a `commitGroup` since the last call was fenced off (not written: the
+    /// lease was lost, or another daemon runs the job), once each. Always empty on the SQLite store, which fences
+    /// nothing off.
+    func takeLostWrites() -> Set<String>
+    /// The run of job `id` whose lease was lost is over without writing its end: writes about the job are no longer
+    /// fenced by that run's lost lease. Until then they are, so that a late end of the lost run cannot overwrite
+    /// what another daemon wrote. Nothing to do on the SQLite store, which leases nothing.
+    func forgetLostLease(of id: String)
     /// Writes a running job's latest progress (throttled by the caller).
     /// A shared store may send it without waiting (`LeasingJobStoring.onLeaseLost` then reports a lost lease).
     /// - Throws: the store's error; `JobStoreError.leaseLost` if the run is no longer this daemon's.
@@ -145,21 +164,6 @@ public protocol LeasingJobStoring: JobStoring {
     /// `needs_retry` job whose backoff is over. `completion` is called on the loop thread with what it found; the
     /// loop goes on meanwhile.
     func maintainLeases(completion: @escaping (LeaseMaintenance) -> Void)
-    /// The run of job `id` whose lease was lost is over without writing its end: writes about the job are no longer
-    /// fenced by that run's lost lease. Until then they are, so that a late end of the lost run cannot overwrite
-    /// what another daemon wrote.
-    func forgetLostLease(of id: String)
-    /// The jobs whose lifecycle write in a `commitGroup` since the last call was fenced off (not written: the
-    /// lease was lost, or another daemon runs the job), once each.
-    func takeLostWrites() -> Set<String>
-    /// `commitGroup` without waiting, for the scheduler's group commit: `completion` is called on the loop thread
-    /// with the new jobs (their `sequence` filled in) and the lifecycle writes fenced off, or with the error
-    /// `commitGroup` would have thrown (nothing written). The store's request timeout applies as to a call that
-    /// waits: past it, `completion` gets `JobStoreError.unavailable`, and a group not sent by then never is. The
-    /// group lands before any later request of this daemon.
-    func sendGroup(
-        inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
-        updating: [(job: JobRecord, addingCleanUp: Bool)], completion: @escaping (Result<GroupWritten, any Error>) -> Void)
     /// Called on the loop thread when another daemon queued or freed work (a notification), so the scheduler
     /// claims at once instead of waiting for its timer.
     var onWorkAvailable: (() -> Void)? { get set }
@@ -274,7 +278,7 @@ extension JobStoring {
     }
 }
 
-/// What a shared store's `sendGroup` wrote.
+/// What a `sendGroup` wrote.
 public struct GroupWritten: Sendable {
     /// The new jobs, in the order given, with their `sequence` filled in.
     public var inserted: [JobRecord]

@@ -11,8 +11,11 @@ import TrailbookSQLite
     import Glibc
 #endif
 
-/// Owns every job's state transitions: queueing by priority, the concurrency limit, deadlines and stall
-/// timeouts, retries with backoff, preemption, pause, cancel and shutdown.
+/// The engine's public face: it owns the rooms that drive every job (one property each: `running`, `claims`,
+/// `groupCommit`, `pendingWrites`, `admission`, `counts`, `heartbeat`, the due-time timers) and the order in which
+/// the daemon starts and stops them. The rooms' work lives in its extensions, one folder per concern (`Requests/`,
+/// `Dispatch/`, `Runs/`, `Writes/`, `Timers/`; see `docs/explanation/engine.md`): queueing by priority, the
+/// concurrency limit, deadlines and stall timeouts, retries with backoff, preemption, pause, cancel and shutdown.
 ///
 /// It applies `JobLifecycle` (the one place where transitions are decided), persists each transition in the
 /// `JobStore` before announcing it on the `ProgressFeed`, and runs each job as a task on the loop. Timers exist only
@@ -29,11 +32,10 @@ public final class Scheduler {
     /// `store` when several daemons share it (runs are leased), else `nil`.
     let leasing: (any LeasingJobStoring)?
     var kinds: [String: AnyJobKind] = [:]
-    var running: [String: RunningJob] = [:]
+    /// The runs holding this daemon's slots and the clean-ups being tried now.
+    var running = RunningJobs()
     /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
     let heartbeat = Heartbeat()
-    /// Jobs whose clean-up is being tried now (one try at a time per job).
-    var cleaningUp: Set<String> = []
     /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
     /// clock neither delays nor hastens a retry. The stored `retry_at` (wall clock) is for display and for the
     /// next start, which turns it back into a monotonic due time (clamped, see `start()`).
@@ -57,17 +59,8 @@ public final class Scheduler {
 
     /// The group commit: what the turn queued for it (submits, starts, ends of runs) and where it is.
     let groupCommit = GroupCommit()
-    /// A shared store's claim (`claim(from:)`): one in flight at a time.
-    var claimState = ClaimState.none
-    /// The checkpoints claims read with their jobs (a value of `nil`: the job had none), by job id, until the run
-    /// first loads its checkpoint, saves one or ends: the first `loadCheckpoint` of a claimed run costs no round
-    /// trip. Once that run saved or ended, the store has the newer state.
-    var claimedCheckpoints: [String: JSONValue?] = [:]
-    /// `claimSettled()` callers, resumed when the claim in flight is answered.
-    let claimAnswerWaiters = WaitList()
-    /// Shared store: jobs claimed to take the slot of a run stopping for them (`preemptOnSharedStore`), in claim
-    /// order; each holds a slot and starts once one is free (`launchHeldClaims`).
-    var heldClaims: [ClaimedRun] = []
+    /// A shared store's claims: the one in flight, the jobs held for a stopping run's slot, their checkpoints.
+    let claims = Claims()
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
 
@@ -159,7 +152,7 @@ public final class Scheduler {
         heartbeat.close()
         cleanUps.close()
         // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
-        await claimSettled()
+        await claims.settled()
         launchHeldClaims()
         let active = Array(running.values)
         for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }

@@ -55,17 +55,6 @@ extension Scheduler {
         preemptIfNeeded()
     }
 
-    /// Where a shared store's claim is.
-    enum ClaimState {
-        /// None asked for.
-        case none
-        /// Put off because a group was in flight: the group's answer claims.
-        case putOff
-        /// Sent, not answered yet; `again` if something asked for a claim meanwhile (a slot freed, a notice of
-        /// work): its answer claims again.
-        case inFlight(again: Bool)
-    }
-
     /// Shared store: claims as many queued jobs of the kinds this daemon has as it has free slots (the store
     /// starts them, atomically with the row lock) and runs them once the claim is answered. A refused claim is
     /// retried by the store retry and the lease timer.
@@ -77,19 +66,12 @@ extension Scheduler {
     /// work it may take.)
     func claim(from leasing: any LeasingJobStoring) {
         launchHeldClaims()
-        let free = options.concurrency - running.count - heldClaims.count
+        let free = options.concurrency - running.count - claims.heldCount
         guard free > 0 else { return }
-        if case .inFlight = claimState {
-            claimState = .inFlight(again: true)
-            return
-        }
-        // Not while a group is in flight: a job it puts back in the queue must be announced (and its lease
-        // released) before it can be claimed again. The group's answer schedules again.
-        guard !groupCommit.isInFlight else {
-            claimState = .putOff
-            return
-        }
-        claimState = .inFlight(again: false)
+        // Not beside a claim in flight (its answer claims again), nor while a group is in flight: a job it puts
+        // back in the queue must be announced (and its lease released) before it can be claimed again. The
+        // group's answer schedules again.
+        guard claims.ask(groupInFlight: groupCommit.isInFlight) == .send else { return }
         leasing.sendClaim(limit: free, kinds: kindNames) { [weak self] result in
             self?.claimAnswered(result, what: "a claim of \(free) jobs")
         }
@@ -98,27 +80,20 @@ extension Scheduler {
     /// Runs what a claim took (also while shutting down: `shutdown` waits for the claim, then stops its jobs with
     /// the others), or settles its refusal; then claims again if asked to meanwhile.
     private func claimAnswered(_ result: Result<[ClaimedRun], any Error>, what: String) {
-        guard case .inFlight(let again) = claimState else { return }
-        claimState = .none
+        guard let again = claims.answered() else { return }
         switch result {
         case .success(let claimed):
             _ = settled(what, nil)
             for run in claimed {
                 guard let kind = kinds[run.job.kind] else { continue }  // claims only registered kinds
-                claimedCheckpoints.updateValue(run.checkpoint, forKey: run.job.id)
+                claims.remember(run)
                 launch(prepared(run.job, kind: kind), kind: kind)
             }
         case .failure(let error):
             _ = settled(what, error)
         }
-        claimAnswerWaiters.resumeAll()
+        claims.resumeWaiters()
         if again { schedule() }
-    }
-
-    /// Waits until no claim is in flight.
-    func claimSettled() async {
-        guard case .inFlight = claimState else { return }
-        await claimAnswerWaiters.wait()
     }
 
     /// What `startUnknownKind` did with a queued job.

@@ -100,8 +100,8 @@ extension Scheduler {
     /// (the daemon that rescued the job owns it now).
     func endWithoutLease(_ active: RunningJob) {
         active.watchdog.close()
-        running[active.record.id] = nil
-        leasing?.forgetLostLease(of: active.record.id)
+        running.ended(active.record.id)
+        store.forgetLostLease(of: active.record.id)
         activeCounts[.running, default: 0] -= 1
         DaemonLog.write("job \(active.record.id.prefix(8)) \(active.record.kind): run stopped after its lease was lost; its end is not written")
         active.waiters.resumeAll()

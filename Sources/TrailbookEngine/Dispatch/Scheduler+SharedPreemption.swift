@@ -7,12 +7,11 @@ extension Scheduler {
     /// kinds and host) has a higher priority than its lowest run, claims that job (one per tick) and stops that
     /// run with `resource_reclaim`; the claimed job starts once the run has stopped (checkpointed, back in the
     /// queue on the same attempt). The store gives a waiting job to one daemon only, so one job stops one run.
-    /// Uses the claim's turn (`claimState`): never beside a claim or while a group is in flight.
+    /// Uses the claim's turn (`claims`): never beside a claim or while a group is in flight.
     func preemptOnSharedStore() {
-        guard let leasing, !isShuttingDown, case .none = claimState, !groupCommit.isInFlight,
-            let floor = preemptionChoice.claimAbove
+        guard let leasing, !isShuttingDown, let floor = preemptionChoice.claimAbove,
+            claims.askAlone(groupInFlight: groupCommit.isInFlight)
         else { return }
-        claimState = .inFlight(again: false)
         leasing.sendClaim(outranking: floor, kinds: kindNames) { [weak self] result in
             self?.outrankingClaimAnswered(result, floor: floor)
         }
@@ -25,22 +24,20 @@ extension Scheduler {
                 PreemptionChoice.Run(
                     id: $0.record.id, priority: $0.record.options.priority, startedAt: $0.startedAt,
                     isStopping: $0.context.stopReason != nil)
-            }, concurrency: options.concurrency, held: heldClaims.count)
+            }, concurrency: options.concurrency, held: claims.heldCount)
     }
 
     /// Starts held claims while slots are free (all of them while shutting down: `shutdown` then stops them with
     /// the rest, and they go back to the queue).
     func launchHeldClaims() {
-        while !heldClaims.isEmpty, isShuttingDown || running.count < options.concurrency {
-            let run = heldClaims.removeFirst()
+        while isShuttingDown || running.count < options.concurrency, let run = claims.takeHeld() {
             guard let kind = kinds[run.job.kind] else { continue }
             launch(prepared(run.job, kind: kind), kind: kind)
         }
     }
 
     private func outrankingClaimAnswered(_ result: Result<[ClaimedRun], any Error>, floor: Int) {
-        guard case .inFlight(let again) = claimState else { return }
-        claimState = .none
+        guard let again = claims.answered() else { return }
         let what = "a claim of a job above priority \(floor)"
         switch result {
         case .success(let claimed):
@@ -49,7 +46,7 @@ extension Scheduler {
         case .failure(let error):
             _ = settled(what, error)
         }
-        claimAnswerWaiters.resumeAll()
+        claims.resumeWaiters()
         if again { schedule() }
     }
 
@@ -58,10 +55,10 @@ extension Scheduler {
     /// took their slots), it is held for the next free slot: it is the highest job waiting.
     private func take(_ run: ClaimedRun) {
         guard let kind = kinds[run.job.kind] else { return }  // claims only registered kinds
-        claimedCheckpoints.updateValue(run.checkpoint, forKey: run.job.id)
+        claims.remember(run)
         let choice = preemptionChoice
         if isShuttingDown || choice.hasFreeSlot { return launch(prepared(run.job, kind: kind), kind: kind) }
-        heldClaims.append(run)
+        claims.hold(run)
         let priority = run.job.options.priority
         guard let victim = choice.victim(for: priority), let active = running[victim.id] else {
             return DaemonLog.write(

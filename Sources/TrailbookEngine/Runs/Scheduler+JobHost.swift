@@ -14,7 +14,7 @@ import TrailbookSQLite
 // The `JobHost` a running job's context calls: progress and rate, checkpoints, logs, waits, stop requests.
 extension Scheduler: JobHost {
     func jobDidReportProgress(_ job: JobContext) {
-        guard let active = running[job.id], active.context === job else { return }
+        guard let active = running.run(of: job) else { return }
         let now = Timestamp.monotonic()
         // Bytes under way count as movement (a large tus PATCH confirms nothing until it ends).
         let completed = job.progress.completed + (job.progress.inFlight ?? 0)
@@ -65,7 +65,7 @@ extension Scheduler: JobHost {
 
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         let id = job.id
-        claimedCheckpoints.removeValue(forKey: id)
+        claims.forgetCheckpoint(of: id)
         if let leasing {
             // A shared store is a round trip away: the loop (every other job) does not wait for it. A checkpoint
             // describes work already durable, so landing one round trip later is as good; the answer settles it.
@@ -100,7 +100,7 @@ extension Scheduler: JobHost {
         }
         let failure = JobError(
             code: "store_write_failed", message: "cannot save the checkpoint: \(error.cause) (\(error))", retryable: true)
-        if let active = running[id], active.context === job { failForStore(active, failure) }
+        if let active = running.run(of: job) { failForStore(active, failure) }
         throw failure
     }
 
@@ -119,7 +119,7 @@ extension Scheduler: JobHost {
         case .fencedOff: return
         case .refused(let refused): refusal = refused
         }
-        let active = running[id].flatMap { $0.context === job ? $0 : nil }
+        let active = running.run(of: job)
         // Kept while its run goes on, or has ended with its end not written yet (a final checkpoint at a pause or
         // shutdown, refused in the same outage as the end): the retry writes it before the end.
         if refusal.isLocked, active != nil || pendingWrites.record(id) != nil {
@@ -133,12 +133,12 @@ extension Scheduler: JobHost {
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
         if let unsaved = pendingWrites.checkpoint(job.id) { return unsaved.checkpoint }
-        if running[job.id]?.context === job, let claimed = claimedCheckpoints.removeValue(forKey: job.id) { return claimed }
+        if running.run(of: job) != nil, let claimed = claims.takeCheckpoint(of: job.id) { return claimed }
         do {
             return try store.checkpoint(id: job.id)
         } catch {
             let refusal = StoreRefusal(error)
-            if refusal.isLocked, let active = running[job.id], active.context === job {
+            if refusal.isLocked, let active = running.run(of: job) {
                 // Not the job's failure (a lock, the shared store down as the run starts): back to the queue on the
                 // same attempt, started again once the store answers.
                 stop(active, .resourceReclaim, detail: "cannot read its checkpoint now (\(refusal.cause)); queued to start again")
@@ -155,13 +155,13 @@ extension Scheduler: JobHost {
     }
 
     func jobWaitBegan(_ job: JobContext) {
-        guard let active = running[job.id], active.context === job, active.waitingSince == nil else { return }
+        guard let active = running.run(of: job), active.waitingSince == nil else { return }
         active.waitingSince = Timestamp.monotonic()
         armWatchdog(active)
     }
 
     func jobWaitEnded(_ job: JobContext) {
-        guard let active = running[job.id], active.context === job, let since = active.waitingSince else { return }
+        guard let active = running.run(of: job), let since = active.waitingSince else { return }
         let now = Timestamp.monotonic()
         active.excusedSeconds += now - since
         active.waitingSince = nil
@@ -170,6 +170,6 @@ extension Scheduler: JobHost {
     }
 
     func jobRequestStop(_ job: JobContext, reason: CancellationReason, detail: String) {
-        if let active = running[job.id], active.context === job { stop(active, reason, detail: detail) }
+        if let active = running.run(of: job) { stop(active, reason, detail: detail) }
     }
 }

@@ -16,7 +16,7 @@ extension Scheduler {
     /// Runs a job whose start is written.
     func launch(_ job: JobRecord, kind: AnyJobKind) {
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
-        running[job.id] = active
+        running.launched(active)
         announce(job, from: .queued)
         armWatchdog(active)
         // One task a run: the kind's `run` runs in it and a stop cancels it (`JobContext.cancelOnStop`), so
@@ -58,7 +58,7 @@ extension Scheduler {
     }
 
     func finish(_ active: RunningJob, _ outcome: Outcome) {
-        claimedCheckpoints.removeValue(forKey: active.record.id)
+        claims.forgetCheckpoint(of: active.record.id)
         if active.stop.isLeaseLost { return endWithoutLease(active) }
         var job = live(active)
         var lifecycle = job.lifecycle
@@ -100,7 +100,7 @@ extension Scheduler {
             if job.state != .succeeded { job.progress.etaSeconds = nil }
         }
         active.watchdog.close()
-        running[job.id] = nil
+        running.ended(job.id)
         job.updatedAt = Timestamp.nowISO8601()
         let cleansUp = active.kind.traits.cleansUpAfterEnd && (job.state == .failed || job.state == .cancelled)
         // Nothing waits for it after this (`waitUntilStopped` checks `running`): those waiting now are resumed

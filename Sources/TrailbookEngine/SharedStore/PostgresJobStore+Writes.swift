@@ -163,10 +163,11 @@ extension PostgresJobStore {
     }
 
     /// As the protocol says: `commitGroup` without waiting, fenced the same way, given up after
-    /// `requestTimeoutSeconds`.
+    /// `requestTimeoutSeconds`. `durable` changes nothing: every commit is durable here.
     public func sendGroup(
         inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
-        updating: [(job: JobRecord, addingCleanUp: Bool)], completion: @escaping (Result<GroupWritten, any Error>) -> Void
+        updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool,
+        completion: @escaping (Result<GroupWritten, any Error>) -> Void
     ) {
         let group = GroupStatements(self, inserting: inserting, digests: digests, duplicateKeys: duplicateKeys, updating: updating)
         guard !group.statements.isEmpty else { return completion(.success(GroupWritten(inserted: inserting, lost: []))) }

@@ -17,10 +17,9 @@ extension Scheduler {
     /// schedules the next try (1 s doubling, at most `cleanUpMaxDelaySeconds`, times a random factor in [0.5, 1])
     /// until `cleanUpBudgetSeconds` after the end, then logs that it gave up.
     func tryCleanUp(_ id: String) async {
-        guard !cleaningUp.contains(id) else { return }
+        guard running.beginCleanUp(id) else { return }
+        defer { running.endCleanUp(id) }
         cleanUps[id] = nil
-        cleaningUp.insert(id)
-        defer { cleaningUp.remove(id) }
         guard let job = try? store.job(id: id), let kind = kinds[job.kind] else {
             try? store.removeCleanUp(jobID: id)
             return
@@ -55,7 +54,7 @@ extension Scheduler {
         let due = cleanUps.due()
         // A timer that fired a little early: arm it again. Those being tried now re-arm it when their try ends.
         if due.isEmpty { return cleanUps.arm() }
-        for id in due where !cleaningUp.contains(id) {
+        for id in due where !running.isCleaningUp(id) {
             cleanUps[id] = nil
             Task.onLoop { await self.tryCleanUp(id) }
         }

@@ -50,9 +50,10 @@ extension Scheduler {
     /// without grouping and is handled as before (a submit waits out a lock or is refused; a transition is kept in
     /// `pendingWrites`).
     ///
-    /// On a shared store the group is sent without waiting (`LeasingJobStoring.sendGroup`): the loop goes on for
-    /// the round trip, and what arrives meanwhile goes in the next group, sent when this one is answered. At
-    /// shutdown (`waiting`) it waits, as on SQLite.
+    /// The group goes through `JobStoring.sendGroup`, one path for both stores: the SQLite store writes it and
+    /// answers before the call returns; a shared store sends it without waiting, the loop goes on for the round
+    /// trip, and what arrives meanwhile goes in the next group, sent when this one is answered. At shutdown
+    /// (`waiting`) it is written with `commitGroup`, waiting, on either store.
     func commitGroup(waiting: Bool = false) {
         // A shared store's group is capped (`GroupCommit.maxGroupJobs`); its answer arms the next. SQLite's takes
         // them all. One group in flight at a time: `take` answers nothing meanwhile.
@@ -64,10 +65,13 @@ extension Scheduler {
         let digests = group.submits.flatMap(\.digests)
         let duplicateKeys = group.submits.flatMap(\.duplicateKeys)
         let updating = starts.map { ($0, false) } + group.ends.map { ($0.job, $0.cleansUp) }
-        if let leasing, !waiting {
+        let durable = !group.submits.isEmpty || group.ends.contains { $0.job.state.isTerminal }
+        if !waiting {
             let answered = groupCommit.send()
-            leasing.sendGroup(inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating) {
-                [weak self] outcome in
+            store.sendGroup(
+                inserting: inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating,
+                durable: durable
+            ) { [weak self] outcome in
                 guard let self else { return }
                 self.settleGroup(group, starts, outcome)
                 answered.resumeAll()
@@ -75,11 +79,10 @@ extension Scheduler {
             }
             return
         }
-        let durable = !group.submits.isEmpty || group.ends.contains { $0.job.state.isTerminal }
         let outcome = Result<GroupWritten, any Error> {
             try store.commitGroup(
                 inserting: &inserted, digests: digests, duplicateKeys: duplicateKeys, updating: updating, durable: durable)
-            return GroupWritten(inserted: inserted, lost: leasing?.takeLostWrites() ?? [])
+            return GroupWritten(inserted: inserted, lost: store.takeLostWrites())
         }
         settleGroup(group, starts, outcome)
     }
@@ -101,7 +104,7 @@ extension Scheduler {
         // claim waited for the group. Submits alone wake the daemons that may claim their jobs,
         // this one too, through their notice (`WorkNotice`).
         if leasing == nil || !group.ends.isEmpty { return schedule() }
-        if case .putOff = claimState { schedule() }
+        if claims.isPutOff { schedule() }
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).
