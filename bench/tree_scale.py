@@ -96,6 +96,8 @@ def main():
     parser.add_argument("--binary", help="trailbook-jobs to run (default: the release build)")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--to", choices=("file", "s3", "tus"), default="file", help="destination kind")
+    parser.add_argument("--rerun", action="store_true",
+                        help="then upload the same tree again (nothing changed) and report that run's peak RSS too")
     args = parser.parse_args()
     binary = os.path.abspath(args.binary) if args.binary else benchlib.build()
     work = tempfile.mkdtemp(prefix="tbj-tree-scale-")
@@ -158,6 +160,28 @@ def main():
                 "binary": binary,
             }
             print(json.dumps(result))
+            if args.rerun:
+                # The same tree again: every file is already there (S3 keeps the prefix's listing meanwhile).
+                benchlib.reset_peak_rss(daemon.pid)
+                again = time.monotonic()
+                rerun = cli("submit", "upload", tree, "--to", to).decode().strip()
+                top_anon = top_file = 0
+                while True:
+                    anon, file = rss_kib(daemon.pid)
+                    top_anon, top_file = max(top_anon, anon), max(top_file, file)
+                    state = json.loads(cli("show", rerun, "--json"))["state"]
+                    if state in ("succeeded", "failed", "cancelled"):
+                        break
+                    if time.monotonic() - again > args.timeout:
+                        raise SystemExit(f"timed out; job {rerun} is {state}")
+                    time.sleep(0.2)
+                tree_result = json.loads(cli("show", rerun, "--json")).get("result", {}).get("tree", {})
+                print(json.dumps({
+                    "rerun": True, "state": state, "wall_s": round(time.monotonic() - again, 2),
+                    "daemon_peak_rss_mib": round(benchlib.peak_rss_kib(daemon.pid) / 1024, 1),
+                    "sampled_anon_mib": round(top_anon / 1024, 1), "sampled_file_mib": round(top_file / 1024, 1),
+                    "already_there": tree_result.get("already_there"), "uploaded": tree_result.get("uploaded"),
+                }))
         finally:
             daemon.terminate()
             daemon.wait(timeout=30)
