@@ -72,8 +72,11 @@ enum DaemonCommand {
         }
         // Tests only: a folder upload's file list read this many entries at a time.
         let fileListPage = testKinds ? context.environment["TRAILBOOK_JOBS_TEST_FILE_LIST_PAGE"].flatMap({ Int($0) }) : nil
+        // Tests only: seconds a folder upload's first run waits after each page of its file list is written.
+        let listingPause = testKinds ? context.environment["TRAILBOOK_JOBS_TEST_LISTING_PAUSE"].flatMap({ Double($0) }) : nil
         return Daemon.run(configuration) { scheduler in
             if let fileListPage { UploadJob.setFileListPageForTests(fileListPage) }
+            if let listingPause { UploadJob.setListingPauseForTests(listingPause) }
             let library = PhotoLibraryService(path: home + "/photos.sqlite3", xmpDefaults: xmpDefaults)
             library.openIfPresent()
             // The upload kind reaches the library only through its `UploadPhotoLibrary` seam.

@@ -37,6 +37,20 @@ struct JobEntryStoreTests {
         try store.removeEntries(jobID: id)
         #expect(try store.entryCounts(jobID: id).total == 0)
 
+        // A list written in two runs as it is taken (files from 0, the other entries from a high position), made
+        // one run by a move: order and items kept, the other job's list untouched.
+        let high = 1 << 40
+        try store.appendEntries(jobID: id, entries(0..<3))
+        try store.appendEntries(jobID: id, entries(high..<high + 2))
+        try store.appendEntries(jobID: other, entries(high..<high + 1))
+        try store.moveEntries(jobID: id, from: high, to: 3)
+        let moved = try store.entries(jobID: id, after: -1, limit: 10, state: nil)
+        #expect(moved.map(\.position) == [0, 1, 2, 3, 4])
+        #expect(moved.map(\.item) == (entries(0..<3) + entries(high..<high + 2)).map(\.item))
+        #expect(try store.entries(jobID: other, after: -1, limit: 10, state: nil).map(\.position) == [high])
+        try store.removeEntries(jobID: id)
+        try store.removeEntries(jobID: other)
+
         // The whole list: 2 500 entries in batches of 1 000, then sealed.
         for start in stride(from: 0, to: 2_500, by: 1_000) {
             try store.appendEntries(jobID: id, entries(start..<min(start + 1_000, 2_500)))

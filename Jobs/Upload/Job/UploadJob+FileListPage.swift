@@ -8,4 +8,12 @@ extension UploadJob {
     public static func setFileListPageForTests(_ entries: Int) {
         UploadFileList.pageSize = max(1, min(entries, 10_000))
     }
+
+    /// Tests only (`TRAILBOOK_JOBS_TEST_LISTING_PAUSE`, honoured with the test kinds): seconds a folder upload's
+    /// first run waits after writing each page of its file list (`UploadTreeListing`), so an end-to-end test can
+    /// `kill -9` the daemon while the list is being taken. Clamped to 0…10.
+    @LoopActor
+    public static func setListingPauseForTests(_ seconds: Double) {
+        UploadTreeListing.pauseForTests = max(0, min(seconds, 10))
+    }
 }

@@ -5,7 +5,8 @@ import TrailbookLoop
 /// it at a time. Reached through `JobContext.entries`.
 ///
 /// The list is written once, when the job first runs: `restart()` (dropping what a walk cut short left), then
-/// `append` in batches, then `seal(count:)`. A list that is not sealed (`counts().sealed == false`) is a walk a
+/// `append` in batches (and `move` to close a gap in the positions), then `seal(count:)`. A list that is not
+/// sealed (`counts().sealed == false`) is a walk a
 /// crash cut short: take it again from `restart()`. Once sealed, the kind reads it in pages (`page`) and records
 /// each entry's outcome (`record`), so its checkpoint need hold only a cursor, the entries under way and counts.
 /// The entries go with the job (prune, retention).
@@ -45,6 +46,15 @@ public struct JobEntries {
     public func append(_ batch: [JobEntry]) throws(JobError) {
         guard !batch.isEmpty else { return }
         try call("write the file list") { try $0.appendEntries(jobID: jobID, batch) }
+    }
+
+    /// Moves the entries at position `from` and later down so the first is at `to`, keeping their order, in one
+    /// transaction: a list written in two runs of positions as it is taken (its files from 0, its other entries
+    /// from a high position) is made one run before it is sealed. No entry may lie where they land.
+    /// - Throws: `JobError` `store_error`.
+    public func move(from: Int, to: Int) throws(JobError) {
+        guard from != to else { return }
+        try call("order the file list") { try $0.moveEntries(jobID: jobID, from: from, to: to) }
     }
 
     /// Marks the list complete with `count` entries: from now on every attempt works on exactly these.

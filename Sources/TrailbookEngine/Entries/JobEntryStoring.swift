@@ -11,6 +11,10 @@ public protocol JobEntryStoring: AnyObject {
     /// Adds `entries` to job `jobID`'s list in one transaction (all or none), with the outcomes they carry.
     /// - Throws: the store's error (a position already there is a constraint violation: nothing is added).
     func appendEntries(jobID: String, _ entries: [JobEntry]) throws
+    /// Moves every entry of job `jobID` at position `from` or later down by `from - to` (the first to `to`),
+    /// keeping their order, in one statement; no entry may lie between `to` and the last moved one's new place.
+    /// - Throws: the store's error (nothing is moved).
+    func moveEntries(jobID: String, from: Int, to: Int) throws
     /// Marks job `jobID`'s list complete with `count` entries, after its last `appendEntries`.
     /// - Throws: the store's error.
     func sealEntries(jobID: String, count: Int) throws

@@ -26,6 +26,12 @@ extension JobStore: JobEntryStoring {
         }
     }
 
+    public func moveEntries(jobID: String, from: Int, to: Int) throws {
+        try database.query(
+            "UPDATE job_entries SET position = position - ? WHERE job_id = ? AND position >= ?",
+            [.integer(Int64(from - to)), .text(jobID), .integer(Int64(from))])
+    }
+
     public func sealEntries(jobID: String, count: Int) throws {
         try database.query(
             "INSERT INTO job_entry_lists (job_id, count) VALUES (?, ?) ON CONFLICT (job_id) DO UPDATE SET count = excluded.count",

@@ -32,6 +32,17 @@ extension PostgresJobStore: JobEntryStoring {
         ])
     }
 
+    public func moveEntries(jobID: String, from: Int, to: Int) throws {
+        _ = try run([
+            PostgresStatement(
+                """
+                UPDATE trailbook_job_entries SET position = position - $1::bigint
+                WHERE job_id = $2 AND position >= $3::bigint
+                """,
+                [.integer(Int64(from - to)), .text(jobID), .integer(Int64(from))])
+        ])
+    }
+
     public func sealEntries(jobID: String, count: Int) throws {
         _ = try run([
             PostgresStatement(

@@ -298,7 +298,9 @@ struct DirectoryUpload: UploadTransfer {
         // files is not quadratic. A crash then re-copies at most one chunk of finished files (not counted in
         // bytes_resent, since no checkpoint knew of them).
         progress.unsavedFinishedBytes += expected.size
-        if progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == files.count {
+        if progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == files.count
+            || UploadTreeEntries.notedOutcomesAreDue(in: job)
+        {
             try job.saveCheckpoint(checkpoint)
             progress.unsavedFinishedBytes = 0
         }
@@ -329,8 +331,8 @@ struct DirectoryUpload: UploadTransfer {
     }
 
     /// Lands the files waiting in `batch` (`DirectoryIO.land`) and records each one that landed, in order, as
-    /// finished (told to `landed`); saves the checkpoint once `chunkSize` bytes of finished files are unsaved, or at
-    /// the last file, or when the landing stopped short, or when `saving` (a stop: the next attempt starts after
+    /// finished (told to `landed`); saves the checkpoint once `chunkSize` bytes of finished files are unsaved, or
+    /// `UploadTreeEntries.notedLimit` file outcomes wait to be written, or at the last file, or when the landing stopped short, or when `saving` (a stop: the next attempt starts after
     /// them). A checkpoint never names a file of the batch before this.
     /// - Throws: why a file did not land (`write_failed`), after saving those before it; `store_write_failed`.
     private func land(
@@ -349,7 +351,9 @@ struct DirectoryUpload: UploadTransfer {
         job.reportProgress(
             completed: progress.completed, total: progress.total, current: nil, items: progress.items,
             files: progress.files)
-        let due = saving || progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == files.count
+        let due =
+            saving || progress.unsavedFinishedBytes >= params.chunkSize || checkpoint.fileIndex == files.count
+            || UploadTreeEntries.notedOutcomesAreDue(in: job)
         if landing.landed > 0, due || landing.failure != nil {
             try job.saveCheckpoint(checkpoint)
             progress.unsavedFinishedBytes = 0

@@ -15,17 +15,19 @@ import TrailbookLoop
 /// answer to this daemon's upload, or to the last comparison that read the file) holds the remembered SHA-256,
 /// and a source whose `stat` is the remembered source's holds its remembered SHA-256 (`TreeSyncMemory`); when
 /// both hold, the file is left out with no read and no request of its own. A re-run of an unchanged folder is
-/// one listing (a request per 1 000 keys) and one read of the memory per 500 files.
+/// one listing (a request per 1 000 keys, once per job: `S3PrefixListing`) and one read of the memory per 500
+/// files.
 @LoopActor
 enum S3TreeSync {
-    /// The indices of `plan`'s files that `bucket` holds under `prefix` with the same bytes.
+    /// The indices of `plan`'s files (a page of the listing) that `bucket` holds under `prefix` with the same bytes.
     /// - Parameters:
     ///   - identities: the identities of `plan.files`, aligned with them.
+    ///   - listing: the prefix's objects; listed here when `nil` (the first page) and kept for the next pages.
     /// - Throws: `JobError` with the S3 error's code when listing or a `HeadObject` fails for good (after
     ///   `S3UploadRun.retrying`), `JobStopped` when stopped.
     static func unchanged(
         _ plan: UploadTreePlan, identities: [SourceIdentity], params: UploadJob.Params, bucket: String,
-        prefix: String, attemptStart: Double, in job: JobContext
+        prefix: String, attemptStart: Double, listing: inout S3PrefixListing?, in job: JobContext
     ) async throws -> [Int] {
         let run = S3UploadRun(params: params, names: [], bucket: bucket, prefix: prefix, landed: nil)
         let client = try await S3UploadRun.client(for: params, bucket: bucket, in: job)
@@ -34,7 +36,8 @@ enum S3TreeSync {
             in: job)
         defer { memory.write(in: job) }
         do {
-            let candidates = try await listed(plan, identities: identities, prefix: prefix, client: client, run: run, in: job)
+            if listing == nil { listing = try await S3PrefixListing.list(prefix: prefix, client: client, run: run, in: job) }
+            let candidates = listing.map { Self.candidates(plan, identities: identities, in: $0) } ?? [:]
             var same: [Int] = []
             for (index, etag) in candidates.sorted(by: { $0.key < $1.key }) {
                 try job.checkCancellation()
@@ -83,40 +86,23 @@ enum S3TreeSync {
         }
     }
 
-    /// The files of `plan` that the prefix's listing shows with their size, each with the listed ETag; every file
-    /// (ETag `nil`, to be asked with `HeadObject`) when the credentials may not list the bucket. Pages are read
-    /// one at a time: only the candidates are kept.
-    private static func listed(
-        _ plan: UploadTreePlan, identities: [SourceIdentity], prefix: String, client: S3Client, run: S3UploadRun,
-        in job: JobContext
-    ) async throws -> [Int: String?] {
-        // By the key's bytes: Swift's `String` equality would take a name in NFD for its NFC twin.
-        var byKey: [[UInt8]: Int] = [:]
-        for (index, name) in plan.names.enumerated() where name.text != nil {
-            byKey[Array(prefix.utf8) + name.bytes] = index
-        }
+    /// The files of `plan` that `listing` shows with their size, each with the listed ETag; every file that can
+    /// have a key (ETag `nil`, to be asked with `HeadObject`) when the credentials may not list the bucket.
+    private static func candidates(
+        _ plan: UploadTreePlan, identities: [SourceIdentity], in listing: S3PrefixListing
+    ) -> [Int: String?] {
         var candidates: [Int: String?] = [:]
-        var token: String?
-        repeat {
-            let continuation = token
-            let page: (objects: [S3ListedObject], next: String?)
-            do {
-                page = try await run.retrying("ListObjectsV2 \(prefix)", in: job) { () throws(S3Error) in
-                    try await client.listObjects(prefix: prefix, continuation: continuation)
-                }
-            } catch let error as S3Error where error.code == .accessDenied {
-                job.log(
-                    .info,
-                    "may not list s3://\(client.bucket)/\(prefix) (\(error.message)); asking HeadObject of each file instead")
-                return Dictionary(uniqueKeysWithValues: byKey.values.map { ($0, nil) })
-            }
-            for object in page.objects {
-                if let index = byKey[Array(object.key.utf8)], identities[index].size == object.size {
+        // By the key's bytes: Swift's `String` equality would take a name in NFD for its NFC twin.
+        for (index, name) in plan.names.enumerated() where name.text != nil {
+            switch listing {
+            case .notListable:
+                candidates[index] = .some(nil)
+            case .objects(let objects):
+                if let object = objects[name.bytes], object.size == identities[index].size {
                     candidates[index] = .some(object.etag)
                 }
             }
-            token = page.next
-        } while token != nil
+        }
         return candidates
     }
 }

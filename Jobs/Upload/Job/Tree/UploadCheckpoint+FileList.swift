@@ -11,12 +11,12 @@ extension UploadCheckpoint {
     /// file list (`show ID --files`).
     static let listedInStore = 32
 
-    /// A new version-2 checkpoint of a folder upload of `tree` (the files listed on the first run, already
-    /// written to the job's file list): its counts, without its files and names, its lists cut to
-    /// `listedInStore`.
-    static func listing(_ tree: UploadTreePlan) -> UploadCheckpoint {
+    /// A new version-2 checkpoint of a folder upload of `tree` (the counts of what the first run listed, already
+    /// written to the job's file list) with `fileCount` files to upload (by default `tree.files.count`): its
+    /// counts, without its files and names, its lists cut to `listedInStore`.
+    static func listing(_ tree: UploadTreePlan, fileCount: Int? = nil) -> UploadCheckpoint {
         var checkpoint = UploadCheckpoint(version: 2, sources: [])
-        checkpoint.fileCount = tree.files.count
+        checkpoint.fileCount = fileCount ?? tree.files.count
         checkpoint.finishedCount = 0
         checkpoint.finishedBytes = 0
         var counted = tree

@@ -16,24 +16,27 @@ extension UploadJob {
         }
     }
 
-    /// Submit-time checks of an upload with folders among its sources: lists them (off the loop thread), refuses
+    /// Submit-time checks of an upload with folders among its sources: lists them (off the loop thread, a page at
+    /// a time), refuses
     /// two files that would land on one name (`duplicate_name`, naming both), then checks the destination without
     /// its files (options, headers; a `file://` directory that exists and is writable, or that can be created).
     /// Files the destination cannot take are not refused here: they are that file's failure when the job runs.
     /// - Throws: `JobError` `duplicate_name`, `source_missing`, `source_unreadable`, `source_not_regular`,
     ///   `destination_not_directory`, `destination_not_writable`, and the destination's own (see `validate`).
     static func validateTree(_ params: Params, destination: UploadDestination) async throws(JobError) {
-        let filter = try params.filter()
         let sources = params.files
-        let followLinks = params.followLinks
+        let lister = UploadTreeLister(
+            sources, destination: destination, filter: try params.filter(), followLinks: params.followLinks)
+        // A page at a time, none kept: a folder of 100 000 files is not held to find the first clash.
         let listed = await Task.detached {
-            Result { () throws(JobError) in
-                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
-                    .plan
+            Result { () throws(JobError) -> UploadTreePlan.Entry? in
+                while let page = try lister.next(limit: UploadTreeListing.pageSizeAtSubmit) {
+                    if let clash = page.plan.failed.first(where: { $0.reason == "duplicate_name" }) { return clash }
+                }
+                return nil
             }
         }.value
-        let plan = try listed.get()
-        if let clash = plan.failed.first(where: { $0.reason == "duplicate_name" }) {
+        if let clash = try listed.get() {
             throw JobError(code: "duplicate_name", message: clash.message)
         }
         var empty = params
@@ -79,8 +82,8 @@ extension UploadJob {
     }
 
     /// The folder upload's plan and files: the checkpoint's on a later attempt; on the first, when a source is a
-    /// folder, the files listed now, written to the job's file list and fixed by a version-2 checkpoint so every
-    /// attempt uploads the same ones. The plan holds counts only (its `files` and `names` empty but for a
+    /// folder, the files listed now a page at a time into the job's file list (`UploadTreeListing`) and fixed by a
+    /// version-2 checkpoint so every attempt uploads the same ones. The plan holds counts only (its `files` and `names` empty but for a
     /// version-1 checkpoint's); the files are read through the list (`UploadFileList`), a page at a time. `nil`
     /// for an upload of files only. A `file://` destination directory is created if missing (`mkdir -p`).
     /// - Throws: `JobError` from listing (`source_missing`, `source_unreadable`, `source_not_regular`),
@@ -100,35 +103,23 @@ extension UploadJob {
         } else {
             let sources = params.files
             guard try await job.runOnPool({ hasFolders(sources) }) else { return nil }
-            let filter = try params.filter()
-            let followLinks = params.followLinks
-            var (listed, identities) = try await job.runOnPool {
-                try UploadTreePlan.list(sources, destination: destination, filter: filter, followLinks: followLinks)
-            }
-            if !params.again {
-                try await UploadTreeSync.leaveOutUnchanged(
-                    &listed, identities: &identities, destination: destination, params: params,
-                    attemptStart: attemptStart, in: job)
-            }
-            // The whole list, with what is not uploaded and why, into the job store before the checkpoint that
-            // fixes the plan: a crash in between lists again from scratch. The checkpoint (version 2) keeps only
-            // counts; every attempt, this one too, reads the files from the list a page at a time.
-            try UploadTreeEntries.write(listed, identities: identities, in: job)
-            let checkpoint = UploadCheckpoint.listing(listed)
+            // The list is taken a page at a time into the job store (`UploadTreeListing`) before the checkpoint
+            // that fixes the plan: a crash in between lists again from scratch. The checkpoint (version 2) keeps
+            // only counts; every attempt, this one too, reads the files from the list a page at a time.
+            let (listed, count) = try await UploadTreeListing.take(
+                params, destination: destination, attemptStart: attemptStart, in: job)
+            let checkpoint = UploadCheckpoint.listing(listed, fileCount: count)
             try job.saveCheckpoint(checkpoint)
             plan = checkpoint.tree ?? listed
-            files = UploadFileList(entries: job.entries, count: listed.files.count)
+            files = UploadFileList(entries: job.entries, count: count)
             let skipped = listed.skippedByReason.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
             let failed = listed.failedByCode.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
             job.log(
                 .info,
-                "listed \(listed.files.count) files to upload"
+                "listed \(count) files to upload"
                     + (listed.unchangedCount == 0 ? "" : "; \(listed.unchangedCount) already there")
                     + (skipped.isEmpty ? "" : "; passed over: " + skipped.joined(separator: ", "))
                     + (failed.isEmpty ? "" : "; cannot upload: " + failed.joined(separator: ", ")))
-            for entry in listed.failed { job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)") }
-            listed = UploadTreePlan()
-            identities = []
         }
         if case .directory(let path) = destination {
             let sources = params.files

@@ -6,8 +6,9 @@ import TrailbookLoop
 /// code, passed over with its reason), so `show ID --files` pages through all of them whatever their number,
 /// while the checkpoint and `show` keep counts and the first few.
 ///
-/// Positions: the files to upload first, in upload order (position = index in `UploadTreePlan.files`), then the
-/// entries not uploaded (`UploadTreePlan.notUploaded`), in the order they were met. Each entry's item is
+/// Positions: the files to upload first, in upload order (position = the file's index), then the entries not
+/// uploaded (passed over, failed at listing, already there), in the order they were met; the first run writes
+/// them a page at a time as it lists (`UploadTreeListing`). Each entry's item is
 /// `{"path", "name", "identity"}` (`BytePath` JSON; `name` the destination name, absent for an entry passed over;
 /// `identity` the file's `SourceIdentity` when listed, for files to upload). A version-2 checkpoint
 /// (`UploadCheckpoint+FileList.swift`) reads the files back from here.
@@ -17,9 +18,6 @@ import TrailbookLoop
 /// statement, before the checkpoint.
 @LoopActor
 enum UploadTreeEntries {
-    /// Entries per store write on the first run.
-    static let batchSize = 1_000
-
     /// An entry's item as stored: `{"path", "name"?, "identity"?}`.
     struct Item: Codable, Sendable {
         /// The file's absolute path.
@@ -30,38 +28,14 @@ enum UploadTreeEntries {
         var identity: SourceIdentity?
     }
 
-    /// Writes the list of the first run: clears what a walk cut short left, then the files to upload (pending,
-    /// with their `identities`, aligned with `plan.files`) and the entries not uploaded with their outcome, in
-    /// batches, then seals it. Call before the checkpoint that records the plan is saved: a crash in between lists
-    /// again.
-    /// - Throws: `JobError` `store_error`.
-    static func write(_ plan: UploadTreePlan, identities: [SourceIdentity], in job: JobContext) throws(JobError) {
-        let entries = job.entries
-        try entries.restart()
-        var batch: [JobEntry] = []
-        batch.reserveCapacity(batchSize)
-        func add(_ entry: JobEntry) throws(JobError) {
-            batch.append(entry)
-            if batch.count == batchSize {
-                try entries.append(batch)
-                batch.removeAll(keepingCapacity: true)
-            }
-        }
-        for index in plan.files.indices {
-            try add(
-                JobEntry(
-                    position: index, size: identities[index].size,
-                    item: item(path: plan.files[index], name: plan.names[index], identity: identities[index])))
-        }
-        for (offset, other) in plan.notUploaded.enumerated() {
-            try add(
-                JobEntry(
-                    position: plan.files.count + offset, size: other.size,
-                    item: item(path: other.entry.path, name: other.entry.name), outcome: other.outcome))
-        }
-        try entries.append(batch)
-        try entries.seal(count: plan.files.count + plan.notUploaded.count)
-    }
+    /// Outcomes noted and not written (`JobEntries.notedCount`) at which a transfer saves its checkpoint even when
+    /// its own cadence would wait (a `file://` upload saves once `chunkSize` bytes landed: 8 192 files of 1 KiB):
+    /// each noted outcome is held in memory (its SHA-256 and path) until written, and a version-2 checkpoint's
+    /// save costs the same at any count.
+    static let notedLimit = 1_000
+
+    /// Whether `job` holds `notedLimit` outcomes or more not yet written: save the checkpoint (which writes them).
+    static func notedOutcomesAreDue(in job: JobContext) -> Bool { job.entries.notedCount >= notedLimit }
 
     /// The hook a transfer calls as each file lands (`FileLanded`): notes it done with its SHA-256 and where it
     /// is (the destination path, the object `s3://BUCKET/KEY` or the tus upload URL), written with the next

@@ -46,8 +46,9 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
     /// Most entries listed per list (all are counted).
     public static let listed = 1000
 
-    /// On the first run only (not saved): every entry passed over, failed at listing or already there, uncapped,
-    /// in the order met, for the job's file list in the store (`UploadTreeEntries.write`).
+    /// On the first run only (not saved): every entry of this plan (a page of the listing) passed over, failed at
+    /// listing or already there, uncapped, in the order met, for the job's file list in the store
+    /// (`UploadTreeListing`).
     var notUploaded: [NotUploaded] = []
 
     /// An entry of `notUploaded`: what it is and why it is not uploaded.
@@ -112,61 +113,30 @@ public struct UploadTreePlan: Codable, Sendable, Equatable {
         if failed.count < Self.listed { failed.append(entry) }
     }
 
-    /// Lists `sources` for an upload to `destination`: a folder's files by their relative paths, a file by its
-    /// name. Blocking; see `UploadTreeWalk`.
+    /// Lists `sources` for an upload to `destination` whole, in one plan: a folder's files by their relative
+    /// paths, a file by its name (`UploadTreeLister`, in one page). Blocking. A job's first run lists a page at a
+    /// time instead (`UploadTreeListing`).
     /// - Returns: the plan and the identity of each of its files.
     /// - Throws: `JobError` `source_missing`, `source_unreadable`, `source_not_regular` (a source given that is
     ///   neither a file nor a folder), `bad_name` (a file given by itself that has no name).
     static func list(
         _ sources: [BytePath], destination: UploadDestination, filter: UploadFilter, followLinks: Bool
     ) throws(JobError) -> (plan: UploadTreePlan, identities: [SourceIdentity]) {
-        var plan = UploadTreePlan()
-        var identities: [SourceIdentity] = []
-        // Names already taken, to refuse a second file of one name. Only several sources can clash: the relative
-        // paths of one folder's files differ, so a tree given alone is not held a second time here.
-        let clashes = sources.count > 1 && Self.namesCollide(at: destination)
-        var taken: [BytePath: BytePath] = [:]
-        // Takes the file, or returns why it cannot be uploaded (listed with the walk's skips first, as met).
-        func add(_ path: BytePath, name: BytePath, identity: SourceIdentity) -> Entry? {
-            if let problem = Self.nameProblem(name, destination: destination) {
-                return Entry(path: path, name: name, reason: "bad_name", message: problem)
-            }
-            if clashes, let other = taken[name] {
-                return Entry(
-                    path: path, name: name, reason: "duplicate_name",
-                    message: "'\(path)' and '\(other)' would both be written as '\(name)'; rename one, or upload "
-                        + "them in two jobs to different destinations")
-            }
-            if clashes { taken[name] = path }
-            plan.files.append(path)
-            plan.names.append(name)
-            identities.append(identity)
-            return nil
-        }
-        for source in sources {
-            var info = stat()
-            guard source.withCString({ stat($0, &info) }) == 0 else { throw DirectoryIO.sourceError(source, errno) }
-            let mode = UInt32(info.st_mode)
-            if DirectoryIO.isDirectory(mode) {
-                var walk = UploadTreeWalk(filter: filter, followLinks: followLinks)
-                var failures: [Entry] = []
-                try walk.walk(root: source, node: FileNode(inode: UInt64(info.st_ino), device: UInt64(info.st_dev))) {
-                    if let failure = add($0.path, name: $0.relative, identity: $0.identity) { failures.append(failure) }
-                }
-                for skip in walk.skips { plan.skip(Entry(path: skip.path, reason: skip.reason, message: skip.message)) }
-                for failure in failures { plan.fail(failure) }
-            } else if DirectoryIO.isRegular(mode) {
-                if let failure = add(source, name: try UploadNames.name(ofSource: source), identity: DirectoryIO.identity(info)) {
-                    plan.fail(failure)
-                }
-            } else {
-                throw JobError(
-                    code: "source_not_regular",
-                    message: "source \(source) is a \(UploadTreeWalk.kind(mode)), neither a file nor a folder; "
-                        + "upload files or folders")
-            }
-        }
-        return (plan, identities)
+        let lister = UploadTreeLister(sources, destination: destination, filter: filter, followLinks: followLinks)
+        return try lister.next(limit: .max) ?? (UploadTreePlan(), [])
+    }
+
+    /// Adds the counts of `page` (a page of the listing, `UploadTreeLister.next`, after the sync comparison) to
+    /// this plan's, and its entries passed over and failed to the first `listed` kept; not its files.
+    mutating func count(_ page: UploadTreePlan) {
+        skippedCount += page.skippedCount
+        skippedByReason.merge(page.skippedByReason, uniquingKeysWith: +)
+        skipped += page.skipped.prefix(max(0, Self.listed - skipped.count))
+        failedCount += page.failedCount
+        failedByCode.merge(page.failedByCode, uniquingKeysWith: +)
+        failed += page.failed.prefix(max(0, Self.listed - failed.count))
+        unchangedCount += page.unchangedCount
+        unchangedBytes += page.unchangedBytes
     }
 
     /// Whether two files of one name overwrite each other at `destination` (tus gives each its own upload).

@@ -8,16 +8,35 @@ import TrailbookLoop
 /// memory of what this daemon's jobs uploaded there, checked with a `HEAD`). All three read a file only when the
 /// upload memory's stat cache cannot vouch for it (`TreeSyncMemory`, `LandedFilesMemory`). `--again`
 /// (`Params.again`) skips it and sends every file. Nothing at the destination is ever deleted.
-enum UploadTreeSync {
-    /// Takes out of `plan` (and `identities`, aligned with its files) each file `destination` already holds with
-    /// the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes`.
+///
+/// The comparison runs on each page of the first run's listing (`UploadTreeListing`) as it is listed. What it
+/// keeps between pages is what the destination told once for all: S3's listing of the prefix (`S3PrefixListing`,
+/// one entry per object there, not per file listed).
+@LoopActor
+struct UploadTreeSync {
+    let destination: UploadDestination
+    let params: UploadJob.Params
+    /// When the attempt started (Unix seconds): the stat cache's bound (`TreeSyncMemory`).
+    let attemptStart: Double
+    /// S3: the prefix's objects, listed at the first page.
+    private var s3Listing: S3PrefixListing?
+
+    /// A comparison with `destination` for an upload of `params` in an attempt started at `attemptStart`.
+    init(destination: UploadDestination, params: UploadJob.Params, attemptStart: Double) {
+        self.destination = destination
+        self.params = params
+        self.attemptStart = attemptStart
+    }
+
+    /// Takes out of `plan` (a page of the listing; `identities` aligned with its files) each file the destination
+    /// already holds with the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes` and listing
+    /// them in its `notUploaded`.
     /// - Throws: `JobStopped` when stopped; for S3, `JobError` when the listing fails for good; for tus,
     ///   `store_error` when the upload memory cannot be read.
-    @LoopActor
-    static func leaveOutUnchanged(
-        _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], destination: UploadDestination,
-        params: UploadJob.Params, attemptStart: Double, in job: JobContext
+    mutating func leaveOutUnchanged(
+        _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], in job: JobContext
     ) async throws {
+        guard !plan.files.isEmpty else { return }
         switch destination {
         case .directory(let path):
             try await DirectoryTreeSync.leaveOutUnchanged(
@@ -25,7 +44,7 @@ enum UploadTreeSync {
         case .s3(let bucket, let prefix):
             let same = try await S3TreeSync.unchanged(
                 plan, identities: identities, params: params, bucket: bucket, prefix: prefix,
-                attemptStart: attemptStart, in: job)
+                attemptStart: attemptStart, listing: &s3Listing, in: job)
             plan.leaveOut(same, identities: &identities)
         case .tus(let endpoint):
             let same = try await TusTreeSync.unchanged(

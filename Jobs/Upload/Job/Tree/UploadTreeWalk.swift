@@ -5,9 +5,11 @@ import TrailbookLoop
     import Glibc
 #endif
 
-/// Lists the files of a folder upload: walks each folder given, depth first, in byte order of the names in each
-/// directory, and hands over every regular file with its path relative to that folder as it is found (nothing
-/// kept here, so a tree of 100 000 files is not held twice), and keeps every entry passed over with its reason. Blocking (`opendir`, `readdir`, `lstat`): runs on the thread pool, or off the loop at submit.
+/// Lists the files of a folder upload: walks one folder given, depth first, in byte order of the names in each
+/// directory, and hands over each regular file (with its path relative to that folder) or entry passed over (with
+/// its reason) one at a time as it is met (`next`), keeping only the directories it is inside and their names, so
+/// a tree of 100 000 files is listed a page at a time and never held whole. Blocking (`opendir`, `readdir`,
+/// `lstat`): runs on the thread pool, or off the loop at submit.
 ///
 /// What is in the tree:
 /// - regular files (hidden ones too), unless the filter leaves them out (`excluded`);
@@ -39,83 +41,99 @@ struct UploadTreeWalk {
         var message: String
     }
 
-    let filter: UploadFilter
-    let followLinks: Bool
-
-    private(set) var skips: [Skip] = []
-
-    init(filter: UploadFilter, followLinks: Bool) {
-        self.filter = filter
-        self.followLinks = followLinks
+    /// What the walk met next.
+    enum Met {
+        /// A regular file to upload.
+        case file(File)
+        /// An entry passed over.
+        case skip(Skip)
     }
 
-    /// Walks the folder `root` (already known to be a directory, of `node`), calling `found` with each regular
-    /// file in the walk's order.
+    /// A directory the walk is inside: its names, and how far through them it is.
+    private struct Level {
+        /// Its absolute path.
+        var directory: BytePath
+        /// Its path relative to the folder given; `nil` for the folder itself.
+        var relative: BytePath?
+        /// Its entries but `.` and `..`, in byte order.
+        var names: [BytePath]
+        /// The index in `names` of the next entry to look at.
+        var next: Int
+        /// Its device and inode, to catch a link back into it.
+        var node: FileNode
+    }
+
+    let filter: UploadFilter
+    let followLinks: Bool
+    /// The directories the walk is inside, the folder given first.
+    private var levels: [Level]
+
+    /// A walk of the folder `root` (already known to be a directory, of `node`).
     /// - Throws: `JobError` `source_unreadable` when `root` itself cannot be read.
-    mutating func walk(root: BytePath, node: FileNode, found: (File) -> Void) throws(JobError) {
+    init(root: BytePath, node: FileNode, filter: UploadFilter, followLinks: Bool) throws(JobError) {
         guard let names = Self.entries(of: root) else {
             throw JobError(
                 code: "source_unreadable",
                 message: "cannot read folder \(root): \(DirectoryIO.errorText(errno)); fix its permissions")
         }
-        walk(directory: root, relative: nil, names: names, ancestors: [node], found: found)
+        self.filter = filter
+        self.followLinks = followLinks
+        levels = [Level(directory: root, relative: nil, names: names, next: 0, node: node)]
     }
 
-    private mutating func walk(
-        directory: BytePath, relative: BytePath?, names: [BytePath], ancestors: [FileNode], found: (File) -> Void
-    ) {
-        for name in names {
-            let path = BytePath.join(directory, name)
-            let inner = relative.map { BytePath.join($0, name) } ?? name
+    /// The next regular file or entry passed over, in the walk's order; `nil` once the whole folder is walked.
+    mutating func next() -> Met? {
+        while let level = levels.last {
+            guard level.next < level.names.count else {
+                levels.removeLast()
+                continue
+            }
+            levels[levels.count - 1].next += 1
+            let name = level.names[level.next]
+            let path = BytePath.join(level.directory, name)
+            let inner = level.relative.map { BytePath.join($0, name) } ?? name
             var info = stat()
             guard path.withCString({ lstat($0, &info) }) == 0 else {
-                skip(path, "vanished", "it was removed while the folder was listed")
-                continue
+                return skip(path, "vanished", "it was removed while the folder was listed")
             }
             var mode = UInt32(info.st_mode)
             if DirectoryIO.isLink(mode) {
                 guard followLinks else {
-                    skip(path, "symlink", "a symbolic link; links are not followed without --follow-links")
-                    continue
+                    return skip(path, "symlink", "a symbolic link; links are not followed without --follow-links")
                 }
                 guard path.withCString({ stat($0, &info) }) == 0 else {
                     let code = errno
-                    if code == ELOOP {
-                        skip(path, "symlink_loop", "a symbolic link that leads back to itself")
-                    } else {
-                        skip(path, "broken_symlink", "a symbolic link to nothing: \(DirectoryIO.errorText(code))")
-                    }
-                    continue
+                    if code == ELOOP { return skip(path, "symlink_loop", "a symbolic link that leads back to itself") }
+                    return skip(path, "broken_symlink", "a symbolic link to nothing: \(DirectoryIO.errorText(code))")
                 }
                 mode = UInt32(info.st_mode)
             }
             if DirectoryIO.isDirectory(mode) {
                 let node = FileNode(inode: UInt64(info.st_ino), device: UInt64(info.st_dev))
-                guard !ancestors.contains(node) else {
-                    skip(path, "symlink_loop", "a symbolic link to a folder that contains it; not walked again")
-                    continue
+                guard !levels.contains(where: { $0.node == node }) else {
+                    return skip(path, "symlink_loop", "a symbolic link to a folder that contains it; not walked again")
                 }
                 guard let children = Self.entries(of: path) else {
-                    skip(
+                    return skip(
                         path, "unreadable_directory",
                         "cannot read this folder: \(DirectoryIO.errorText(errno)); its files are not uploaded")
-                    continue
                 }
-                walk(directory: path, relative: inner, names: children, ancestors: ancestors + [node], found: found)
-            } else if DirectoryIO.isRegular(mode) {
-                if case .excluded(let rule) = filter.verdict(inner) {
-                    skip(path, "excluded", "left out by \(rule)")
-                    continue
-                }
-                found(File(path: path, relative: inner, identity: DirectoryIO.identity(info)))
-            } else {
-                skip(path, "not_regular", "a \(Self.kind(mode)), not a regular file")
+                levels.append(Level(directory: path, relative: inner, names: children, next: 0, node: node))
+                continue
             }
+            if DirectoryIO.isRegular(mode) {
+                if case .excluded(let rule) = filter.verdict(inner) {
+                    return skip(path, "excluded", "left out by \(rule)")
+                }
+                return .file(File(path: path, relative: inner, identity: DirectoryIO.identity(info)))
+            }
+            return skip(path, "not_regular", "a \(Self.kind(mode)), not a regular file")
         }
+        return nil
     }
 
-    private mutating func skip(_ path: BytePath, _ reason: String, _ message: String) {
-        skips.append(Skip(path: path, reason: reason, message: message))
+    private func skip(_ path: BytePath, _ reason: String, _ message: String) -> Met {
+        .skip(Skip(path: path, reason: reason, message: message))
     }
 
     /// The names in `directory` but `.` and `..`, in byte order; `nil` (with `errno` set) if it cannot be read.

@@ -1,0 +1,52 @@
+import S3Client
+import TrailbookEngine
+import TrailbookLoop
+
+/// What an S3 prefix holds, for a folder upload's "send only what changed" (`S3TreeSync`): listed once, at the
+/// first page of the first run's listing, with `ListObjectsV2` (a request per 1 000 keys), and kept for the
+/// pages that follow. It holds one entry per object under the prefix (its key after the prefix, size and ETag),
+/// not one per file listed: a first upload to an empty prefix holds nothing.
+enum S3PrefixListing {
+    /// An object listed.
+    struct Object {
+        /// Its size in bytes.
+        var size: Int64
+        /// Its ETag, unquoted (see `S3ListedObject.etag`).
+        var etag: String
+    }
+
+    /// The objects under the prefix, by their key's bytes after the prefix.
+    case objects([[UInt8]: Object])
+    /// The credentials may not list the bucket (`access_denied`): each file is asked with `HeadObject`.
+    case notListable
+
+    /// Lists every object under `prefix` (every page, each retried as `run.retrying` does).
+    /// - Throws: `S3Error` when listing fails for good (not `access_denied`: that gives `notListable`).
+    @LoopActor
+    static func list(prefix: String, client: S3Client, run: S3UploadRun, in job: JobContext) async throws -> Self {
+        let prefixLength = prefix.utf8.count
+        var objects: [[UInt8]: Object] = [:]
+        var token: String?
+        repeat {
+            let continuation = token
+            let page: (objects: [S3ListedObject], next: String?)
+            do {
+                page = try await run.retrying("ListObjectsV2 \(prefix)", in: job) { () throws(S3Error) in
+                    try await client.listObjects(prefix: prefix, continuation: continuation)
+                }
+            } catch let error as S3Error where error.code == .accessDenied {
+                job.log(
+                    .info,
+                    "may not list s3://\(client.bucket)/\(prefix) (\(error.message)); asking HeadObject of each file instead")
+                return .notListable
+            }
+            for object in page.objects {
+                let key = Array(object.key.utf8)
+                guard key.count > prefixLength, key.starts(with: prefix.utf8) else { continue }
+                objects[Array(key[prefixLength...])] = Object(size: object.size, etag: object.etag)
+            }
+            token = page.next
+        } while token != nil
+        return .objects(objects)
+    }
+}
