@@ -287,8 +287,12 @@ struct SharedStoreEndToEndTests {
     @Test func aGroupCommitWaitingForALockDoesNotHoldUpTheLoop() throws {
         let server = try PostgresServer()
         defer { server.stop() }
-        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a"])
-        let long = try a.submitSleep(units: 100_000, unitMilliseconds: 20)
+        // Leases of 10 minutes (a renewal every 200 s) and a running job that checkpoints once a minute: nothing
+        // but the submit writes during the test, so the statement stuck on the lock below is its INSERT. (A
+        // renewal or a checkpoint stuck first let the `list` reach the store before the INSERT was sent, and the
+        // list then missed the new job: 4 failures in 10 runs under load.)
+        let a = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--lease", "10m"])
+        let long = try a.submitSleep(units: 1_000, unitMilliseconds: 60_000)
         _ = try a.waitFor(long, "running") { $0["state"]?.stringValue == "running" }
         let done = try a.submitSleep(units: 1, unitMilliseconds: 1)
         _ = try a.waitForState(done, "succeeded")
@@ -306,8 +310,7 @@ struct SharedStoreEndToEndTests {
             reply.withLock { $0 = value }
             answered.signal()
         }
-        // The daemon's connection is stuck on the lock (the INSERT, or a lease renewal sent before it, which the
-        // INSERT then waits behind on the same connection).
+        // The daemon's connection is stuck on the lock: the submit's INSERT.
         let stuck = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trailbook_jobs%'"
         let waiting = Date().addingTimeInterval(30)
         while Date() < waiting, try psql(server, stuck) == "0" { usleep(20_000) }
