@@ -142,6 +142,25 @@ final class JSONParserTests: XCTestCase {
             [64, 65_536, 100_000, 200_000, 64])
     }
 
+    /// Input number `round` of a fuzz run: random bytes of `alphabet`, `seed` with 1-4 bytes changed, or a
+    /// prefix of `seed`, in turn.
+    private static func fuzzed(
+        _ round: Int, seed: [UInt8], alphabet: [UInt8], using generator: inout SplitMix64
+    ) -> [UInt8] {
+        switch round % 3 {
+        case 0:
+            return (0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+        case 1:
+            var bytes = seed
+            for _ in 0..<Int.random(in: 1...4, using: &generator) {
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+            }
+            return bytes
+        default:
+            return Array(seed.prefix(Int.random(in: 0...seed.count, using: &generator)))
+        }
+    }
+
     /// Random bytes, random mutations of a valid request and random truncations: the parser returns or throws, and
     /// whatever it accepts is also valid JSON for Foundation's decoder (it never accepts what is not JSON).
     func testRandomInputNeverTrapsAndWhatItAcceptsIsJSON() throws {
@@ -151,18 +170,7 @@ final class JSONParserTests: XCTestCase {
         let alphabet = Array(#"{}[]":,\ 0123456789.eE+-truefalsnl"#.utf8) + [0x00, 0x0A, 0xC3, 0xA9, 0xFF, 0xED]
         var accepted = 0
         for round in 0..<20_000 {
-            var bytes: [UInt8]
-            switch round % 3 {
-            case 0:
-                bytes = (0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
-            case 1:
-                bytes = seed
-                for _ in 0..<Int.random(in: 1...4, using: &generator) {
-                    bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
-                }
-            default:
-                bytes = Array(seed.prefix(Int.random(in: 0...seed.count, using: &generator)))
-            }
+            let bytes = Self.fuzzed(round, seed: seed, alphabet: alphabet, using: &generator)
             guard let value = try? JSONParser.parse(bytes) else { continue }
             accepted += 1
             let text = String(decoding: bytes, as: UTF8.self)
@@ -201,17 +209,7 @@ final class JSONParserTests: XCTestCase {
             if bound {
                 bytes = bounded[round - 20_000]
             } else {
-                switch round % 3 {
-                case 0:
-                    bytes = (0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
-                case 1:
-                    bytes = seed
-                    for _ in 0..<Int.random(in: 1...4, using: &generator) {
-                        bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
-                    }
-                default:
-                    bytes = Array(seed.prefix(Int.random(in: 0...seed.count, using: &generator)))
-                }
+                bytes = Self.fuzzed(round, seed: seed, alphabet: alphabet, using: &generator)
             }
             let chosen = bound ? limits : JSONParser.Limits()
             let text = String(decoding: bytes, as: UTF8.self)
