@@ -34,29 +34,10 @@ struct RelayedEventNumbering {
         self.instance = instance
     }
 
-    /// `members` with the next number of this relay.
-    mutating func numbered(_ members: [String: JSONValue]) -> [String: JSONValue] {
-        var numbered = members
-        numbered[Self.member] = .string(next())
-        return numbered
-    }
-
     /// The next number of this relay: the value of an event's `member`.
     mutating func next() -> String {
         last += 1
         return instance.isEmpty ? "\(origin) \(last)" : "\(origin) \(last) \(instance)"
-    }
-
-    /// `members` without their number with the relay that sent them (`origin`, and its daemon's `instance` when
-    /// the stamp names it), or `nil` if an event with that number from that origin was delivered already (a
-    /// copy). An event without a number (an older daemon's) is delivered as it is, with no origin.
-    mutating func received(
-        _ members: [String: JSONValue]
-    ) -> (members: [String: JSONValue], origin: String?, instance: String?)? {
-        var members = members
-        let stamp = members.removeValue(forKey: Self.member)?.stringValue
-        guard let sender = received(stamp: stamp) else { return nil }
-        return (members, sender.origin, sender.instance)
     }
 
     /// The relay that sent an event numbered `stamp` (its `member`'s value; `nil` when it had none: an older

@@ -54,3 +54,45 @@ struct RelayedEventNumberingTests {
         #expect(try heard(stamp(&secondRun, end)) == false)
     }
 }
+
+/// The numbering on decoded members, as a relay's line carries it (`FeedRelay` splices the number into the text).
+extension RelayedEventNumbering {
+    /// `members` with the next number.
+    mutating func numbered(_ members: [String: JSONValue]) -> [String: JSONValue] {
+        var numbered = members
+        numbered[Self.member] = .string(next())
+        return numbered
+    }
+
+    /// `members` without their number, with who sent them; `nil` for a copy.
+    mutating func received(
+        _ members: [String: JSONValue]
+    ) -> (members: [String: JSONValue], origin: String?, instance: String?)? {
+        var members = members
+        let stamp = members.removeValue(forKey: Self.member)?.stringValue
+        guard let sender = received(stamp: stamp) else { return nil }
+        return (members, sender.origin, sender.instance)
+    }
+}
+
+/// `RelayedLine`: another daemon's line republished as text, without the relay's number and with this feed's `seq`
+/// in its sorted place; each value the sender's text of it.
+struct RelayedLineTests {
+    @Test func aLineIsPublishedWithoutItsNumberAndWithThisFeedsSeq() throws {
+        let sent: [UInt8] = Array(#"{"relay":"o 7 h a","at":"2026-12-07T00:00:00Z","host":"h","job":"j\u00e9","kind":"sleep","seq":41,"to":"running","type":"state"}"#.utf8)
+        let line = try #require(RelayedLine(sent[...]))
+        #expect(line.string("job") == "jé" && line.string("type") == "state" && line.has("to") && !line.has("reread"))
+        let published = line.published(seq: 9, without: RelayedEventNumbering.member)
+        var members = try #require(line.decoded())
+        members[RelayedEventNumbering.member] = nil
+        members["seq"] = 9
+        // The members' values as the sender wrote them (its \u00e9 kept), the keys in order, seq in its place.
+        #expect(try JSONParser.parse(published) == .object(members))
+        #expect(String(decoding: published, as: UTF8.self).hasSuffix(#""kind":"sleep","seq":9,"to":"running","type":"state"}"#))
+        // Without a seq of its own, the seq still lands in its sorted place; a line that is not JSON is refused.
+        let bare = try #require(RelayedLine(Array(#"{"job":"j","kind":"k","type":"log"}"#.utf8)[...]))
+        #expect(String(decoding: bare.published(seq: 3, without: "relay"), as: UTF8.self) == #"{"job":"j","kind":"k","seq":3,"type":"log"}"#)
+        #expect(RelayedLine(Array(#"{"job":"j","#.utf8)[...]) == nil)
+        #expect(RelayedLine(Array(#"["job"]"#.utf8)[...]) == nil)
+    }
+}
