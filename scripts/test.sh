@@ -10,6 +10,11 @@ if [ -x Tests/Support/s3-server/setup.sh ]; then Tests/Support/s3-server/setup.s
 if [ -x Tests/Support/browser/setup.sh ]; then Tests/Support/browser/setup.sh; fi
 
 swift build --build-tests
+# The example package (examples/thumbnails) builds its own copy of the library (a debug build in its own .build); it
+# builds beside the two local crash loops below, which mostly wait on their servers, and its tests run last.
+example_log=$(mktemp)
+(cd examples/thumbnails && swift build --build-tests) >"$example_log" 2>&1 &
+example_build=$!
 # kill -9 at random moments during tus, s3:// and file:// uploads (with injected faults), then check nothing was lost,
 # corrupted or orphaned; a small count here, long runs by hand (CONTRIBUTING.md, "Crash loop").
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
@@ -17,6 +22,12 @@ python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
 # --tree-files 2000 and many kills), to every destination (tus: at most one empty upload per kill may stay, made by
 # a POST whose answer the kill cut off; the loop prints them).
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_TREE_KILLS:-4}" --tree-files "${CRASH_LOOP_TREE_FILES:-300}" --tree-to tus,s3,file
+if ! wait "$example_build"; then
+    cat "$example_log"
+    echo "the example package (examples/thumbnails) did not build" >&2
+    exit 1
+fi
+rm -f "$example_log"
 # Three daemons sharing one PostgreSQL: kill -9 of daemons, server restarts, stops past the lease and cut links; every
 # job must end exactly once in the store and once on every watcher. A small count here (under 2 minutes), long runs
 # by hand.
@@ -25,5 +36,5 @@ python3 scripts/shared-crash-loop.py --kills "${SHARED_CRASH_LOOP_KILLS:-4}"
 swift test --skip-build --no-parallel "$@"
 # The example package (examples/thumbnails): a package outside the project's targets built against its library
 # products, with its own kind, executable and harness tests, and its own daemon end to end (submit, progress,
-# cancel and clean-up; a timeout and a resumed attempt). A debug build of its own (.build in the example).
-(cd examples/thumbnails && swift build --build-tests && swift test --skip-build)
+# cancel and clean-up; a timeout and a resumed attempt), built above.
+(cd examples/thumbnails && swift test --skip-build)
