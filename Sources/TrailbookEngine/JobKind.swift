@@ -172,13 +172,11 @@ struct AnyJobKind {
     let name: String
     let traits: JobKindTraits
     /// The kind's `validate` on params as JSON (and its unknown-member check), returning the params'
-    /// `duplicateKeys` from the same decoding, and the decoded params (the kind's `Params`) for `run`: a job
-    /// submitted and run here decodes its params once (`DecodedParams`).
-    let validate: (JSONValue) async throws(JobError) -> (keys: [String], decoded: any Sendable)
-    /// The kind's `run` on params as JSON, or on the decoded params `validate` returned for that JSON if given
-    /// (anything else given is ignored and the JSON decoded), in the caller's task: the caller runs it in a task
-    /// that a stop cancels (`JobContext.cancelOnStop`), and `onCancel` in another, which is not cancelled.
-    let run: (JSONValue, (any Sendable)?, JobContext) async throws -> JSONValue
+    /// `duplicateKeys` from the same decoding: a submit decodes each job's params once.
+    let validate: (JSONValue) async throws(JobError) -> [String]
+    /// The kind's `run` on params as JSON, in the caller's task: the caller runs it in a task that a stop
+    /// cancels (`JobContext.cancelOnStop`), and `onCancel` in another, which is not cancelled.
+    let run: (JSONValue, JobContext) async throws -> JSONValue
     let onCancel: (CancellationReason, JSONValue, JobContext) async -> Void
     let jobEnded: (String, JobState) -> Void
     let jobsPruned: ([String]) -> Void
@@ -191,14 +189,14 @@ struct AnyJobKind {
     init<K: JobKind>(_ kind: K) {
         name = K.name
         traits = K.traits
-        validate = { (json: JSONValue) async throws(JobError) -> (keys: [String], decoded: any Sendable) in
+        validate = { (json: JSONValue) async throws(JobError) -> [String] in
             if let members = K.paramsMembers { try Self.refuseUnknownMembers(of: json, members) }
             let params = try Self.decode(json, as: K.Params.self)
             try await kind.validate(params)
-            return (kind.duplicateKeys(params), params)
+            return kind.duplicateKeys(params)
         }
-        run = { json, decoded, context in
-            let params = try (decoded as? K.Params) ?? Self.decode(json, as: K.Params.self)
+        run = { json, context in
+            let params = try Self.decode(json, as: K.Params.self)
             let output = try await kind.run(params, in: context)
             return K.Output.self == JSONValue.self ? output as! JSONValue : JSONCoding.value(of: output)
         }

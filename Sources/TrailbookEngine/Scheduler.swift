@@ -48,8 +48,6 @@ public final class Scheduler {
     let counts: JobCounts
     /// What the submits under way hold: their idempotency keys and duplicate keys, their numbers.
     let admission = Admission()
-    /// The params submits decoded, for their jobs' runs (a job submitted and run here decodes them once).
-    let decodedParams = DecodedParams()
 
     /// Writes the store refused (another process holds its lock, or its disk is full), one value per job, written by
     /// the store retry; reads overlay them on the store's last committed state.

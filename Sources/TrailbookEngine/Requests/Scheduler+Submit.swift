@@ -218,7 +218,7 @@ extension Scheduler {
                         + "queues are for daemons sharing a PostgreSQL store (daemon --store postgres://… --queues …)")
             }
         }
-        let (keys, decoded) = try await kind.validate(request.params)
+        let keys = try await kind.validate(request.params)
         let now = Timestamp.nowISO8601()
         var job = JobRecord(
             id: UUID.random(), kind: request.kind, state: .queued, options: jobOptions, attempt: 0,
@@ -227,7 +227,6 @@ extension Scheduler {
         job.queue = request.queue ?? JobRecord.defaultQueue
         // The one place pinning is decided: a kind that reads this host's files, on a store other hosts share.
         if let leasing, kind.traits.readsHostFiles, !request.anyHost { job.pinnedHost = leasing.host }
-        decodedParams.keep(decoded, from: request.params, for: job.id)
         return (job, kind, keys)
     }
 

@@ -50,8 +50,7 @@ extension Scheduler {
         let context = active.context
         do {
             try context.checkCancellation()
-            let decoded = decodedParams.take(active.record.id, params: active.record.params)
-            return .succeeded(try await active.kind.run(active.record.params, decoded, context))
+            return .succeeded(try await active.kind.run(active.record.params, context))
         } catch let error as JobError {
             return context.stopReason.map { .stopped($0) } ?? .failed(error)
         } catch {
