@@ -23,10 +23,11 @@ extension Scheduler {
             again = false
             let free = options.concurrency - running.count
             guard free > 0, let queued = queuedJobs(limit: free) else { break }
-            var starting: [(job: JobRecord, kind: AnyJobKind)] = []
+            // `firstStart`: its attempt was 0, so no run of it saved a checkpoint (its run skips reading one).
+            var starting: [(job: JobRecord, kind: AnyJobKind, firstStart: Bool)] = []
             for job in queued {
                 if let kind = kinds[job.kind] {
-                    if let started = startable(job, kind: kind) { starting.append((started, kind)) }
+                    if let started = startable(job, kind: kind) { starting.append((started, kind, job.attempt == 0)) }
                 } else if startUnknownKind(job) == .endedAtOnce {
                     again = true
                 }
@@ -35,9 +36,9 @@ extension Scheduler {
             // A healthy store: the starts go with the turn's group commit (not fsynced: a crash puts a `running`
             // job back in the queue anyway), the jobs run now.
             if !storeHealth.isRefusing, !groupCommit.isClosed {
-                for (job, kind) in starting {
+                for (job, kind, firstStart) in starting {
                     groupCommit.queueStart(job)
-                    launch(job, kind: kind)
+                    launch(job, kind: kind, firstStart: firstStart)
                 }
                 armGroupCommit()
                 continue
@@ -50,7 +51,7 @@ extension Scheduler {
                     inserting: &none, digests: [], duplicateKeys: [], updating: starting.map { ($0.job, false) },
                     durable: false)
             }).isWritten else { break }
-            for (job, kind) in starting { launch(job, kind: kind) }
+            for (job, kind, firstStart) in starting { launch(job, kind: kind, firstStart: firstStart) }
         }
         preemptIfNeeded()
     }

@@ -35,6 +35,9 @@ extension Scheduler {
         var waitingSince: Double?
         /// Why it stops, once something asked it to (`Scheduler.stop`, `failForStore`, `loseLease`).
         var stop = RunStop.none
+        /// Whether the job is known to have no checkpoint: its first start (no run of it could have saved one),
+        /// until the run loads or saves one. Its first `loadCheckpoint` then answers `nil` without a store read.
+        var hasNoCheckpoint = false
         let waiters = WaitList()
 
         init(record: JobRecord, context: JobContext, kind: AnyJobKind) {

@@ -66,6 +66,7 @@ extension Scheduler: JobHost {
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         let id = job.id
         claims.forgetCheckpoint(of: id)
+        running.run(of: job)?.hasNoCheckpoint = false
         if let leasing {
             // A shared store is a round trip away: the loop (every other job) does not wait for it. A checkpoint
             // describes work already durable, so landing one round trip later is as good; the answer settles it.
@@ -133,6 +134,10 @@ extension Scheduler: JobHost {
 
     func jobLoadCheckpoint(_ job: JobContext) throws -> JSONValue? {
         if let unsaved = pendingWrites.checkpoint(job.id) { return unsaved.checkpoint }
+        if let active = running.run(of: job), active.hasNoCheckpoint {
+            active.hasNoCheckpoint = false
+            return nil
+        }
         if running.run(of: job) != nil, let claimed = claims.takeCheckpoint(of: job.id) { return claimed }
         do {
             return try store.checkpoint(id: job.id)

@@ -13,9 +13,11 @@ import TrailbookSQLite
 
 // Runs: launching a job, running its kind, its watchdog, stopping it, and recording how it ended.
 extension Scheduler {
-    /// Runs a job whose start is written.
-    func launch(_ job: JobRecord, kind: AnyJobKind) {
+    /// Runs a job whose start is written. `firstStart`: the job never started before (its attempt was 0), so it
+    /// has no checkpoint.
+    func launch(_ job: JobRecord, kind: AnyJobKind, firstStart: Bool = false) {
         let active = RunningJob(record: job, context: makeContext(for: job, kind: kind), kind: kind)
+        active.hasNoCheckpoint = firstStart
         running.launched(active)
         announce(job, from: .queued)
         armWatchdog(active)
