@@ -11,8 +11,8 @@ import TrailbookSQLite
     import Glibc
 #endif
 
-/// The engine's public face: it owns the rooms that drive every job (one property each: `running`, `claims`,
-/// `groupCommit`, `pendingWrites`, `admission`, `counts`, `heartbeat`, the due-time timers) and the order in which
+/// The engine's public face: it owns the rooms that drive every job (one property each: `dispatcher`, `running`,
+/// `groupCommit`, `pendingWrites`, `admission`, `counts`, the due-time timers) and the order in which
 /// the daemon starts and stops them. The rooms' work lives in its extensions, one folder per concern (`Requests/`,
 /// `Dispatch/`, `Runs/`, `Writes/`, `Timers/`; see `docs/explanation/engine.md`): queueing by priority, the
 /// concurrency limit, deadlines and stall timeouts, retries with backoff, preemption, pause, cancel and shutdown.
@@ -29,13 +29,12 @@ public final class Scheduler {
     /// The worker processes job kinds reach through `JobContext.runInWorker`; `nil` until the daemon sets it.
     public var workerPool: WorkerPool?
     let store: any JobStoring
-    /// `store` when several daemons share it (runs are leased), else `nil`.
-    let leasing: (any LeasingJobStoring)?
+    /// How jobs get here, chosen once from `store`: read from this daemon's own queue, or claimed from a shared
+    /// store under leases (which then owns the claims, the lease heartbeat and the waits for other daemons' runs).
+    let dispatcher: Dispatcher
     var kinds: [String: AnyJobKind] = [:]
     /// The runs holding this daemon's slots and the clean-ups being tried now.
     var running = RunningJobs()
-    /// Shared store only: renews this daemon's leases, rescues expired ones and claims work, every third of a lease.
-    let heartbeat = Heartbeat()
     /// When each `needs_retry` job is due, on the monotonic clock (`Timestamp.monotonic()`): a step of the wall
     /// clock neither delays nor hastens a retry. The stored `retry_at` (wall clock) is for display and for the
     /// next start, which turns it back into a monotonic due time (clamped, see `start()`).
@@ -52,23 +51,19 @@ public final class Scheduler {
     /// Writes the store refused (another process holds its lock, or its disk is full), one value per job, written by
     /// the store retry; reads overlay them on the store's last committed state.
     var pendingWrites = PendingWrites()
-    /// Shared store: the waits of this daemon's `cancel`/`pause` requests for runs on other daemons.
-    let controlWaits = ControlWaits()
     /// The store's health as writes find it, and the retry of what it refused.
     let storeHealth = StoreHealth()
 
     /// The group commit: what the turn queued for it (submits, starts, ends of runs) and where it is.
     let groupCommit = GroupCommit()
-    /// A shared store's claims: the one in flight, the jobs held for a stopping run's slot, their checkpoints.
-    let claims = Claims()
     /// Called after each group commit that was written, with its new jobs and transitions (tests count them).
     var groupCommitted: ((_ submits: Int, _ transitions: Int) -> Void)?
 
     /// Makes a scheduler over `store`, publishing to `feed`.
     public init(store: any JobStoring, feed: ProgressFeed, options: SchedulerOptions) {
         self.store = store
-        leasing = store as? any LeasingJobStoring
-        counts = JobCounts(fromStore: leasing != nil)
+        dispatcher = Dispatcher(store: store)
+        counts = JobCounts(fromStore: dispatcher.isShared)
         self.feed = feed
         self.options = options
         retries.onDue = { [weak self] in self?.retryDue() }
@@ -124,7 +119,7 @@ public final class Scheduler {
         // when its lease expires, and every daemon's due retries are put back in the queue, by the heartbeat
         // (`maintainLeases`, on the database's clock). A timer per waiting retry here would repeat that, one
         // round trip per job per daemon.
-        if leasing == nil {
+        if dispatcher.recoversStoredJobsAtStart {
             try requeueRunsLeftByACrash()
             try armStoredRetries()
         }
@@ -149,11 +144,14 @@ public final class Scheduler {
     public func shutdown() async {
         isShuttingDown = true
         retries.close()
-        heartbeat.close()
         cleanUps.close()
-        // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with the rest.
-        await claims.settled()
-        launchHeldClaims()
+        if case .claiming(let claiming) = dispatcher {
+            claiming.heartbeat.close()
+            // A claim in flight may hold jobs for this daemon: they run (its answer launches them) and stop with
+            // the rest.
+            await claiming.claims.settled()
+            launchHeldClaims(claiming)
+        }
         let active = Array(running.values)
         for job in active { stop(job, .resourceReclaim, detail: "daemon shutting down") }
         let deadline = LoopTimer(loop: .main)

@@ -13,16 +13,25 @@ import TrailbookSQLite
 
 // Dispatch: what starts when (local queue reads and preemption on SQLite, claims on a shared store).
 extension Scheduler {
+    /// Starts what can run now: reads this daemon's queue (`LocalDispatch`) or claims from the shared store
+    /// (`ClaimingDispatch`). Nothing while shutting down.
     func schedule() {
         guard !isShuttingDown else { return }
-        if let leasing { return claim(from: leasing) }
+        switch dispatcher {
+        case .local(let local): scheduleLocally(local)
+        case .claiming(let claiming): claim(claiming)
+        }
+    }
+
+    /// Starts queued jobs while slots are free, then preempts for a waiting job of higher priority.
+    private func scheduleLocally(_ local: LocalDispatch) {
         // A job that ends as it starts (a kind this daemon lacks) frees its slot at once: look again, until the
         // slots are full or nothing more could start. Each pass ends at least one job for good, so this stops.
         var again = true
         while again {
             again = false
             let free = options.concurrency - running.count
-            guard free > 0, let queued = queuedJobs(limit: free) else { break }
+            guard free > 0, let queued = local.ready(limit: free, skipping: queuedButNotWaiting) else { break }
             // `firstStart`: its attempt was 0, so no run of it saved a checkpoint (its run skips reading one).
             var starting: [(job: JobRecord, kind: AnyJobKind, firstStart: Bool)] = []
             for job in queued {
@@ -53,7 +62,7 @@ extension Scheduler {
             }).isWritten else { break }
             for (job, kind, firstStart) in starting { launch(job, kind: kind, firstStart: firstStart) }
         }
-        preemptIfNeeded()
+        preemptIfNeeded(local)
     }
 
     /// Shared store: claims as many queued jobs of the kinds this daemon has as it has free slots (the store
@@ -65,22 +74,23 @@ extension Scheduler {
     /// two claims, not one each. (A claim sent without waiting once held up an idle daemon's reads, one claim per
     /// job another daemon queued; the notices now name the queue and pinned host, and a daemon claims only for
     /// work it may take.)
-    func claim(from leasing: any LeasingJobStoring) {
-        launchHeldClaims()
+    private func claim(_ claiming: ClaimingDispatch) {
+        let claims = claiming.claims
+        launchHeldClaims(claiming)
         let free = options.concurrency - running.count - claims.heldCount
         guard free > 0 else { return }
         // Not beside a claim in flight (its answer claims again), nor while a group is in flight: a job it puts
         // back in the queue must be announced (and its lease released) before it can be claimed again. The
         // group's answer schedules again.
         guard claims.ask(groupInFlight: groupCommit.isInFlight) == .send else { return }
-        leasing.sendClaim(limit: free, kinds: kindNames) { [weak self] result in
-            self?.claimAnswered(result, what: "a claim of \(free) jobs")
+        claiming.claim(limit: free, kinds: kindNames) { [weak self] result in
+            self?.claimAnswered(result, claims: claims, what: "a claim of \(free) jobs")
         }
     }
 
     /// Runs what a claim took (also while shutting down: `shutdown` waits for the claim, then stops its jobs with
     /// the others), or settles its refusal; then claims again if asked to meanwhile.
-    private func claimAnswered(_ result: Result<[ClaimedRun], any Error>, what: String) {
+    private func claimAnswered(_ result: Result<[ClaimedRun], any Error>, claims: Claims, what: String) {
         guard let again = claims.answered() else { return }
         switch result {
         case .success(let claimed):
@@ -106,27 +116,19 @@ extension Scheduler {
     }
 
     /// When a job of higher priority waits and every slot is taken, stops the lowest-priority running job
-    /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue.
-    private func preemptIfNeeded() {
-        // A shared store preempts on the lease tick (`preemptOnSharedStore`): a slot freed here could be
-        // claimed by another daemon for another job.
-        guard leasing == nil, running.count >= options.concurrency else { return }
+    /// (the most recently started among equals) with `resource_reclaim`; it goes back to the queue
+    /// (`LocalDispatch.preemptions`). A shared store preempts on the lease tick instead (`preemptOnSharedStore`):
+    /// a slot freed here could be claimed by another daemon for another job.
+    private func preemptIfNeeded(_ local: LocalDispatch) {
+        guard running.count >= options.concurrency else { return }
         // The usual case first, from one row: the most urgent waiting job outranks no running one.
-        let lowest = running.values.lazy.filter { $0.context.stopReason == nil }.map(\.record.options.priority).min()
-        guard let lowest, let first = highestQueuedPriority(), first > lowest,
-            let waiting = queuedJobs(limit: options.concurrency), !waiting.isEmpty
+        guard let lowest = LocalDispatch.preemptionFloor(runs: preemptionRuns, concurrency: options.concurrency),
+            let first = local.highestReadyPriority(skipping: queuedButNotWaiting), first > lowest,
+            let waiting = local.ready(limit: options.concurrency, skipping: queuedButNotWaiting), !waiting.isEmpty
         else { return }
-        var freeing = running.values.filter { $0.context.stopReason != nil }.count
-        var candidates = running.values.filter { $0.context.stopReason == nil }
-            .sorted { ($0.record.options.priority, -$0.startedAt) < ($1.record.options.priority, -$1.startedAt) }
-        for job in waiting {
-            if freeing > 0 {
-                freeing -= 1
-                continue
-            }
-            guard let victim = candidates.first, victim.record.options.priority < job.options.priority else { return }
-            candidates.removeFirst()
-            let detail = PreemptionChoice.detail(preemptedBy: job.id, priority: job.options.priority)
+        for preemption in LocalDispatch.preemptions(runs: Array(preemptionRuns), waiting: waiting) {
+            guard let victim = running[preemption.run] else { continue }
+            let detail = PreemptionChoice.detail(preemptedBy: preemption.job, priority: preemption.priority)
             stop(victim, .resourceReclaim, detail: detail)
         }
     }
@@ -172,21 +174,18 @@ extension Scheduler {
         return job
     }
 
-    /// The queued jobs in run order, without those whose newer state is not written yet; `nil` if the store
-    /// cannot be read.
-    func queuedJobs(limit: Int) -> [JobRecord]? {
-        try? store.queuedJobs(limit: limit, skipping: queuedButNotWaiting)
-    }
-
-    /// `store.highestQueuedPriority` past the same jobs `queuedJobs(limit:)` skips; `nil` if none waits or the
-    /// store cannot be read.
-    func highestQueuedPriority() -> Int? {
-        (try? store.highestQueuedPriority(skipping: queuedButNotWaiting)) ?? nil
+    /// This daemon's runs as preemption weighs them (`LocalDispatch`, `PreemptionChoice`), made as they are read.
+    var preemptionRuns: some Collection<PreemptionChoice.Run> {
+        running.values.lazy.map {
+            PreemptionChoice.Run(
+                id: $0.record.id, priority: $0.record.options.priority, startedAt: $0.startedAt,
+                isStopping: $0.context.stopReason != nil)
+        }
     }
 
     /// The jobs the store still has queued whose newer state is not written yet (refused writes, starts waiting
     /// for the turn's group commit): the queue reads pass over them.
-    private var queuedButNotWaiting: Set<String> {
+    var queuedButNotWaiting: Set<String> {
         Set(pendingWrites.recordIDs).union(groupCommit.starts.keys)
     }
 }

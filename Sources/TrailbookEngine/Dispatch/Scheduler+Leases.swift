@@ -17,30 +17,27 @@ extension Scheduler {
     /// lost stops without writing its end), puts jobs whose lease expired and due retries back in the queue, and
     /// claims what can run (in case a notification was missed).
     func armLeaseTimer() {
-        guard let leasing, !heartbeat.isStarted else { return }
-        leasing.onWorkAvailable = { [weak self] in LoopIsolation.assume { self?.schedule() } }
-        leasing.onControl = { [weak self] id, control in LoopIsolation.assume { self?.controlRequested(id, control) } }
-        leasing.onControlledEnd = { [weak self] id in
-            LoopIsolation.assume { self?.controlWaits.heard(id) }
-        }
-        leasing.onLeaseLost = { [weak self] id in
-            LoopIsolation.assume { if let active = self?.running[id] { self?.loseLease(active) } }
-        }
-        heartbeat.start(milliseconds: UInt64(max(10, leasing.leaseSeconds * 1000 / 3))) { [weak self] in
-            self?.leaseTick()
+        guard case .claiming(let claiming) = dispatcher, !claiming.heartbeat.isStarted else { return }
+        claiming.listen(
+            workAvailable: { [weak self] in self?.schedule() },
+            control: { [weak self] id, control in self?.controlRequested(id, control) },
+            leaseLost: { [weak self] id in if let active = self?.running[id] { self?.loseLease(active) } })
+        claiming.heartbeat.start(milliseconds: claiming.heartbeatMilliseconds) { [weak self] in
+            self?.leaseTick(claiming)
         }
     }
 
-    func leaseTick() {
+    /// One heartbeat (`ClaimingDispatch.tendLeases`), unless one is in flight or the daemon is shutting down.
+    func leaseTick(_ claiming: ClaimingDispatch) {
         // One tick at a time: a store slower than the tick period must not pile them up.
-        guard let leasing, !isShuttingDown, heartbeat.begin() else { return }
-        leasing.maintainLeases { [weak self] found in
-            LoopIsolation.assume { self?.leasesTended(found) }
+        guard !isShuttingDown, claiming.heartbeat.begin() else { return }
+        claiming.tendLeases { [weak self] found in
+            self?.leasesTended(found, claiming)
         }
     }
 
-    private func leasesTended(_ found: LeaseMaintenance) {
-        heartbeat.end()
+    private func leasesTended(_ found: LeaseMaintenance, _ claiming: ClaimingDispatch) {
+        claiming.heartbeat.end()
         guard !isShuttingDown else { return }
         // A lost lease found here was also reported through `onLeaseLost`; `loseLease` acts once.
         for id in found.lost { if let active = running[id] { loseLease(active) } }
@@ -57,7 +54,7 @@ extension Scheduler {
         // Other daemons submit and claim too: the summary is the store's count, kept fresh with the heartbeat.
         counts.refresh(from: store)
         schedule()
-        preemptOnSharedStore()
+        preemptOnSharedStore(claiming)
     }
 
     /// Tells every watcher (through the feed, which the shared store relays to the other daemons) that a job whose

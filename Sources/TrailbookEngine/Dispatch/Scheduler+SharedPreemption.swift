@@ -8,41 +8,37 @@ extension Scheduler {
     /// run with `resource_reclaim`; the claimed job starts once the run has stopped (checkpointed, back in the
     /// queue on the same attempt). The store gives a waiting job to one daemon only, so one job stops one run.
     /// Uses the claim's turn (`claims`): never beside a claim or while a group is in flight.
-    func preemptOnSharedStore() {
-        guard let leasing, !isShuttingDown, let floor = preemptionChoice.claimAbove,
+    func preemptOnSharedStore(_ claiming: ClaimingDispatch) {
+        let claims = claiming.claims
+        guard !isShuttingDown, let floor = preemptionChoice(claims).claimAbove,
             claims.askAlone(groupInFlight: groupCommit.isInFlight)
         else { return }
-        leasing.sendClaim(outranking: floor, kinds: kindNames) { [weak self] result in
-            self?.outrankingClaimAnswered(result, floor: floor)
+        claiming.claim(outranking: floor, kinds: kindNames) { [weak self] result in
+            self?.outrankingClaimAnswered(result, claims: claims, floor: floor)
         }
     }
 
-    /// This daemon's slots as `PreemptionChoice` weighs them.
-    var preemptionChoice: PreemptionChoice {
-        PreemptionChoice(
-            runs: running.values.map {
-                PreemptionChoice.Run(
-                    id: $0.record.id, priority: $0.record.options.priority, startedAt: $0.startedAt,
-                    isStopping: $0.context.stopReason != nil)
-            }, concurrency: options.concurrency, held: claims.heldCount)
+    /// This daemon's slots as `PreemptionChoice` weighs them, with the jobs `claims` holds for stopping runs.
+    func preemptionChoice(_ claims: Claims) -> PreemptionChoice {
+        PreemptionChoice(runs: Array(preemptionRuns), concurrency: options.concurrency, held: claims.heldCount)
     }
 
-    /// Starts held claims while slots are free (all of them while shutting down: `shutdown` then stops them with
-    /// the rest, and they go back to the queue).
-    func launchHeldClaims() {
-        while isShuttingDown || running.count < options.concurrency, let run = claims.takeHeld() {
+    /// Starts the claims `claiming` holds while slots are free (all of them while shutting down: `shutdown` then
+    /// stops them with the rest, and they go back to the queue).
+    func launchHeldClaims(_ claiming: ClaimingDispatch) {
+        while isShuttingDown || running.count < options.concurrency, let run = claiming.claims.takeHeld() {
             guard let kind = kinds[run.job.kind] else { continue }
             launch(prepared(run.job, kind: kind), kind: kind)
         }
     }
 
-    private func outrankingClaimAnswered(_ result: Result<[ClaimedRun], any Error>, floor: Int) {
+    private func outrankingClaimAnswered(_ result: Result<[ClaimedRun], any Error>, claims: Claims, floor: Int) {
         guard let again = claims.answered() else { return }
         let what = "a claim of a job above priority \(floor)"
         switch result {
         case .success(let claimed):
             _ = settled(what, nil)
-            for run in claimed { take(run) }
+            for run in claimed { take(run, claims: claims) }
         case .failure(let error):
             _ = settled(what, error)
         }
@@ -53,10 +49,10 @@ extension Scheduler {
     /// A job claimed over the daemon's runs: it starts now if a slot freed meanwhile, else it is held and the
     /// lowest run below it stops for it. If no run is below it any more (those ended meanwhile and higher jobs
     /// took their slots), it is held for the next free slot: it is the highest job waiting.
-    private func take(_ run: ClaimedRun) {
+    private func take(_ run: ClaimedRun, claims: Claims) {
         guard let kind = kinds[run.job.kind] else { return }  // claims only registered kinds
         claims.remember(run)
-        let choice = preemptionChoice
+        let choice = preemptionChoice(claims)
         if isShuttingDown || choice.hasFreeSlot { return launch(prepared(run.job, kind: kind), kind: kind) }
         claims.hold(run)
         let priority = run.job.options.priority

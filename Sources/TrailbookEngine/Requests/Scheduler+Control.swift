@@ -36,7 +36,8 @@ extension Scheduler {
                 stop(active, .userStop, detail: "cancelled by user")
                 await waitUntilStopped(active)
                 let now = try await fetchJob(id)
-                switch try CancelVerdict(now, unwritten: leasing != nil && pendingWrites.record(id) != nil) {
+                let unwritten = !dispatcher.keptWriteIsTheJobsState && pendingWrites.record(id) != nil
+                switch try CancelVerdict(now, unwritten: unwritten) {
                 case .cancelled(let cancelled): return cancelled
                 case .again(let now): job = now
                 }
@@ -54,7 +55,7 @@ extension Scheduler {
             case .written: await endWritten(cancelled, cancelledWhileWaiting: true, cleansUp: cleansUp)
             case .kept:
                 pendingWrites.markCancelledWhileWaiting(id)
-                if leasing != nil { throw CancelVerdict.notYetWritten(id) }
+                if !dispatcher.keptWriteIsTheJobsState { throw CancelVerdict.notYetWritten(id) }
             case .fencedOff:
                 job = try await changedElsewhere(id)
                 continue
@@ -91,16 +92,13 @@ extension Scheduler {
     ///   running at the end of the wait (its daemon does not answer: it is rescued once its lease expires), and
     ///   what `fetchJob` throws.
     private func controlElsewhere(_ job: inout JobRecord, _ control: JobControl) async throws(JobError) -> JobRecord? {
-        guard let leasing else { return nil }
+        guard case .claiming(let claiming) = dispatcher else { return nil }
         // Each turn follows a change of state (the job ended, or was rescued and claimed again), so a few do.
         for _ in 0..<4 {
             guard job.state == .running, running[job.id] == nil else { return nil }
             let id = job.id
-            let asked = await withCheckedContinuation { continuation in
-                leasing.requestControl(control, of: id) { continuation.resume(returning: $0) }
-            }
-            switch asked {
-            case .success(true): return try await awaitEnd(of: id, asked: control)
+            switch await claiming.requestControl(control, of: id) {
+            case .success(true): return try await awaitEnd(of: id, asked: control, waits: claiming.controlWaits)
             case .success(false): job = try await fetchJob(id)
             case .failure(let error):
                 throw JobError(code: "store_error", message: "cannot ask the daemon running job \(id) to \(control.rawValue) it: \(error)")
@@ -109,9 +107,12 @@ extension Scheduler {
         return nil
     }
 
-    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it through the shared store.
+    /// `controlElsewhere`'s wait for the end of job `id`, asked of the daemon running it through the shared store,
+    /// in `controlWaits` (`ClaimingDispatch.controlWaits`, which the store's notices of controlled ends wake).
     /// - Returns: the job once it is no longer running, or `nil` if this daemon runs it now.
-    func awaitEnd(of id: String, asked control: JobControl) async throws(JobError) -> JobRecord? {
+    func awaitEnd(
+        of id: String, asked control: JobControl, waits controlWaits: ControlWaits
+    ) async throws(JobError) -> JobRecord? {
         let wait = controlWaits.add(for: id)
         defer {
             wait.close()

@@ -211,7 +211,7 @@ extension Scheduler {
             if let problem = ControlProtocol.queueNameProblem(queue) {
                 throw JobError(code: "invalid_options", message: "options.queue: \(problem)")
             }
-            guard leasing != nil || queue == JobRecord.defaultQueue else {
+            guard dispatcher.acceptsQueues || queue == JobRecord.defaultQueue else {
                 throw JobError(
                     code: "invalid_options",
                     message: "queue '\(queue)': this daemon's SQLite store has only the '\(JobRecord.defaultQueue)' queue; "
@@ -226,7 +226,7 @@ extension Scheduler {
             updatedAt: now, params: request.params, result: .null, retryAt: nil, sequence: 0, key: request.key)
         job.queue = request.queue ?? JobRecord.defaultQueue
         // The one place pinning is decided: a kind that reads this host's files, on a store other hosts share.
-        if let leasing, kind.traits.readsHostFiles, !request.anyHost { job.pinnedHost = leasing.host }
+        if let host = dispatcher.pinningHost, kind.traits.readsHostFiles, !request.anyHost { job.pinnedHost = host }
         return (job, kind, keys)
     }
 

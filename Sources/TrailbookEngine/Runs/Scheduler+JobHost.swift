@@ -46,7 +46,7 @@ extension Scheduler: JobHost {
         feed.progress(job: job.id, kind: job.kind, job.progress)
         if now - active.lastPersistAt >= options.progressPersistInterval {
             active.lastPersistAt = now
-            if leasing != nil {
+            if dispatcher.sendsProgressWithoutWaiting {
                 // Sent without waiting (the lease's renewal); a lost lease comes back through `onLeaseLost`, and an
                 // answer is no news of the store's health.
                 try? store.saveProgress(id: job.id, job.progress)
@@ -65,17 +65,17 @@ extension Scheduler: JobHost {
 
     func jobSaveCheckpoint(_ job: JobContext, _ checkpoint: JSONValue) throws {
         let id = job.id
-        claims.forgetCheckpoint(of: id)
+        dispatcher.forgetClaimedCheckpoint(of: id)
         running.run(of: job)?.hasNoCheckpoint = false
-        if let leasing {
+        if case .claiming(let claiming) = dispatcher {
             // A shared store is a round trip away: the loop (every other job) does not wait for it. A checkpoint
             // describes work already durable, so landing one round trip later is as good; the answer settles it.
             let progress = job.progress
             running[id]?.lastPersistAt = Timestamp.monotonic()
             // This one subsumes a refused earlier one: the store retry must not write that one after it.
             pendingWrites.removeCheckpoint(id)
-            leasing.sendCheckpoint(id: id, checkpoint, progress: progress) { [weak self] error in
-                LoopIsolation.assume { self?.checkpointSettled(job, checkpoint, progress, error) }
+            claiming.sendCheckpoint(id: id, checkpoint, progress: progress) { [weak self] error in
+                self?.checkpointSettled(job, checkpoint, progress, error)
             }
             return
         }
@@ -138,7 +138,7 @@ extension Scheduler: JobHost {
             active.hasNoCheckpoint = false
             return nil
         }
-        if running.run(of: job) != nil, let claimed = claims.takeCheckpoint(of: job.id) { return claimed }
+        if running.run(of: job) != nil, let claimed = dispatcher.takeClaimedCheckpoint(of: job.id) { return claimed }
         do {
             return try store.checkpoint(id: job.id)
         } catch {

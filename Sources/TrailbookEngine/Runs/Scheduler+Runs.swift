@@ -60,7 +60,7 @@ extension Scheduler {
     }
 
     func finish(_ active: RunningJob, _ outcome: Outcome) {
-        claims.forgetCheckpoint(of: active.record.id)
+        dispatcher.forgetClaimedCheckpoint(of: active.record.id)
         if active.stop.isLeaseLost { return endWithoutLease(active) }
         var job = live(active)
         var lifecycle = job.lifecycle

@@ -57,7 +57,7 @@ extension Scheduler {
     func commitGroup(waiting: Bool = false) {
         // A shared store's group is capped (`GroupCommit.maxGroupJobs`); its answer arms the next. SQLite's takes
         // them all. One group in flight at a time: `take` answers nothing meanwhile.
-        guard let group = groupCommit.take(capped: leasing != nil && !waiting) else { return }
+        guard let group = groupCommit.take(capped: dispatcher.capsGroups && !waiting) else { return }
         // The starts with their latest progress (a checkpoint written since the start saved it; the start must not
         // undo that).
         let starts = group.starts.map { running[$0.id].map(live) ?? $0 }
@@ -103,8 +103,7 @@ extension Scheduler {
         // A shared store's claim costs a round trip: made after a group only when a run's end freed a slot or a
         // claim waited for the group. Submits alone wake the daemons that may claim their jobs,
         // this one too, through their notice (`WorkNotice`).
-        if leasing == nil || !group.ends.isEmpty { return schedule() }
-        if claims.isPutOff { schedule() }
+        if dispatcher.looksForWork(afterGroupEndingRuns: !group.ends.isEmpty) { schedule() }
     }
 
     /// Waits until no group is in flight (`commitGroup`'s sent group is answered).

@@ -40,8 +40,9 @@ extension Scheduler {
             dropUnsaved(job.id)
             return .fencedOff
         case .refused:
-            pendingWrites.keep(job, addingCleanUp: addingCleanUp, unannouncedFrom: leasing != nil ? previous : nil)
-            guard leasing != nil else {
+            let announced = dispatcher.keptWriteIsTheJobsState
+            pendingWrites.keep(job, addingCleanUp: addingCleanUp, unannouncedFrom: announced ? nil : previous)
+            if announced {
                 announce(job, from: previous)
                 return .kept
             }

@@ -3,7 +3,9 @@
 /// written at once, before the call returns, and nothing is ever fenced off, so the scheduler has one path for both
 /// stores.
 extension JobStore {
-    /// `commitGroup`, written at once: `completion` is called before this returns.
+    /// `commitGroup`, written at once: `completion` is called before this returns, with the new jobs (their
+    /// `sequence` filled in, in order) and no write fenced off, or with the `SQLiteError` `commitGroup` threw
+    /// (locked, disk full), and then nothing of the group was written. It never throws.
     public func sendGroup(
         inserting: [JobRecord], digests: [String?], duplicateKeys: [[String]],
         updating: [(job: JobRecord, addingCleanUp: Bool)], durable: Bool,
