@@ -68,6 +68,7 @@ struct DirectoryUpload: UploadTransfer {
         }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         var batch = DirectoryLandingBatch()
+        var ahead = SmallFileCopiesAhead()
         while let index = batch.nextIndex ?? (checkpoint.fileIndex < files.count ? checkpoint.fileIndex : nil) {
             do {
                 if index == files.count {
@@ -83,7 +84,7 @@ struct DirectoryUpload: UploadTransfer {
                 if !batched { try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job) }
                 try await upload(
                     index, checkpoint: &checkpoint, batch: &batch, batched: batched, countLeftovers: resumed,
-                    progress: &progress, pacer: &pacer, in: job)
+                    progress: &progress, pacer: &pacer, ahead: &ahead, in: job)
                 if batch.isFull(syncBytes: syncBytes) {
                     try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
                 }
@@ -107,6 +108,35 @@ struct DirectoryUpload: UploadTransfer {
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
+    /// The small files to copy in one call from file `index` (`listed`) on: it, then the next ones a batch takes
+    /// (`DirectoryLandingBatch.admits`), up to `SmallFileCopiesAhead.maxFiles` files and `maxBytes` bytes.
+    /// - Throws: `JobError` `store_error` when the file list cannot be read.
+    private func copyRun(
+        from index: Int, first listed: UploadFileList.File, job: JobContext
+    ) throws(JobError) -> [SmallFileCopiesAhead.Wanted] {
+        var run = [
+            SmallFileCopiesAhead.Wanted(
+                index: index, sourcePath: listed.path, partPath: partPath(listed.name, job: job), name: listed.name,
+                expected: listed.identity)
+        ]
+        var bytes = listed.identity.size
+        var next = index + 1
+        while next < files.count, run.count < SmallFileCopiesAhead.maxFiles {
+            let file = try files.file(next)
+            let size = file.identity.size
+            guard DirectoryLandingBatch.admits(size: size, syncBytes: syncBytes),
+                bytes + size <= SmallFileCopiesAhead.maxBytes
+            else { break }
+            run.append(
+                .init(
+                    index: next, sourcePath: file.path, partPath: partPath(file.name, job: job), name: file.name,
+                    expected: file.identity))
+            bytes += size
+            next += 1
+        }
+        return run
+    }
+
     /// The bytes copied between two syncs of a large file: `--chunk-size`, else `defaultSyncBytes`.
     var syncBytes: Int64 { params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes }
 
@@ -119,7 +149,8 @@ struct DirectoryUpload: UploadTransfer {
     /// file after the checkpoint's may have one too (a crash before the checkpoint that would have named it).
     private func upload(
         _ index: Int, checkpoint: inout UploadCheckpoint, batch: inout DirectoryLandingBatch, batched: Bool,
-        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?, in job: JobContext
+        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?,
+        ahead: inout SmallFileCopiesAhead, in job: JobContext
     ) async throws {
         let listed = try files.file(index)
         let sourcePath = listed.path
@@ -143,6 +174,34 @@ struct DirectoryUpload: UploadTransfer {
             return
         }
 
+        if batched, offset == 0, pacer == nil {
+            // A small file whole, copied with the small files after it in one trip to the pool
+            // (`SmallFileCopiesAhead`); its failure fails it here, at its turn.
+            var taken = ahead.take(index)
+            if taken == nil {
+                let run = try copyRun(from: index, first: listed, job: job)
+                ahead.keep(try await job.runOnPool { SmallFileCopiesAhead.copy(run, directory: directory) })
+                taken = ahead.take(index)
+            }
+            guard let taken else { preconditionFailure("file \(index) was copied with its run") }
+            let copied = try taken.get()
+            if copied.leftover > 0, countLeftovers {
+                checkpoint.bytesResent += copied.leftover
+                resent += copied.leftover
+                if isCurrent { checkpoint.fileBytesResent = resent }
+                job.log(.info, "\(name): discarding \(copied.leftover) bytes written after the last checkpoint")
+            }
+            try job.checkCancellation()
+            progress.set(index, expected.size)
+            job.reportProgress(
+                completed: progress.completed, total: progress.total, current: name.description, items: progress.items,
+                files: progress.files)
+            let record = UploadedFile(
+                name: name, path: finalPath, bytes: expected.size, sha256: copied.file.hash.hexDigest,
+                bytesResent: resent)
+            batch.add(.init(index: index, partPath: partPath, node: copied.file.node, finalPath: finalPath, record: record))
+            return
+        }
         if name.bytes.contains(UInt8(ascii: "/")) {
             // A file of a folder upload: its folders under the destination first.
             try await job.runOnPool { try DirectoryIO.makeParents(of: name, in: directory) }

@@ -1,0 +1,99 @@
+import TrailbookEngine
+import TrailbookLoop
+
+/// A file small enough to land in a batch (`DirectoryLandingBatch.admits`), copied in one thread-pool call: its
+/// folders made under the destination, its `.part` opened (bytes an earlier attempt left in it dropped), the whole
+/// file copied and hashed, and the copy checked (`PartFile.checkCopied`). A folder of small files then costs one
+/// trip from the loop to the pool per file, not four (folders, open, copy, check).
+struct SmallFileCopy: Sendable {
+    /// The copied `.part` file, hashed and checked, ready to land.
+    let file: PartFile
+    /// Bytes an earlier attempt had left in the `.part` file (dropped before the copy).
+    let leftover: Int64
+
+    /// Copies `sourcePath` (recorded as `expected`) whole to `partPath`, the `.part` of destination name `name`
+    /// under `directory`. Blocking: call it on the thread pool.
+    /// - Throws: `source_changed`, `source_missing`, `source_unreadable`, `source_not_regular` (the file fails alone
+    ///   in a folder upload); `write_failed` (retryable for a full disk) and what `DirectoryIO.makeParents` throws.
+    static func copy(
+        sourcePath: BytePath, partPath: BytePath, name: BytePath, directory: BytePath, expected: SourceIdentity
+    ) throws(JobError) -> SmallFileCopy {
+        if name.bytes.contains(UInt8(ascii: "/")) { try DirectoryIO.makeParents(of: name, in: directory) }
+        let (file, partLength) = try PartFile.open(sourcePath: sourcePath, partPath: partPath, expected: expected)
+        do throws(JobError) {
+            if partLength > 0 { try file.truncate(to: 0) }
+            var offset: Int64 = 0
+            while offset < expected.size {
+                let copied = try file.copy(
+                    at: offset, count: expected.size - offset, stop: CopyStop(), timeLimit: .infinity)
+                if copied.sourceEnded {
+                    // The source ended early: it was truncated or replaced since it was examined.
+                    let at = offset + copied.bytes
+                    try file.checkSource(is: expected)
+                    throw PartFile.changed(
+                        sourcePath, expected: expected, now: try file.sourceIdentity(),
+                        detail: "it ended at byte \(at), before its recorded size of \(expected.size) bytes"
+                            + DirectoryIO.specialFileHint)
+                }
+                offset += copied.bytes
+            }
+            try file.checkCopied(source: expected, length: expected.size)
+        } catch {
+            // Pieces copied may still wait to be hashed, each holding the file: wait, so its descriptors close.
+            file.drainHashing()
+            throw error
+        }
+        return SmallFileCopy(file: file, leftover: partLength)
+    }
+}
+
+/// Small files of a `file://` upload copied ahead of their turn, several in one thread-pool call
+/// (`SmallFileCopy`): a folder of 100 KiB files then costs one trip from the loop to the pool per `maxFiles` files,
+/// not one per file. Each file's copy (or its failure, which fails that file alone at its turn) waits here until
+/// the upload reaches it, in order, so the landing batch and the checkpoint see the files one by one as before.
+struct SmallFileCopiesAhead {
+    /// Files copied in one call at most.
+    static let maxFiles = 16
+    /// Bytes copied in one call at most (a single file larger than this is copied alone).
+    static let maxBytes: Int64 = 16 << 20
+
+    /// One file of a run to copy: its index, source, `.part`, destination name and recorded identity.
+    struct Wanted: Sendable {
+        var index: Int
+        var sourcePath: BytePath
+        var partPath: BytePath
+        var name: BytePath
+        var expected: SourceIdentity
+    }
+
+    /// The copies made and not yet taken, by file index.
+    private var copied: [Int: Result<SmallFileCopy, JobError>] = [:]
+
+    /// Takes file `index`'s copy, if it was copied ahead.
+    mutating func take(_ index: Int) -> Result<SmallFileCopy, JobError>? { copied.removeValue(forKey: index) }
+
+    /// Whether no copy waits.
+    var isEmpty: Bool { copied.isEmpty }
+
+    /// Copies `run` (consecutive files under `directory`) in one call; blocking: call it on the thread pool.
+    /// - Returns: each file's copy or failure, by index.
+    static func copy(_ run: [Wanted], directory: BytePath) -> [(Int, Result<SmallFileCopy, JobError>)] {
+        run.map { wanted in
+            do throws(JobError) {
+                return (
+                    wanted.index,
+                    .success(
+                        try SmallFileCopy.copy(
+                            sourcePath: wanted.sourcePath, partPath: wanted.partPath, name: wanted.name,
+                            directory: directory, expected: wanted.expected)))
+            } catch {
+                return (wanted.index, .failure(error))
+            }
+        }
+    }
+
+    /// Keeps the copies of a run made by `copy`.
+    mutating func keep(_ results: [(Int, Result<SmallFileCopy, JobError>)]) {
+        for (index, result) in results { copied[index] = result }
+    }
+}
