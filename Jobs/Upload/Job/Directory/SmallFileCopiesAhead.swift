@@ -7,7 +7,7 @@ import TrailbookLoop
 /// the upload reaches it, in order, so the landing batch and the checkpoint see the files one by one as before.
 struct SmallFileCopiesAhead {
     /// Files copied in one call at most.
-    static let maxFiles = 16
+    static let maxFiles = 4
     /// Bytes copied in one call at most (a single file larger than this is copied alone).
     static let maxBytes: Int64 = 16 << 20
 
