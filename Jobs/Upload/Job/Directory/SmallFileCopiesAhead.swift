@@ -1,9 +1,8 @@
 import TrailbookEngine
 import TrailbookLoop
 
-/// Small files of a `file://` upload copied ahead of their turn, several in one thread-pool call
-/// (`SmallFileCopy`): a folder of 100 KiB files then costs one trip from the loop to the pool per `maxFiles` files,
-/// not one per file. Each file's copy (or its failure, which fails that file alone at its turn) waits here until
+/// Small files of a `file://` upload copied ahead of their turn, up to `maxFiles` in one thread-pool call
+/// (`SmallFileCopy`), so a folder of 100 KiB files costs one trip from the loop to the pool per `maxFiles` files. Each file's copy (or its failure, which fails that file alone at its turn) waits here until
 /// the upload reaches it, in order, so the landing batch and the checkpoint see the files one by one as before.
 struct SmallFileCopiesAhead {
     /// Files copied in one call at most. Measured on 2 000 × 100 KiB to a folder (release, loaded, one sample
