@@ -28,10 +28,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -124,6 +126,35 @@ class Moto:
         self.process.wait()
 
 
+def phase_of(s, to):
+    """"first" or "again": the daemon's runs of set `s` to `to` alternate, first upload then the re-run."""
+    runs = s["runs"].get(to, 0)
+    s["runs"][to] = runs + 1
+    return "first" if runs % 2 == 0 else "again"
+
+
+def attach_profiler(args, pid, name):
+    """Starts `args.profile` on daemon `pid` (reports named after `name` in `args.profile_dir`); None without one."""
+    if not args.profile:
+        return None
+    os.makedirs(args.profile_dir, exist_ok=True)
+    base = os.path.join(args.profile_dir, name)
+    if args.profile == "perf":
+        command = ["perf", "record", "-g", "-F", "499", "-p", str(pid), "-o", base + ".perf.data"]
+    else:
+        command = ["strace", "-c", "-f", "-p", str(pid), "-o", base + ".strace.txt"]
+    profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # attached before the run starts (perf and strace print nothing to wait for)
+    return profiler
+
+
+def detach_profiler(profiler):
+    """Stops a profiler from `attach_profiler`, letting it write its report."""
+    if profiler:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
@@ -134,6 +165,10 @@ def main():
                         help="the photo tree: COUNTxSIZE, SIZE one size or a range LOW-HIGH (200x3-12MiB)")
     parser.add_argument("--binary", help="a trailbook-jobs binary to run instead of building the release one")
     parser.add_argument("--clients", default="daemon,rclone,aws,rsync", help="which clients to run")
+    parser.add_argument("--profile", choices=("perf", "strace"),
+                        help="attach `perf record -g` or `strace -c -f` to the daemon for each of its runs (slows them: "
+                             "profile, do not time); the reports go to --profile-dir")
+    parser.add_argument("--profile-dir", default="/tmp/tree-peers-profile", help="where --profile writes its reports")
     args = parser.parse_args()
     for tool in ("rclone", "rsync"):
         if tool in args.clients and not shutil.which(tool):
@@ -150,7 +185,8 @@ def main():
             count, sizes = int(count), sizes_of(size)
             directory = os.path.join(work, "src-" + name)
             digests, total = make_tree(directory, count, sizes)
-            sets[name] = {"dir": directory, "sha": digests, "bytes": total, "label": f"{count} × {size}"}
+            sets[name] = {"dir": directory, "sha": digests, "bytes": total, "label": f"{count} × {size}", "key": name,
+                          "runs": {}}
         if "s3" in args.to:
             moto = Moto()
         env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench-secret",
@@ -183,7 +219,11 @@ def main():
             if who == "daemon":
                 reset_peak_rss(daemon.pid)
                 before = cpu_seconds(daemon.pid)
-                wall, cli_cpu, _, out = run_child(command, env)
+                profiler = attach_profiler(args, daemon.pid, f"{s['key']}-{to}-{phase_of(s, to)}")
+                try:
+                    wall, cli_cpu, _, out = run_child(command, env)
+                finally:
+                    detach_profiler(profiler)
                 job = json.loads(out)
                 assert job["state"] == "succeeded", out
                 cpu, rss = cpu_seconds(daemon.pid) - before + cli_cpu, peak_rss_kib(daemon.pid)

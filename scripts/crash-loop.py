@@ -27,7 +27,8 @@ What it does, on 127.0.0.1 only, in a temporary directory it removes afterwards 
   * every uploaded object's SHA-256 (the tus server's stored file, the S3 object, the destination directory's
     file) equals its source's, and the job's result reports the same digest; a folder's every file is in its
     result exactly once, by its relative path;
-  * no orphan: the tus server holds exactly the uploads the results name (but for empty ones, at most one per kill:
+  * no orphan: the tus server holds exactly the uploads the results name (but for empty ones, at most one per kill
+    and upload being created, 4 for a folder:
     a kill between a POST and the store write after its answer leaves an upload tus gives no way to find; they are
     printed), the S3 server no multipart upload in progress, and the destination directory holds no `.part` file;
   * a job's `bytes_resent` is at most what was in flight per kill and per injected fault during its life: one
@@ -428,7 +429,7 @@ def check(rounds, daemon, tus_files, s3_port, empty_bound):
     orphans = sorted(on_server - named_uploads)
     # The one leftover tus cannot avoid: an upload the server created for a POST whose answer a kill -9 cut off
     # before the daemon could write its URL down (the protocol has no way to find it again). It holds no byte, and
-    # there is at most one per kill and tus job running (each job creates its uploads one at a time): at most
+    # there is at most one per kill and upload being created (one per tus job of files, 4 for a folder): at most
     # `empty_bound`. Any other orphan is a problem.
     empty = [o for o in orphans if tus_offset(tus_files, o) == 0]
     if len(orphans) > len(empty) or len(empty) > empty_bound:
@@ -525,7 +526,8 @@ def main():
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        tus_jobs = 3 + (1 if args.tree_files and "tus" in args.tree_to.split(",") else 0)
+        # A folder to tus creates up to 4 uploads at once (its small files go 4 at a time): 4 POSTs a kill can cut.
+        tus_jobs = 3 + (4 if args.tree_files and "tus" in args.tree_to.split(",") else 0)
         problems = check(rounds, daemon, tus_files, s3_port, args.kills * tus_jobs)
         batch_problems, batch_jobs = batches.check(daemon, os.path.join(work, "daemon.log"))
         problems += batch_problems

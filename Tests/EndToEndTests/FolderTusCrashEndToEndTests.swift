@@ -6,8 +6,8 @@ import TrailbookEngine
 /// checkpoint only now and then (`LandedFilesCadence`), so before the upload memory a resumed job sent the files
 /// that had landed since the last save again, as new uploads, and left the first ones on the server, and an upload
 /// created for the file under way stayed there unfinished. Now every file arrives once: the server holds exactly
-/// the uploads the result names, except at most one empty upload per kill (created by a `POST` whose answer the
-/// kill cut off: tus gives no way to find it).
+/// the uploads the result names, except at most one empty upload per file in flight per kill (created by a `POST`
+/// whose answer the kill cut off: tus gives no way to find it).
 @Suite(.serialized)
 struct FolderTusCrashEndToEndTests {
     @Test func killsAmidSmallFilesLeaveNoFileSentTwice() throws {
@@ -51,8 +51,9 @@ struct FolderTusCrashEndToEndTests {
             let info = try JSONCoding.decode(JSONValue.self, from: Array(text))
             #expect(info["offset"]?.intValue == 0, "orphan \(orphan) holds bytes: a file was sent twice")
         }
-        #expect(orphans.count <= kills.count)
+        // Up to 4 files are in flight at once (TusUploadRun.filesInFlight): a kill can cut off that many POSTs.
+        #expect(orphans.count <= kills.count * 4)
         let created = try tus.stats()["requests"]?["POST"]?.intValue ?? 0
-        #expect(created <= Int64(expected.count + kills.count))
+        #expect(created <= Int64(expected.count + kills.count * 4))
     }
 }

@@ -6,13 +6,19 @@ import TusClient
 
 /// Files that fit in one `PUT`, sent several at a time (`parts_in_flight`): see `S3UploadRun`.
 extension S3UploadRun {
+    /// Without `--chunk-size`, files of at most this many bytes go up in one `PUT` (16 MiB: a phone's or a
+    /// camera's photo), as rclone sends files below its 200 MiB cutoff; a larger file is a multipart upload of
+    /// `--chunk-size` parts. One `PUT` is one round trip where a multipart upload of two parts is four in a row.
+    nonisolated static let singlePutBytes: Int64 = 16 << 20
+
     /// Whether file `index` goes up in one `PUT` (its plan has one part).
     func isSinglePut(_ index: Int, _ checkpoint: UploadCheckpoint) throws(JobError) -> Bool {
         try Self.plan(size: try files.identity(index).size, params: params, name: try name(index)).isSinglePut
     }
 
     /// Sends the files from `checkpoint.fileIndex` on that go up in one `PUT`, up to the next multipart one, at most
-    /// `parts_in_flight` at a time. Each file's result is saved in the checkpoint as it lands (out of order ones in
+    /// `parts_in_flight` at a time, and at most `parts_in_flight` parts' worth of bytes (`--chunk-size` each, the
+    /// memory a multipart upload holds) in flight unless one file alone is more. Each file's result is saved in the checkpoint as it lands (out of order ones in
     /// `finishedAhead`). On an error or a stop the requests in flight are cancelled (the task group cancels its
     /// children, which aborts their transfers); what landed stays recorded, the others are sent again on resume (a
     /// `PUT` of the same bytes to the same key is idempotent).
@@ -20,14 +26,18 @@ extension S3UploadRun {
         checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext
     ) async throws {
         let limit = options.partsInFlight ?? S3Options.defaultPartsInFlight
+        let byteBudget = Int64(limit) * params.chunkSize
         do {
             let failsAlone = checkpoint.tree != nil
             try await withThrowingTaskGroup(of: (Int, Result<UploadedFile, JobError>).self) { group in
                 var inFlight = 0
                 var next = checkpoint.fileIndex
                 var cadence = LandedFilesCadence()
+                // The bytes of each file in flight (its body is held in memory while it is sent).
+                var flyingBytes: [Int: Int64] = [:]
                 @LoopActor func record(_ done: (Int, Result<UploadedFile, JobError>)) async throws {
                     inFlight -= 1
+                    flyingBytes[done.0] = nil
                     let file: UploadedFile
                     switch done.1 {
                     case .success(let landed): file = landed
@@ -57,8 +67,14 @@ extension S3UploadRun {
                     }
                     guard try isSinglePut(next, checkpoint) else { break }
                     try job.checkCancellation()
-                    if inFlight == limit, let done = try await group.next() { try await record(done) }
                     let file = try files.file(next)
+                    while inFlight == limit
+                        || (inFlight > 0 && flyingBytes.values.reduce(0, +) + file.identity.size > byteBudget),
+                        let done = try await group.next()
+                    {
+                        try await record(done)
+                    }
+                    flyingBytes[next] = file.identity.size
                     let put = SinglePut(
                         run: self, index: next, name: try name(next), path: file.path, identity: file.identity,
                         client: client, progress: progress, job: job)

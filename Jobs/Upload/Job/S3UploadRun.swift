@@ -137,11 +137,14 @@ struct S3UploadRun: UploadTransfer {
         }
     }
 
-    /// The part plan of a file of `size` bytes under `params`.
+    /// The part plan of a file of `size` bytes under `params`. Without `--chunk-size`, a file of at most
+    /// `singlePutBytes` is planned as one part, so it goes up in one `PUT` (beside others: `uploadSinglePuts`).
     static func plan(size: Int64, params: UploadJob.Params, name: String) throws(JobError) -> S3PartPlan {
         let options = params.s3 ?? S3Options()
+        let whole = !params.chunkSizeGiven && size <= singlePutBytes
         return try S3PartPlan.plan(
-            size: size, preferred: params.chunkSize, minPartSize: options.minPartSize ?? S3Options.defaultMinPartSize,
+            size: size, preferred: whole ? max(params.chunkSize, size) : params.chunkSize,
+            minPartSize: options.minPartSize ?? S3Options.defaultMinPartSize,
             maxParts: options.maxParts ?? S3Options.defaultMaxParts, name: name,
             checksumSHA256: options.sendsSHA256Checksums)
     }

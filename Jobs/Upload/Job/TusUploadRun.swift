@@ -24,7 +24,9 @@ enum TusTransport {
 
 /// An upload to a tus 1.0 server (`http(s)://…/files/`), https://tus.io/protocols/resumable-upload.
 ///
-/// For each file in order: `OPTIONS` once per run (size limit, checksum algorithms), `POST` to create the upload
+/// Files that go in one `PATCH` are sent several at a time (`uploadOnePatchFiles`, at most `filesInFlight`); a
+/// larger file goes alone. For each file: `OPTIONS` once per run (size limit, checksum algorithms), `POST` to create
+/// the upload
 /// (or, when the checkpoint has one, `HEAD` to learn the server's offset), then one `PATCH` per chunk
 /// (`chunk_size` bytes read and hashed on the thread pool), each with `Upload-Checksum` when the server offers the
 /// checksum extension. For a file of more than one chunk the checkpoint is saved when its upload is created,
@@ -134,8 +136,8 @@ struct TusUploadRun: UploadTransfer {
                         let size = sizes[checkpoint.fileIndex]
                         if let sha256 = found.state.sha256, found.size == size {
                             try await adopt(
-                                found, sha256: sha256, checkpoint: &checkpoint, cadence: &cadence, progress: progress,
-                                in: job)
+                                found, index: checkpoint.fileIndex, sha256: sha256, checkpoint: &checkpoint,
+                                cadence: &cadence, progress: progress, in: job)
                             continue
                         }
                         // Created and not known complete: resumed. The memory is written before the checkpoint,
@@ -146,9 +148,18 @@ struct TusUploadRun: UploadTransfer {
                             checkpoint.uploadExpires = nil
                         }
                     }
-                    try await upload(
-                        checkpoint.fileIndex, checkpoint: &checkpoint, cadence: &cadence, info: &info, client: client,
+                    let index = checkpoint.fileIndex
+                    // Files of one PATCH go several at a time once the server is known (its first file found it).
+                    if let known = info, try isOnePatch(index) {
+                        try await uploadOnePatchFiles(
+                            checkpoint: &checkpoint, cadence: &cadence, info: known, client: client,
+                            progress: progress, remembered: remembered, in: job)
+                        continue
+                    }
+                    let file = try await upload(
+                        index, checkpoint: &checkpoint, cadence: &cadence, info: &info, client: client,
                         progress: progress, in: job)
+                    try await land(index, file, checkpoint: &checkpoint, cadence: &cadence, progress: progress, in: job)
                 } catch {
                     // A folder's file removed before its turn or changed while sent fails alone; the others go on.
                     guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
@@ -166,7 +177,10 @@ struct TusUploadRun: UploadTransfer {
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
-    /// Uploads file `index`, driving a `TusUpload` state machine with `client`, then advances the checkpoint.
+    /// Uploads file `index`, driving a `TusUpload` state machine with `client`; the caller records the file it
+    /// returns as landed (`land`). `alone`: the file is `checkpoint`'s file in progress and its state is saved on
+    /// the way; `false` for a file sent beside others (`uploadOnePatchFiles`), whose `checkpoint` is its own scratch
+    /// copy and is never saved (its upload is in the upload memory from creation on).
     ///
     /// A file that goes in one `PATCH` (at most `chunk_size` bytes) saves no checkpoint of its own on the way
     /// (creation, before the `PATCH`): it is recorded as it lands, on `cadence`'s terms, so a job of n small files
@@ -174,10 +188,10 @@ struct TusUploadRun: UploadTransfer {
     /// then forgets the upload under way and the landed files not yet saved: the resumed job sends them again as
     /// new uploads (not counted in `bytes_resent`: no checkpoint knew of them), and the earlier uploads stay on the
     /// server. A larger file keeps its saves at creation and before each `PATCH` (each one is worth a chunk).
-    private func upload(
+    func upload(
         _ index: Int, checkpoint: inout UploadCheckpoint, cadence: inout LandedFilesCadence,
-        info: inout TusServerInfo?, client: TusClient, progress: TusProgress, in job: JobContext
-    ) async throws {
+        info: inout TusServerInfo?, client: TusClient, progress: TusProgress, in job: JobContext, alone: Bool = true
+    ) async throws -> UploadedFile {
         let file = try files.file(index)
         let name = file.name
         let path = file.path
@@ -185,6 +199,7 @@ struct TusUploadRun: UploadTransfer {
         let onePatch = identity.size <= params.chunkSize
         /// Saves the checkpoint, which records the landed files too.
         func save(_ checkpoint: UploadCheckpoint) throws(JobError) {
+            guard alone else { return }
             try job.saveCheckpoint(checkpoint)
             cadence.saved()
         }
@@ -227,6 +242,8 @@ struct TusUploadRun: UploadTransfer {
         var action = info.map { machine.discovered($0) } ?? machine.start()
         while true {
             try job.checkCancellation()
+            // Beside other files: a sibling's error cancels this task, and nothing here should go on retrying.
+            if !alone { try Task.checkCancellation() }
             do {
                 switch action {
                 case .discover:
@@ -361,20 +378,8 @@ struct TusUploadRun: UploadTransfer {
                         bytesResent: checkpoint.fileBytesResent, url: url)
                     file.checksumVerified = checkpoint.checksumVerified ?? false
                     remember(index, url: url, size: bytes, state: .complete(sha256: file.sha256), in: job)
-                    checkpoint.checksumVerified = nil
-                    checkpoint.appendFinished(file)
-                    checkpoint.fileIndex = index + 1
-                    checkpoint.offset = 0
-                    checkpoint.fileBytesResent = 0
-                    checkpoint.uploadURL = nil
-                    checkpoint.uploadExpires = nil
-                    checkpoint.sentThrough = nil
                     progress.acknowledged(index, bytes)
-                    progress.landed()
-                    // Told first: the save writes the file's outcome it notes, before the checkpoint that passes it.
-                    await landed?(index, file)
-                    if cadence.landed(bytes: bytes, landed: checkpoint.landedCount) { try save(checkpoint) }
-                    return
+                    return file
 
                 case .fail(let error):
                     throw Self.jobError(error, name: name, retryable: false)
@@ -486,29 +491,39 @@ struct TusUploadRun: UploadTransfer {
             unfinished.insert((checkpoint.fileIndex, url), at: 0)
         }
         for (index, url) in unfinished {
-            do {
-                let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
-                try await client.terminate(url)
-                job.log(.info, "deleted the unfinished upload \(url) on the server")
-                forget(index, in: job)
-            } catch let error as TusError where error.code == .retryable || error.code == .cancelled {
-                return .retry("the unfinished upload \(url) is still on the server: \(error)")
-            } catch {
-                return .giveUp("the unfinished upload \(url) stays on the server: DELETE failed: \(error)")
-            }
+            let outcome = await discardUpload(index, url: url, in: job)
+            guard case .done = outcome else { return outcome }
         }
         return .done
+    }
+
+    /// Deletes file `index`'s unfinished upload at `url` on the server (`DELETE`) and forgets it in the upload
+    /// memory. The outcomes are `discardPartial`'s.
+    func discardUpload(_ index: Int, url: String, in job: JobContext) async -> CleanUpOutcome {
+        do {
+            let client = try Self.client(for: params, endpoint: endpoint, requestTimeoutMilliseconds: 5_000)
+            try await client.terminate(url)
+            job.log(.info, "deleted the unfinished upload \(url) on the server")
+            forget(index, in: job)
+            return .done
+        } catch let error as TusError where error.code == .retryable || error.code == .cancelled {
+            return .retry("the unfinished upload \(url) is still on the server: \(error)")
+        } catch {
+            return .giveUp("the unfinished upload \(url) stays on the server: DELETE failed: \(error)")
+        }
     }
 }
 
 /// Byte progress of a tus upload, reported from the loop: `completed` is the bytes the server acknowledged and
 /// never decreases (except when the server itself reports less than it acknowledged: `lost(_:to:)`);
-/// `in_flight` is the bytes of the `PATCH` under way that went out but are not acknowledged yet.
+/// `in_flight` is the bytes of the `PATCH`es under way (one per file in flight) that went out but are not
+/// acknowledged yet.
 @LoopActor
 final class TusProgress {
     let job: JobContext
     private(set) var upload: UploadProgress
-    private var inFlight: Int64 = 0
+    /// Bytes sent and not yet acknowledged, by file index.
+    private var inFlight: [Int: Int64] = [:]
     private var lastReport = 0.0
 
     /// Progress of `files` (their names label the rows) of `sizes` bytes.
@@ -520,14 +535,14 @@ final class TusProgress {
     /// File `index` has `bytes` acknowledged by the server (a lower number than before is ignored: see
     /// `lost(_:to:)`); nothing is in flight any more.
     func acknowledged(_ index: Int, _ bytes: Int64) {
-        inFlight = 0
+        inFlight[index] = nil
         upload.set(index, max(bytes, upload.done(index)))
     }
 
     /// The server reports only `bytes` of file `index`, less than it had acknowledged: the one way `completed`
     /// goes down, logged by the caller.
     func lost(_ index: Int, to bytes: Int64) {
-        inFlight = 0
+        inFlight[index] = nil
         upload.set(index, bytes)
     }
 
@@ -539,13 +554,13 @@ final class TusProgress {
         lastReport = Timestamp.monotonic()
         job.reportProgress(
             completed: upload.completed, total: upload.total, current: current?.description, items: upload.items,
-            inFlight: inFlight, files: upload.files)
+            inFlight: inFlight.values.reduce(0, +), files: upload.files)
     }
 
     /// The `PATCH` of file `index` has sent `sent` bytes: reports them as in flight, at most every
     /// `TusUploadRun.progressInterval` seconds.
     func sending(_ index: Int, sent: Int64, current: BytePath) {
-        inFlight = sent
+        inFlight[index] = sent
         let now = Timestamp.monotonic()
         guard now - lastReport >= TusUploadRun.progressInterval else { return }
         report(current: current)

@@ -31,7 +31,15 @@ Faults are armed with control requests to the proxy itself (answered by the prox
                                                            whose body is over N bytes is buffered, never forwarded,
                                                            and its connection reset once N body bytes were read;
                                                            stays armed until reset (cut_off counts them)
-    POST /__fault/reset                                    disarm everything
+    POST /__fault/hold?count=4[&method=PATCH][&seconds=30]  hold the next requests of METHOD (before their body is
+         [&skip=0][&release=1]                             read) until COUNT of them wait together, then let them
+                                                           all go on (held_together: how many went on so); after
+                                                           SECONDS they go on anyway. The first SKIP go on at once.
+                                                           With release=0 they wait for SECONDS or a reset even once
+                                                           COUNT wait. Once only: disarmed when the group goes on
+                                                           (holding counts the requests held now)
+    POST /__fault/reset                                    disarm everything; requests still held are dropped
+                                                           (connection aborted, nothing forwarded)
     GET  /__log                                            the last 200 requests: JSON lines of method, path, headers
                                                            and t (seconds on the proxy's monotonic clock)
     GET  /__stats                                          JSON totals since start: patch_body_bytes (PATCH body
@@ -39,7 +47,10 @@ Faults are armed with control requests to the proxy itself (answered by the prox
                                                            requests (per method), injected (requests answered by
                                                            a status or outage fault), last_injected_t (the log's
                                                            clock), outage_ends_in (seconds; 0 when none is armed),
-                                                           cut_off (requests cut by the cutoff fault)
+                                                           cut_off (requests cut by the cutoff fault),
+                                                           in_flight and max_in_flight (requests of each method
+                                                           being forwarded now, and the most at once), holding
+                                                           (requests the hold fault is holding now)
 
 Bounds: at most 64 client connections, request heads of 64 KiB, buffered (checksum-verified) bodies of 256 MiB,
 30 s idle timeout per read.
@@ -72,8 +83,10 @@ state = {
     "corrupt_method": "PATCH",
     "outage": None,  # [code, until (monotonic), retry_after or None, method or None]
     "cutoff": None,  # [over, method]
+    "hold": None,  # {"count", "method", "seconds", "waiting": [asyncio.Event], "dropped": bool}
 }
-stats = {"patch_body_bytes": 0, "requests": {}, "injected": 0, "last_injected_t": None, "cut_off": 0}
+stats = {"patch_body_bytes": 0, "requests": {}, "injected": 0, "last_injected_t": None, "cut_off": 0,
+         "in_flight": {}, "max_in_flight": {}, "holding": 0, "held_together": 0}
 log: list = []
 upstream_port = 0
 
@@ -157,8 +170,18 @@ async def control(method, target, writer):
         code = await upstream_simple("DELETE", q["path"])
         await respond(writer, 200, "OK", body=str(code).encode())
         return
+    elif kind == "hold":
+        state["hold"] = {"count": int(q.get("count", "4")), "method": q.get("method", "PATCH"),
+                         "seconds": float(q.get("seconds", "30")), "skip": int(q.get("skip", "0")), "waiting": [],
+                         "release": q.get("release", "1") == "1",
+                         "dropped": False}
     elif kind == "reset":
-        state.update(status=None, drop=None, checksum=False, verify=True, corrupt=0, corrupt_method="PATCH", outage=None,
+        hold = state["hold"]
+        if hold:
+            hold["dropped"] = True
+            for event in hold["waiting"]:
+                event.set()
+        state.update(hold=None, status=None, drop=None, checksum=False, verify=True, corrupt=0, corrupt_method="PATCH", outage=None,
                      cutoff=None)
     else:
         await respond(writer, 404, "Not Found")
@@ -196,7 +219,49 @@ def count_body(method, n):
         stats["patch_body_bytes"] += n
 
 
+async def held(method):
+    """Waits while the hold fault holds this request; returns False when it is to be dropped (reset)."""
+    hold = state["hold"]
+    if not hold or hold["method"] != method:
+        return True
+    if hold["skip"] > 0:
+        hold["skip"] -= 1
+        return True
+    event = asyncio.Event()
+    hold["waiting"].append(event)
+    stats["holding"] = len(hold["waiting"])
+    if hold["release"] and len(hold["waiting"]) >= hold["count"]:
+        stats["held_together"] = len(hold["waiting"])
+        state["hold"] = None
+        for waiting in hold["waiting"]:
+            waiting.set()
+    try:
+        await asyncio.wait_for(event.wait(), hold["seconds"])
+    except asyncio.TimeoutError:
+        if state["hold"] is hold:
+            state["hold"] = None
+            for waiting in hold["waiting"]:
+                waiting.set()
+    stats["holding"] = 0
+    return not hold["dropped"]
+
+
 async def forward(method, target, version, headers, reader, writer):
+    """Forwards one request (counted in flight while it is); returns False when the client connection must be
+    dropped."""
+    if not await held(method):
+        writer.transport.abort()
+        return False
+    flying = stats["in_flight"]
+    flying[method] = flying.get(method, 0) + 1
+    stats["max_in_flight"][method] = max(stats["max_in_flight"].get(method, 0), flying[method])
+    try:
+        return await forward_one(method, target, version, headers, reader, writer)
+    finally:
+        flying[method] -= 1
+
+
+async def forward_one(method, target, version, headers, reader, writer):
     """Forwards one request; returns False when the client connection must be dropped."""
     length = int(header(headers, "Content-Length") or "0")
     expect = header(headers, "Expect")

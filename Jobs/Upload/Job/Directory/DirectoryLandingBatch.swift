@@ -35,14 +35,22 @@ struct DirectoryLandingBatch {
     /// Files a batch holds at most before it lands.
     static let maxFiles = 256
 
-    /// The largest file a batch takes, in bytes: a larger one is copied as before, checkpointed as its copy goes
-    /// (every second, or every `--chunk-size`), so a kill or a cancel mid-file loses about a second of it, not the
-    /// whole file.
+    /// The largest file a batch takes under `--max-rate`, in bytes: a larger one is copied as before, checkpointed
+    /// as its copy goes (every second, or every `--chunk-size`), so a kill or a cancel mid-file loses about a
+    /// second of it, not the whole file.
     static let smallFileBytes: Int64 = 1 << 20
 
-    /// Whether a file of `size` bytes is copied into a batch: a small file (at most `smallFileBytes`, and smaller
-    /// than `syncBytes`, the bytes between two syncs of a large file), copied whole without a sync.
-    static func admits(size: Int64, syncBytes: Int64) -> Bool { size <= smallFileBytes && size < syncBytes }
+    /// The largest file a batch takes without `--max-rate` (16 MiB: a photo), which copies in a fraction of a
+    /// second. A batch holds at most a chunk of bytes (64 MiB without `--chunk-size`), which is what a kill before
+    /// its landing makes the next attempt copy again.
+    static let unpacedFileBytes: Int64 = 16 << 20
+
+    /// Whether a file of `size` bytes is copied into a batch: a small file (at most `smallFileBytes`, or
+    /// `unpacedFileBytes` when not `paced` by `--max-rate`, and smaller than `syncBytes`, the bytes between two
+    /// syncs of a large file), copied whole without a sync.
+    static func admits(size: Int64, syncBytes: Int64, paced: Bool) -> Bool {
+        size <= (paced ? smallFileBytes : unpacedFileBytes) && size < syncBytes
+    }
 
     /// Whether no file waits.
     var isEmpty: Bool { members.isEmpty }

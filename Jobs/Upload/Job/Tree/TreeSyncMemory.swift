@@ -34,8 +34,8 @@ struct TreeSyncMemory {
     var read = 0
 
     /// Reads what is remembered for `plan`'s files at `destination` (in reads of `UploadMemory.namesPerRead`
-    /// names), first forgetting rows older than `UploadMemory.keptSeconds`. With no memory (a test host's store)
-    /// nothing is remembered.
+    /// names). With no memory (a test host's store) nothing is remembered. Rows older than
+    /// `UploadMemory.keptSeconds` are forgotten once per listing, before its first page (`forgetStale`).
     /// - Throws: `JobError` `store_error`.
     static func load(
         _ plan: UploadTreePlan, destination: UploadDestination, params: UploadJob.Params, attemptStart: Double,
@@ -46,14 +46,26 @@ struct TreeSyncMemory {
         let keys = plan.names.map { place.name($0) }
         var rows: [[UInt8]: RememberedFile] = [:]
         if memory.isKept {
-            let forgotten = try memory.forgetOlder()
-            if forgotten > 0 {
-                job.log(.info, "forgot \(forgotten) uploads remembered more than \(Int(UploadMemory.keptSeconds / 86_400)) days ago")
-            }
             rows = try memory.remembered(destination: place.destination, names: keys)
         }
         return TreeSyncMemory(
             memory: memory, destination: place.destination, keys: keys, rows: rows, attemptStart: attemptStart)
+    }
+
+    /// Forgets the upload memory's rows older than `UploadMemory.keptSeconds` (one store statement), logging how
+    /// many; called once per listing, before its first page is compared. Nothing without a memory.
+    /// - Returns: how many rows were forgotten.
+    /// - Throws: `JobError` `store_error`.
+    @discardableResult
+    static func forgetStale(in job: JobContext) throws(JobError) -> Int {
+        let memory = job.uploadMemory
+        guard memory.isKept else { return 0 }
+        let forgotten = try memory.forgetOlder()
+        if forgotten > 0 {
+            let days = Int(UploadMemory.keptSeconds / 86_400)
+            job.log(.info, "forgot \(forgotten) uploads remembered more than \(days) days ago")
+        }
+        return forgotten
     }
 
     /// What is remembered for file `index` of the plan.

@@ -61,39 +61,26 @@ extension TusUploadRun {
         }
     }
 
-    /// File `checkpoint.fileIndex` landed in an earlier attempt of this job, whose checkpoint was not saved after
-    /// it (`upload`, complete in the memory): records it as landed, as `upload` would have, without sending it.
-    /// The source is checked first: one that changed since fails the file (`source_changed`) as a changed file
-    /// does.
+    /// File `index` (at or past `checkpoint.fileIndex`) landed in an earlier attempt of this job, whose checkpoint
+    /// was not saved after it (`upload`, complete in the memory): records it as landed (`land`), as `upload` would
+    /// have, without sending it. The source is checked first: one that changed since fails the file
+    /// (`source_changed`) as a changed file does.
     /// - Throws: `source_changed`, `source_missing`; `store_write_failed` (the checkpoint).
     func adopt(
-        _ remembered: RememberedFile, sha256: String, checkpoint: inout UploadCheckpoint,
+        _ remembered: RememberedFile, index: Int, sha256: String, checkpoint: inout UploadCheckpoint,
         cadence: inout LandedFilesCadence, progress: TusProgress, in job: JobContext
     ) async throws {
-        let index = checkpoint.fileIndex
         let listed = try files.file(index)
         let path = listed.path
         let identity = listed.identity
         _ = try await job.runOnPool { try TusSource.open(path, expected: identity) }
         var file = UploadedFile(
             name: listed.name, path: BytePath(remembered.location), bytes: remembered.size, sha256: sha256,
-            bytesResent: checkpoint.fileBytesResent, url: remembered.location)
+            bytesResent: index == checkpoint.fileIndex ? checkpoint.fileBytesResent : 0, url: remembered.location)
         // Whether the server verified it was not remembered: not claimed.
         file.checksumVerified = false
         job.log(.info, "\(listed.name): landed before the last stop as \(remembered.location); not sent again")
-        checkpoint.land(index, file)
-        checkpoint.uploadURL = nil
-        checkpoint.uploadExpires = nil
-        checkpoint.sentThrough = nil
-        checkpoint.checksumVerified = nil
-        progress.acknowledged(index, remembered.size)
-        progress.landed()
-        // Before the save that moves past it, as `upload` does: the file's outcome is written with that save.
-        await landed?(index, file)
-        if cadence.landed(bytes: remembered.size, landed: checkpoint.landedCount) {
-            try job.saveCheckpoint(checkpoint)
-            cadence.saved()
-        }
+        try await land(index, file, checkpoint: &checkpoint, cadence: &cadence, progress: progress, in: job)
     }
 
     /// The uploads this job created and the memory still shows as only created, for the files from `start` on:

@@ -42,6 +42,7 @@ enum UploadTreeListing {
         var files = 0
         var others = 0
         let limit = UploadFileList.pageSize
+        if !params.again { try TreeSyncMemory.forgetStale(in: job) }
         while let listed = try await job.runOnPool({ try lister.next(limit: limit) }) {
             try job.checkCancellation()
             var (page, identities) = listed
