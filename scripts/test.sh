@@ -19,8 +19,8 @@ example_build=$!
 # corrupted or orphaned; a small count here, long runs by hand (CONTRIBUTING.md, "Crash loop").
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_KILLS:-8}"
 # The same with a folder of files uploaded as one job every round (a few kills, a small folder; by hand:
-# --tree-files 2000 and many kills), to every destination (tus: at most one empty upload per kill may stay, made by
-# a POST whose answer the kill cut off; the loop prints them).
+# --tree-files 2000 and many kills), to every destination (tus: at most one empty upload per kill and upload being
+# created may stay, made by a POST whose answer the kill cut off: 4 for a folder; the loop prints them).
 python3 scripts/crash-loop.py --kills "${CRASH_LOOP_TREE_KILLS:-4}" --tree-files "${CRASH_LOOP_TREE_FILES:-300}" --tree-to tus,s3,file
 if ! wait "$example_build"; then
     cat "$example_log"
