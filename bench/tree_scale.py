@@ -175,12 +175,14 @@ def main():
                     if time.monotonic() - again > args.timeout:
                         raise SystemExit(f"timed out; job {rerun} is {state}")
                     time.sleep(0.2)
-                tree_result = json.loads(cli("show", rerun, "--json")).get("result", {}).get("tree", {})
+                shown = json.loads(cli("show", rerun, "--json"))
+                tree_result = (shown.get("result") or {}).get("tree", {})
                 print(json.dumps({
                     "rerun": True, "state": state, "wall_s": round(time.monotonic() - again, 2),
                     "daemon_peak_rss_mib": round(benchlib.peak_rss_kib(daemon.pid) / 1024, 1),
                     "sampled_anon_mib": round(top_anon / 1024, 1), "sampled_file_mib": round(top_file / 1024, 1),
                     "already_there": tree_result.get("already_there"), "uploaded": tree_result.get("uploaded"),
+                    "error": shown.get("error"),
                 }))
         finally:
             daemon.terminate()
