@@ -68,7 +68,6 @@ struct DirectoryUpload: UploadTransfer {
         }
         var pacer = params.maxRate.map { RatePacer(unitsPerSecond: $0) }
         var batch = DirectoryLandingBatch()
-        var ahead = SmallFileCopiesAhead()
         while let index = batch.nextIndex ?? (checkpoint.fileIndex < files.count ? checkpoint.fileIndex : nil) {
             do {
                 if index == files.count {
@@ -85,7 +84,7 @@ struct DirectoryUpload: UploadTransfer {
                 if !batched { try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job) }
                 try await upload(
                     index, checkpoint: &checkpoint, batch: &batch, batched: batched, countLeftovers: resumed,
-                    progress: &progress, pacer: &pacer, ahead: &ahead, in: job)
+                    progress: &progress, pacer: &pacer, in: job)
                 if batch.isFull(syncBytes: syncBytes) {
                     try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
                 }
@@ -95,13 +94,8 @@ struct DirectoryUpload: UploadTransfer {
                 let failure = job.stopReason == nil ? checkpoint.fileFailure(error) : nil
                 // A pause, a shutdown, a timeout or a failure keeps what is copied: the files copied whole land
                 // first, so the next attempt does not copy them again (a user stop removes them with the rest).
-                if failure == nil, job.stopReason != .userStop {
-                    addCopiedAhead(
-                        &ahead, checkpoint: &checkpoint, batch: &batch, progress: &progress, countLeftovers: resumed,
-                        in: job)
-                    if !batch.isEmpty {
-                        try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
-                    }
+                if failure == nil, job.stopReason != .userStop, !batch.isEmpty {
+                    try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
                 }
                 guard let failure else { throw error }
                 try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
@@ -114,16 +108,16 @@ struct DirectoryUpload: UploadTransfer {
         return UploadJob.result(files: checkpoint.finished, bytesResent: checkpoint.bytesResent, destination: params.to)
     }
 
-    /// Adds file `index`, copied whole (`copied`), to `batch` to land with others: counts the bytes an earlier
-    /// attempt had left in its `.part` as resent (when `countLeftovers`; `resentBefore` are the file's resent bytes
-    /// so far) and reports its progress.
+    /// Adds file `index` (`listed`), copied whole (`copied`), to `batch` to land with others: counts the bytes an
+    /// earlier attempt had left in its `.part` as resent (when `countLeftovers`; `resentBefore` are the file's
+    /// resent bytes so far) and reports its progress.
     private func addCopied(
-        _ index: Int, _ copied: SmallFileCopy, resentBefore: Int64, checkpoint: inout UploadCheckpoint,
-        batch: inout DirectoryLandingBatch, progress: inout UploadProgress, countLeftovers: Bool, in job: JobContext
+        _ index: Int, _ listed: UploadFileList.File, _ copied: SmallFileCopy, resentBefore: Int64,
+        checkpoint: inout UploadCheckpoint, batch: inout DirectoryLandingBatch, progress: inout UploadProgress,
+        countLeftovers: Bool, in job: JobContext
     ) {
-        let listed = try? files.file(index)
-        let name = listed?.name ?? BytePath("")
-        let size = listed?.identity.size ?? 0
+        let name = listed.name
+        let size = listed.identity.size
         var resent = resentBefore
         if copied.leftover > 0, countLeftovers {
             checkpoint.bytesResent += copied.leftover
@@ -143,50 +137,6 @@ struct DirectoryUpload: UploadTransfer {
                 record: record))
     }
 
-    /// On a stop that keeps the upload: moves the files copied ahead that follow the batch (in order, up to the
-    /// first that failed or was not copied) into it, so they land with it instead of being copied again.
-    private func addCopiedAhead(
-        _ ahead: inout SmallFileCopiesAhead, checkpoint: inout UploadCheckpoint, batch: inout DirectoryLandingBatch,
-        progress: inout UploadProgress, countLeftovers: Bool, in job: JobContext
-    ) {
-        var next = batch.nextIndex ?? checkpoint.fileIndex
-        while let taken = ahead.take(next), case .success(let copied) = taken {
-            addCopied(
-                next, copied, resentBefore: 0, checkpoint: &checkpoint, batch: &batch, progress: &progress,
-                countLeftovers: countLeftovers, in: job)
-            next += 1
-        }
-    }
-
-    /// The small files to copy in one call from file `index` (`listed`) on: it, then the next ones a batch takes
-    /// (`DirectoryLandingBatch.admits`), up to `SmallFileCopiesAhead.maxFiles` files and `maxBytes` bytes.
-    /// - Throws: `JobError` `store_error` when the file list cannot be read.
-    private func copyRun(
-        from index: Int, first listed: UploadFileList.File, job: JobContext
-    ) throws(JobError) -> [SmallFileCopiesAhead.Wanted] {
-        var run = [
-            SmallFileCopiesAhead.Wanted(
-                index: index, sourcePath: listed.path, partPath: partPath(listed.name, job: job), name: listed.name,
-                expected: listed.identity)
-        ]
-        var bytes = listed.identity.size
-        var next = index + 1
-        while next < files.count, run.count < SmallFileCopiesAhead.maxFiles {
-            let file = try files.file(next)
-            let size = file.identity.size
-            guard DirectoryLandingBatch.admits(size: size, syncBytes: syncBytes, paced: false),
-                bytes + size <= SmallFileCopiesAhead.maxBytes
-            else { break }
-            run.append(
-                .init(
-                    index: next, sourcePath: file.path, partPath: partPath(file.name, job: job), name: file.name,
-                    expected: file.identity))
-            bytes += size
-            next += 1
-        }
-        return run
-    }
-
     /// The bytes copied between two syncs of a large file: `--chunk-size`, else `defaultSyncBytes`.
     var syncBytes: Int64 { params.chunkSizeGiven ? params.chunkSize : Self.defaultSyncBytes }
 
@@ -199,8 +149,7 @@ struct DirectoryUpload: UploadTransfer {
     /// file after the checkpoint's may have one too (a crash before the checkpoint that would have named it).
     private func upload(
         _ index: Int, checkpoint: inout UploadCheckpoint, batch: inout DirectoryLandingBatch, batched: Bool,
-        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?,
-        ahead: inout SmallFileCopiesAhead, in job: JobContext
+        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?, in job: JobContext
     ) async throws {
         let listed = try files.file(index)
         let sourcePath = listed.path
@@ -225,18 +174,14 @@ struct DirectoryUpload: UploadTransfer {
         }
 
         if batched, offset == 0, pacer == nil {
-            // A small file whole, copied with the small files after it in one trip to the pool
-            // (`SmallFileCopiesAhead`); its failure fails it here, at its turn.
-            var taken = ahead.take(index)
-            if taken == nil {
-                let run = try copyRun(from: index, first: listed, job: job)
-                ahead.keep(try await job.runOnPool { SmallFileCopiesAhead.copy(run, directory: directory) })
-                taken = ahead.take(index)
+            // A small file whole, in one trip to the pool (`SmallFileCopy`); its failure fails it alone.
+            let copied = try await job.runOnPool {
+                try SmallFileCopy.copy(
+                    sourcePath: sourcePath, partPath: partPath, name: name, directory: directory, expected: expected)
             }
-            guard let taken else { preconditionFailure("file \(index) was copied with its run") }
             // Into the batch even if the job is being stopped: a stop lands the files copied whole.
             addCopied(
-                index, try taken.get(), resentBefore: resent, checkpoint: &checkpoint, batch: &batch,
+                index, listed, copied, resentBefore: resent, checkpoint: &checkpoint, batch: &batch,
                 progress: &progress, countLeftovers: countLeftovers, in: job)
             return
         }

@@ -4,7 +4,10 @@ import TrailbookLoop
 /// A file small enough to land in a batch (`DirectoryLandingBatch.admits`), copied in one thread-pool call: its
 /// folders made under the destination, its `.part` opened (bytes an earlier attempt left in it dropped), the whole
 /// file copied and hashed, and the copy checked (`PartFile.checkCopied`). A folder of small files then costs one
-/// trip from the loop to the pool per file, not four (folders, open, copy, check).
+/// trip from the loop to the pool per file, not four (folders, open, copy, check). One file a call: copying
+/// several small files per call was measured (2 000 × 100 KiB to a folder, release, loaded, one sample each: 16 a
+/// call 84 MiB peak RSS, 4 a call 74 MiB and 4.6 s, 1 a call 47 MiB and 3.0 s); the open `.part` files and their
+/// buffers cost more than the hops they saved.
 struct SmallFileCopy: Sendable {
     /// The copied `.part` file, hashed and checked, ready to land.
     let file: PartFile
