@@ -33,6 +33,12 @@ extension TusUploadRun {
         try await withThrowingTaskGroup(of: (Int, Result<UploadedFile, JobError>).self) { group in
             var inFlight = 0
             var next = checkpoint.fileIndex
+            /// Records file `index` as failed alone (`UploadCheckpoint.failAlone`, which saves the checkpoint).
+            @LoopActor func failAlone(_ index: Int, _ failure: JobError) async throws {
+                let failed = try files.file(index)
+                try await checkpoint.failAlone(index, name: failed.name, path: failed.path, failure: failure, in: job)
+                cadence.saved()
+            }
             @LoopActor func record(_ done: (Int, Result<UploadedFile, JobError>)) async throws {
                 inFlight -= 1
                 let (index, outcome) = done
@@ -42,10 +48,8 @@ extension TusUploadRun {
                     try await land(index, file, checkpoint: &checkpoint, cadence: &cadence, progress: progress, in: job)
                 case .failure(let failure):
                     // Its own upload was deleted by the send (`OnePatchSend`): nothing of it is on the server.
-                    let failed = try files.file(index)
                     if index == checkpoint.fileIndex { checkpoint.uploadURL = nil }
-                    try await checkpoint.failAlone(index, name: failed.name, path: failed.path, failure: failure, in: job)
-                    cadence.saved()
+                    try await failAlone(index, failure)
                 }
             }
             while next < files.count {
@@ -64,9 +68,7 @@ extension TusUploadRun {
                             progress: progress, in: job)
                     } catch {
                         guard job.stopReason == nil, let failure = checkpoint.fileFailure(error) else { throw error }
-                        let failed = try files.file(next)
-                        try await checkpoint.failAlone(next, name: failed.name, path: failed.path, failure: failure, in: job)
-                        cadence.saved()
+                        try await failAlone(next, failure)
                     }
                     next += 1
                     continue
