@@ -26,8 +26,7 @@ enum TusTransport {
 ///
 /// Files that go in one `PATCH` are sent several at a time (`uploadOnePatchFiles`, at most `filesInFlight`); a
 /// larger file goes alone. For each file: `OPTIONS` once per run (size limit, checksum algorithms), `POST` to create
-/// the upload
-/// (or, when the checkpoint has one, `HEAD` to learn the server's offset), then one `PATCH` per chunk
+/// the upload (or, when the checkpoint has one, `HEAD` to learn the server's offset), then one `PATCH` per chunk
 /// (`chunk_size` bytes read and hashed on the thread pool), each with `Upload-Checksum` when the server offers the
 /// checksum extension. For a file of more than one chunk the checkpoint is saved when its upload is created,
 /// before each `PATCH` (the range about to be sent) and after it (the offset the server confirmed), so a resume
