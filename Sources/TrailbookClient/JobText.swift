@@ -39,7 +39,17 @@ enum JobText {
             parts.append(amount(Int64(rate), unit: unit) + "/s")
         }
         if let eta = progress["eta_s"]?.doubleValue, total > completed { parts.append("ETA " + duration(eta)) }
+        if let phase = phase(progress) { parts.append("(" + phase + ")") }
         return parts.joined(separator: " ")
+    }
+
+    /// "listing the destination: 41 000 objects" from a progress object with a `phase` (`ProgressPhase`: a long
+    /// step that moves none of the job's units); `nil` otherwise.
+    static func phase(_ progress: JSONValue) -> String? {
+        guard let phase = progress["phase"].flatMap(ProgressPhase.init(json:)) else { return nil }
+        let count =
+            phase.unit == .bytes ? ByteCount.format(phase.count) : grouped(phase.count) + " " + phase.unit.rawValue
+        return phase.label + ": " + count
     }
 
     /// "312 / 2 480 files" from a progress object that counts files (`files_completed`, `files_total`) of more than

@@ -27,7 +27,8 @@ extension WatchScreen {
                 cell[.id] = Span(String(row.id.prefix(8)), .dim)
                 cell[.label] = Span(WatchScreen.truncate(Self.label(row), 24))
                 cell[.percent] = Span(row.total > 0 ? WatchScreen.percent(row.fraction) : "", .bold)
-                cell[.amount] = Span(WatchScreen.amount(row) + (row.files.map { ", " + $0 } ?? ""))
+                cell[.amount] = Span(
+                    WatchScreen.amount(row) + (row.files.map { ", " + $0 } ?? "") + (row.phase.map { ", " + $0 } ?? ""))
                 cell[.rate] = Span(row.rate.map { Self.rate($0, unit: row.unit) } ?? "", .dim)
                 cell[.eta] = Span(row.state == .running ? row.eta.map { "ETA " + JobText.duration($0) } ?? "" : "", .dim)
                 cell[.elapsed] = Span(WatchScreen.elapsed(row, now: now).map { WatchScreen.clock($0) } ?? "", .dim)

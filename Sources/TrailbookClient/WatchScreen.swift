@@ -29,6 +29,8 @@ struct WatchScreen {
         var items: [ProgressItem] = []
         /// "312 / 2 480 files" for a job that counts files (`JobText.files`), else `nil`.
         var files: String?
+        /// "listing the destination: 41 000 objects" while the job is in a phase without units (`JobText.phase`).
+        var phase: String?
         var cancellation: JSONValue = .null
         var error: JSONValue = .null
         /// When a `needs_retry` job is due to be queued again, Unix seconds.
@@ -169,6 +171,7 @@ struct WatchScreen {
         row.current = progress["current"]?.stringValue
         row.items = progress["items"].flatMap { try? JSONCoding.convert($0, to: [ProgressItem].self) } ?? []
         row.files = JobText.files(progress)
+        row.phase = JobText.phase(progress)
         // Our own moving average (3 s time constant, like the daemon's) for when the daemon sends no rate.
         var ownRate: Double?
         if let sample = row.sample, now - sample.at >= 0.2 {

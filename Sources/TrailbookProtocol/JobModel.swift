@@ -176,14 +176,18 @@ public struct JobProgress: Sendable, Equatable {
     /// Files done and files in all, for kinds that count files beside their unit (a folder upload: bytes and
     /// files, "1.2 GiB / 8.4 GiB, 312 / 2 480 files"); `nil` for the others. JSON `files_completed`, `files_total`.
     public var files: ProgressFileCount?
+    /// The long step without units the job is in (listing or comparing with a destination), or `nil` (see
+    /// `ProgressPhase`). JSON `phase`, absent when `nil`.
+    public var phase: ProgressPhase?
     /// Whether the job has succeeded: then `fraction` is 1 even when `total` is 0 (an empty upload).
     public var isFinished = false
 
     public init(
         completed: Int64 = 0, total: Int64 = 0, unit: ProgressUnit, ratePerSecond: Double? = nil,
         etaSeconds: Double? = nil, current: String? = nil, items: [ProgressItem] = [], inFlight: Int64? = nil,
-        files: ProgressFileCount? = nil
+        files: ProgressFileCount? = nil, phase: ProgressPhase? = nil
     ) {
+        self.phase = phase
         self.inFlight = inFlight
         self.files = files
         self.completed = completed
@@ -201,7 +205,8 @@ public struct JobProgress: Sendable, Equatable {
     }
 
     /// The docs/reference/json.md "Progress" shape: `{"completed", "total", "unit", "fraction", "rate_per_s", "eta_s"}` plus `current`,
-    /// `items` (sub-rows for `watch --expand`), and `in_flight`, `files_completed` / `files_total` when known.
+    /// `items` (sub-rows for `watch --expand`), and `in_flight`, `files_completed` / `files_total`, `phase` when
+    /// known.
     public var json: JSONValue { .object(Dictionary(uniqueKeysWithValues: jsonMembers)) }
 
     /// `json` as compact JSON text (the stored form), written member by member in key order, as `jsonMembers`
@@ -219,6 +224,7 @@ public struct JobProgress: Sendable, Equatable {
         writer.member("fraction", .number((fraction * 10_000).rounded() / 10_000))
         if let inFlight { writer.member("in_flight", .number(Double(inFlight))) }
         if !items.isEmpty { writer.member("items", JSONCoding.value(of: items)) }
+        if let phase { writer.member("phase", phase.json) }
         writer.member("rate_per_s", ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null)
         writer.member("total", .number(Double(total)))
         writer.member("unit", string: unit.rawValue)
@@ -232,7 +238,7 @@ public struct JobProgress: Sendable, Equatable {
             ("completed", .number(Double(completed))), ("current", .string(current)),
             ("eta_s", etaSeconds.map { .number(($0 * 10).rounded() / 10) } ?? .null),
         ]
-        members.reserveCapacity(11)
+        members.reserveCapacity(12)
         if let files {
             members.append(("files_completed", .number(Double(files.completed))))
             members.append(("files_total", .number(Double(files.total))))
@@ -240,6 +246,7 @@ public struct JobProgress: Sendable, Equatable {
         members.append(("fraction", .number((fraction * 10_000).rounded() / 10_000)))
         if let inFlight { members.append(("in_flight", .number(Double(inFlight)))) }
         if !items.isEmpty { members.append(("items", JSONCoding.value(of: items))) }
+        if let phase { members.append(("phase", phase.json)) }
         members.append(("rate_per_s", ratePerSecond.map { .number(($0 * 10).rounded() / 10) } ?? .null))
         members.append(("total", .number(Double(total))))
         members.append(("unit", .string(unit.rawValue)))
@@ -258,7 +265,7 @@ public struct JobProgress: Sendable, Equatable {
             inFlight: json["in_flight"]?.intValue,
             files: json["files_total"]?.intValue.map {
                 ProgressFileCount(completed: json["files_completed"]?.intValue ?? 0, total: $0)
-            })
+            }, phase: json["phase"].flatMap(ProgressPhase.init(json:)))
         isFinished = total == 0 && json["fraction"]?.doubleValue == 1
     }
 }

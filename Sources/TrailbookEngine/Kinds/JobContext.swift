@@ -58,7 +58,7 @@ public final class JobContext {
     /// failure is waited out as an outage, not taken for a stalled job.
     public let stallTimeoutSeconds: Double
     /// The job's progress as last reported.
-    public private(set) var progress: JobProgress
+    public internal(set) var progress: JobProgress
     /// Why the job is being stopped, once the scheduler decided to stop it; `nil` while it may run on.
     public private(set) var stopReason: CancellationReason?
     /// File-system operations that do not block the loop.
@@ -97,7 +97,8 @@ public final class JobContext {
     }
 
     /// Reports progress: `completed` of `total` units (`completedUnitCount` of `totalUnitCount`), in the kind's
-    /// unit. Moving `completed` is the heartbeat that keeps the stall timeout away.
+    /// unit. Moving `completed` is the heartbeat that keeps the stall timeout away; a long step that moves no
+    /// unit (listing, comparing) reports its own count with `reportPhase` instead.
     ///
     /// - Parameters:
     ///   - completed: units done so far, including those of earlier attempts.

@@ -22,6 +22,8 @@ extension Scheduler {
         let startedAt = Timestamp.monotonic()
         var lastMoveAt = Timestamp.monotonic()
         var lastCompleted: Int64
+        /// The phase last reported (`JobContext.reportPhase`): a new count is movement, as new units are.
+        var lastPhase: ProgressPhase?
         var lastSample: (at: Double, completed: Int64)
         /// Whether progress has stepped forward since the first report, so rate samples are taken.
         var sampling = false

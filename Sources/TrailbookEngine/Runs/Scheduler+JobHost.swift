@@ -16,10 +16,12 @@ extension Scheduler: JobHost {
     func jobDidReportProgress(_ job: JobContext) {
         guard let active = running.run(of: job) else { return }
         let now = Timestamp.monotonic()
-        // Bytes under way count as movement (a large tus PATCH confirms nothing until it ends).
+        // Bytes under way count as movement (a large tus PATCH confirms nothing until it ends), and so does a step
+        // of a phase that moves no unit (objects listed, files compared: `JobContext.reportPhase`).
         let completed = job.progress.completed + (job.progress.inFlight ?? 0)
-        if completed != active.lastCompleted {
+        if completed != active.lastCompleted || job.progress.phase != active.lastPhase {
             active.lastCompleted = completed
+            active.lastPhase = job.progress.phase
             active.lastMoveAt = now
         }
         // Rate: exponential moving average with a 3 s time constant over samples at least 200 ms apart. Samples

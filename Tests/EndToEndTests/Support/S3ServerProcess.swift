@@ -80,6 +80,13 @@ final class S3Server {
         ])
     }
 
+    /// Serves every later request of `action` `seconds` late and, with `maxKeys`, caps its `max-keys` (a slow
+    /// server with small pages), until `clearFaults`.
+    func slow(_ action: String, seconds: Double, maxKeys: Int? = nil) throws {
+        let query = "action=\(action)&seconds=\(seconds)" + (maxKeys.map { "&max_keys=\($0)" } ?? "")
+        try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/slow?\(query)"])
+    }
+
     /// Drops every armed fault.
     func clearFaults() throws {
         try TusServers.curl(["-X", "POST", "-f", "http://127.0.0.1:\(process.port)/__fault/clear"])

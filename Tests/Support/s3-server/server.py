@@ -34,6 +34,9 @@ Control endpoints (never logged):
   POST /__fault/listed_checksum?part=N
                                       ListParts gives part N a ChecksumSHA256 other than the one it was sent with
                                       (a part the server holds differs from the source)
+  POST /__fault/slow?action=ListObjectsV2&seconds=S[&max_keys=N]
+                                      every matching request is served S seconds late, and with max_keys its
+                                      max-keys is at most N (a slow server with small pages: a long listing)
   POST /__fault/clear                 drops every armed fault and releases held answers
   POST /__abort                       aborts every multipart upload in progress (as a lifecycle rule would)
   GET  /__credentials                 {"access_key_id", "secret_access_key", "denied_access_key_id",
@@ -63,7 +66,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timezone
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 
 def exit_with_parent() -> None:
@@ -130,6 +133,7 @@ def main() -> None:
     expired_tokens: set = set()
     limit: dict = {"max": None}
     holds: list = []  # [action, count]
+    slow: dict = {}  # action -> (seconds, max_keys or None)
     part_checksums: dict = {}  # (UploadId, part number) -> the x-amz-checksum-sha256 it was stored with
     wrong_listed: set = set()  # part numbers ListParts gives a wrong checksum
     algorithms: dict = {}  # UploadId -> the x-amz-checksum-algorithm it was created with
@@ -192,6 +196,7 @@ def main() -> None:
                     expired_tokens.clear()
                     limit["max"] = None
                     holds.clear()
+                    slow.clear()
                     wrong_listed.clear()
                 released.set()
                 return reply(start_response, "200 OK", b"{}")
@@ -208,6 +213,12 @@ def main() -> None:
                 with lock:
                     released.clear()
                     holds.append([query.get("action", [""])[0], int(query.get("count", ["1"])[0])])
+                return reply(start_response, "200 OK", b"{}")
+            if path == "/__fault/slow" and method == "POST":
+                max_keys = query.get("max_keys", [None])[0]
+                with lock:
+                    slow[query["action"][0]] = (float(query.get("seconds", ["1"])[0]),
+                                                int(max_keys) if max_keys else None)
                 return reply(start_response, "200 OK", b"{}")
             if path == "/__fault/listed_checksum" and method == "POST":
                 with lock:
@@ -343,6 +354,16 @@ def main() -> None:
                 headers.append(("Retry-After", fault["retry_after"]))
             start_response(f"{fault['code']} Injected", headers)
             return [body]
+
+        with lock:
+            slowed = slow.get(action)
+        if slowed:
+            seconds, max_keys = slowed
+            time.sleep(seconds)
+            if max_keys is not None:
+                asked = int(query.get("max-keys", ["1000"])[0])
+                query["max-keys"] = [str(min(asked, max_keys))]
+                environ["QUERY_STRING"] = urlencode({k: v[0] for k, v in query.items()})
 
         if action == "ListParts":
             return list_parts(environ, start_response, entry, query.get("uploadId", [""])[0])

@@ -44,12 +44,12 @@ enum DirectoryTreeSync {
 
     /// Takes out of `plan` (and `identities`, aligned with its files) each file that `directory` already holds
     /// with the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes`. One pool call per
-    /// `filesPerCall` files; a stop ends it between calls.
+    /// `filesPerCall` files; a stop ends it between calls, and each call's end is reported to `phase`.
     /// - Throws: `JobStopped` when stopped; `JobError` `store_error` when the upload memory cannot be read.
     @LoopActor
     static func leaveOutUnchanged(
         _ plan: inout UploadTreePlan, identities: inout [SourceIdentity], directory: BytePath,
-        params: UploadJob.Params, attemptStart: Double, in job: JobContext
+        params: UploadJob.Params, attemptStart: Double, phase: UploadListingPhase, in job: JobContext
     ) async throws {
         var memory = try TreeSyncMemory.load(
             plan, destination: .directory(path: directory), params: params, attemptStart: attemptStart, in: job)
@@ -83,6 +83,7 @@ enum DirectoryTreeSync {
                 }
             }
             start = range.upperBound
+            phase.reached(start, in: job)
         }
         memory.write(in: job)
         plan.leaveOut(same, identities: &identities)

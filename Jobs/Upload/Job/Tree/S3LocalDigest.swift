@@ -23,7 +23,8 @@ struct S3LocalDigest: Sendable {
         case multipart(S3MultipartDigest)
     }
 
-    /// Reads `path` part by part (one pool call per part, so a stop ends it between parts) and digests it as
+    /// Reads `path` part by part (one pool call per part, so a stop ends it between parts, and each part hashed is
+    /// reported as the job's phase: a file of many GiB takes longer than a stall timeout) and digests it as
     /// `plan` would upload it.
     /// - Throws: `JobError` `source_missing`, `source_unreadable`, `source_changed` (not as `expected`), or
     ///   `JobStopped`.
@@ -49,6 +50,7 @@ struct S3LocalDigest: Sendable {
                 next.add(part: try source.read(at: offset, count: Int(length)))
                 return next
             }
+            UploadListingPhase.hashed(bytes: offset + length, in: job)
         }
         return S3LocalDigest(size: plan.size, sha256Hex: source.hash.hexDigest, kind: .multipart(digest))
     }

@@ -20,13 +20,16 @@ enum S3PrefixListing {
     /// The credentials may not list the bucket (`access_denied`): each file is asked with `HeadObject`.
     case notListable
 
-    /// Lists every object under `prefix` (every page, each retried as `run.retrying` does).
+    /// Lists every object under `prefix` (every page, each retried as `run.retrying` does), reporting the objects
+    /// listed after each page as the job's phase ("listing the destination: 41 000 objects", the stall timeout's
+    /// heartbeat: 100 000 objects are 100 requests, longer than a stall timeout at a slow server).
     /// - Throws: `S3Error` when listing fails for good (not `access_denied`: that gives `notListable`).
     @LoopActor
     static func list(prefix: String, client: S3Client, run: S3UploadRun, in job: JobContext) async throws -> Self {
         let prefixLength = prefix.utf8.count
         var objects: [[UInt8]: Object] = [:]
         var token: String?
+        var listed = 0
         repeat {
             let continuation = token
             let page: (objects: [S3ListedObject], next: String?)
@@ -46,6 +49,8 @@ enum S3PrefixListing {
                 objects[Array(key[prefixLength...])] = Object(size: object.size, etag: object.etag)
             }
             token = page.next
+            listed += page.objects.count
+            UploadListingPhase.listed(objects: listed, in: job)
         } while token != nil
         return .objects(objects)
     }

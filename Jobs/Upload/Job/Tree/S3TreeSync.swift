@@ -23,11 +23,13 @@ enum S3TreeSync {
     /// - Parameters:
     ///   - identities: the identities of `plan.files`, aligned with them.
     ///   - listing: the prefix's objects; listed here when `nil` (the first page) and kept for the next pages.
+    ///   - phase: told of each page of objects listed, each file compared, each part hashed.
     /// - Throws: `JobError` with the S3 error's code when listing or a `HeadObject` fails for good (after
     ///   `S3UploadRun.retrying`), `JobStopped` when stopped.
     static func unchanged(
         _ plan: UploadTreePlan, identities: [SourceIdentity], params: UploadJob.Params, bucket: String,
-        prefix: String, attemptStart: Double, listing: inout S3PrefixListing?, in job: JobContext
+        prefix: String, attemptStart: Double, listing: inout S3PrefixListing?, phase: UploadListingPhase,
+        in job: JobContext
     ) async throws -> [Int] {
         let run = S3UploadRun(params: params, names: [], bucket: bucket, prefix: prefix, landed: nil)
         let client = try await S3UploadRun.client(for: params, bucket: bucket, in: job)
@@ -50,6 +52,8 @@ enum S3TreeSync {
                     memory.vouched += 1
                     continue
                 }
+                // Read (and perhaps asked): a step of the phase. Vouched files above cost no report each.
+                phase.reached(index, in: job)
                 guard let name = plan.names[index].text,
                     let partPlan = try? S3UploadRun.plan(size: identities[index].size, params: params, name: name)
                 else { continue }

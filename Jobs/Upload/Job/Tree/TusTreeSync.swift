@@ -21,10 +21,11 @@ enum TusTreeSync {
     /// The indices of `plan`'s files that `endpoint` is known to hold with the same bytes.
     /// - Parameters:
     ///   - identities: the identities of `plan.files`, aligned with them.
+    ///   - phase: told of each file checked with the server (the stall timeout's heartbeat).
     /// - Throws: `JobError` `store_error` when the upload memory cannot be read, `JobStopped` when stopped.
     static func unchanged(
         _ plan: UploadTreePlan, identities: [SourceIdentity], params: UploadJob.Params, endpoint: String,
-        attemptStart: Double, in job: JobContext
+        attemptStart: Double, phase: UploadListingPhase, in job: JobContext
     ) async throws -> [Int] {
         let memory = job.uploadMemory
         guard memory.isKept else { return [] }
@@ -39,6 +40,7 @@ enum TusTreeSync {
                 upload.size == identities[index].size
             else { continue }
             try job.checkCancellation()
+            phase.reached(index, in: job)
             let source = plan.files[index]
             let known = remembered.knownSHA256(index, path: source, identity: identities[index])
             if known == nil {

@@ -11,6 +11,9 @@ import TrailbookLoop
 /// there) from `notUploadedBase` on, in the order met. Once the walk is done, one store statement moves those to
 /// follow the files, and the list is sealed. A crash before the seal leaves a list that is not sealed: the next
 /// attempt has no checkpoint, lists again, and `JobEntries.restart` drops what was written.
+///
+/// Listing moves no byte: it reports what it does as the job's phase (`UploadListingPhase`), the stall timeout's
+/// heartbeat, each page and each file compared.
 @LoopActor
 enum UploadTreeListing {
     /// Where the entries not uploaded are written while the list is taken: past any number of files a job can
@@ -38,7 +41,8 @@ enum UploadTreeListing {
         let entries = job.entries
         try entries.restart()
         var total = UploadTreePlan()
-        var sync = UploadTreeSync(destination: destination, params: params, attemptStart: attemptStart)
+        let phase = UploadListingPhase(again: params.again)
+        var sync = UploadTreeSync(destination: destination, params: params, attemptStart: attemptStart, phase: phase)
         var files = 0
         var others = 0
         let limit = UploadFileList.pageSize
@@ -52,10 +56,12 @@ enum UploadTreeListing {
                 job.log(.warning, "\(entry.path): \(entry.reason): \(entry.message)")
             }
             total.count(page)
+            phase.checked(page.files.count + page.notUploaded.count, in: job)
             if pauseForTests > 0 { try await job.sleep(seconds: pauseForTests) }
         }
         try entries.move(from: notUploadedBase, to: files)
         try entries.seal(count: files + others)
+        job.endPhase()
         return (total, files)
     }
 

@@ -18,14 +18,18 @@ struct UploadTreeSync {
     let params: UploadJob.Params
     /// When the attempt started (Unix seconds): the stat cache's bound (`TreeSyncMemory`).
     let attemptStart: Double
+    /// What the listing reports as it goes (files compared within a page).
+    let phase: UploadListingPhase
     /// S3: the prefix's objects, listed at the first page.
     private var s3Listing: S3PrefixListing?
 
-    /// A comparison with `destination` for an upload of `params` in an attempt started at `attemptStart`.
-    init(destination: UploadDestination, params: UploadJob.Params, attemptStart: Double) {
+    /// A comparison with `destination` for an upload of `params` in an attempt started at `attemptStart`,
+    /// reporting how far it got to `phase`.
+    init(destination: UploadDestination, params: UploadJob.Params, attemptStart: Double, phase: UploadListingPhase) {
         self.destination = destination
         self.params = params
         self.attemptStart = attemptStart
+        self.phase = phase
     }
 
     /// Takes out of `plan` (a page of the listing; `identities` aligned with its files) each file the destination
@@ -40,16 +44,17 @@ struct UploadTreeSync {
         switch destination {
         case .directory(let path):
             try await DirectoryTreeSync.leaveOutUnchanged(
-                &plan, identities: &identities, directory: path, params: params, attemptStart: attemptStart, in: job)
+                &plan, identities: &identities, directory: path, params: params, attemptStart: attemptStart,
+                phase: phase, in: job)
         case .s3(let bucket, let prefix):
             let same = try await S3TreeSync.unchanged(
                 plan, identities: identities, params: params, bucket: bucket, prefix: prefix,
-                attemptStart: attemptStart, listing: &s3Listing, in: job)
+                attemptStart: attemptStart, listing: &s3Listing, phase: phase, in: job)
             plan.leaveOut(same, identities: &identities)
         case .tus(let endpoint):
             let same = try await TusTreeSync.unchanged(
                 plan, identities: identities, params: params, endpoint: endpoint, attemptStart: attemptStart,
-                in: job)
+                phase: phase, in: job)
             plan.leaveOut(same, identities: &identities)
         }
     }

@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+import TrailbookEngine
+
+/// A no-change re-run whose comparison with the destination takes longer than the stall timeout is not a stall:
+/// listing the destination and comparing move no byte, but each page of objects listed and each file compared is
+/// movement (`JobContext.reportPhase`), and `show` says what the job is doing meanwhile. (Found at 100 000 files
+/// to moto: 100 pages of listing took past the 60 s stall timeout and every attempt was stopped.)
+@Suite(.serialized)
+struct FolderSyncLongListingEndToEndTests {
+    @Test func aListingLongerThanTheStallTimeoutIsNotAStall() throws {
+        let work = TemporaryDirectory("tbj-long-listing")
+        let root = work.file("trip")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let fileCount = 60
+        for index in 0..<fileCount {
+            try Data("photo \(index)\n".utf8).write(to: URL(fileURLWithPath: root + "/IMG \(index).jpg"))
+        }
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        let options = ["--to", "s3://photos/long/", "--stall-timeout", "6s", "--max-attempts", "1"]
+        let first = try daemon.submitUpload([root] + options)
+        try daemon.waitForState(first, "succeeded", timeout: 120)
+
+        // 10 objects a page, each page 1.5 s late: 6 pages, 9 s, past the 6 s stall timeout; each page well within
+        // it and within a request's own quiet limit (half the stall timeout, `NetworkQuietLimit`).
+        try server.slow("ListObjectsV2", seconds: 1.5, maxKeys: 10)
+        let id = try daemon.submitUpload([root] + options)
+        let listing = try daemon.waitFor(id, timeout: 60, "the listing's phase") {
+            $0["progress"]?["phase"]?["label"]?.stringValue == "listing the destination"
+        }
+        #expect(listing["progress"]?["phase"]?["unit"]?.stringValue == "objects")
+        #expect((listing["progress"]?["phase"]?["count"]?.intValue ?? 0) >= 10)
+        let shown = try daemon.cli(["show", id])
+        #expect(shown.stdout.contains("listing the destination: ") || shown.stdout.contains("comparing with the"))
+
+        let done = try daemon.waitFor(id, timeout: 120, "the re-run's end") {
+            ["succeeded", "failed", "needs_retry", "cancelled"].contains($0["state"]?.stringValue ?? "")
+        }
+        #expect(done["state"]?.stringValue == "succeeded", "\(done["error"] ?? .null) \(done["last_stop"] ?? .null)")
+        #expect(done["result"]?["tree"]?["already_there"]?.intValue == Int64(fileCount))
+        #expect(done["progress"]?["phase"] == nil, "the phase ends with the listing")
+        let lists = try server.requests().filter { $0.action == "ListObjectsV2" }
+        #expect(lists.count >= 7, "the first run's listing and the re-run's 6 pages")
+    }
+}
