@@ -43,4 +43,47 @@ struct FolderSyncLongListingEndToEndTests {
         let lists = try server.requests().filter { $0.action == "ListObjectsV2" }
         #expect(lists.count >= 7, "the first run's listing and the re-run's 6 pages")
     }
+
+    /// The listing is read in step with the walk (`S3ListingMarch`), whose order differs from S3's where a name
+    /// holds a byte below `/` beside a folder of the same start (`a-b.jpg` lists before `a/x.jpg`; the walk meets
+    /// `a/x.jpg` first). With pages of 3 keys, so the pages cut across those names, a re-run still finds every
+    /// file there and sends none.
+    @Test func theListingReadInStepWithTheWalkFindsEveryFile() throws {
+        let work = TemporaryDirectory("tbj-march")
+        let root = work.file("trip")
+        let names = [
+            "a.jpg", "a b.jpg", "a-b.jpg", "a+c.jpg", "a/x.jpg", "a/b/c.jpg", "a/b-c.jpg", "a/b.jpg", "a0.jpg",
+            "b/ z.jpg", "b/!.jpg", "b/~.jpg", "caf\u{E9}.jpg", ".hidden", "z/z/z/z.jpg",
+        ]
+        for name in names {
+            let path = root + "/" + name
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data("bytes of \(name)\n".utf8).write(to: URL(fileURLWithPath: path))
+        }
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        // Something else under the prefix, before, between and after the folder's names, is passed by.
+        let other = work.file("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        for name in ["a,b.jpg", "a/a.jpg", "aa.jpg", "zz.jpg"] {
+            try FileManager.default.createDirectory(
+                atPath: ((other + "/" + name) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data("other \(name)\n".utf8).write(to: URL(fileURLWithPath: other + "/" + name))
+        }
+        try daemon.waitForState(try daemon.submitUpload([other, "--to", "s3://photos/march/"]), "succeeded", timeout: 120)
+        let first = try daemon.submitUpload([root, "--to", "s3://photos/march/"])
+        let uploaded = try daemon.waitForState(first, "succeeded", timeout: 120)
+        #expect(uploaded["result"]?["tree"]?["uploaded"]?.intValue == Int64(names.count))
+
+        try server.slow("ListObjectsV2", seconds: 0, maxKeys: 3)
+        let seen = try server.requests().count
+        let id = try daemon.submitUpload([root, "--to", "s3://photos/march/"])
+        let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+        #expect(done["result"]?["tree"]?["already_there"]?.intValue == Int64(names.count))
+        #expect(done["result"]?["tree"]?["uploaded"]?.intValue == 0)
+        let requests = try server.requests()[seen...]
+        #expect(!requests.contains { ["PutObject", "CreateMultipartUpload"].contains($0.action) })
+        #expect(requests.filter { $0.action == "ListObjectsV2" }.count >= 7, "19 keys, 3 a page")
+    }
 }

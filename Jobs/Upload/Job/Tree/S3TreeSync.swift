@@ -15,8 +15,9 @@ import TrailbookLoop
 /// answer to this daemon's upload, or to the last comparison that read the file) holds the remembered SHA-256,
 /// and a source whose `stat` is the remembered source's holds its remembered SHA-256 (`TreeSyncMemory`); when
 /// both hold, the file is left out with no read and no request of its own. A re-run of an unchanged folder is
-/// one listing (a request per 1 000 keys, once per job: `S3PrefixListing`) and one read of the memory per 500
-/// files.
+/// one listing (a request per 1 000 keys, once per job) and one read of the memory per 500 files. The listing of an
+/// upload of one folder is read in step with the walk, holding a page of it (`S3ListingMarch`); of several
+/// sources, held whole (`S3PrefixListing`).
 @LoopActor
 enum S3TreeSync {
     /// The indices of `plan`'s files (a page of the listing) that `bucket` holds under `prefix` with the same bytes.
@@ -28,7 +29,7 @@ enum S3TreeSync {
     ///   `S3UploadRun.retrying`), `JobStopped` when stopped.
     static func unchanged(
         _ plan: UploadTreePlan, identities: [SourceIdentity], params: UploadJob.Params, bucket: String,
-        prefix: String, attemptStart: Double, listing: inout S3PrefixListing?, phase: UploadListingPhase,
+        prefix: String, attemptStart: Double, listing: inout Objects?, phase: UploadListingPhase,
         in job: JobContext
     ) async throws -> [Int] {
         let run = S3UploadRun(params: params, names: [], bucket: bucket, prefix: prefix, landed: nil)
@@ -38,10 +39,17 @@ enum S3TreeSync {
             in: job)
         defer { memory.write(in: job) }
         do {
-            if listing == nil { listing = try await S3PrefixListing.list(prefix: prefix, client: client, run: run, in: job) }
-            let candidates = listing.map { Self.candidates(plan, identities: identities, in: $0) } ?? [:]
+            if listing == nil {
+                // One folder: its names come in the walk's order, so the listing is read in step with them.
+                listing =
+                    params.files.count == 1
+                    ? .marched(S3ListingMarch(prefix: prefix, client: client, run: run))
+                    : .held(try await S3PrefixListing.list(prefix: prefix, client: client, run: run, in: job))
+            }
+            var candidates: [(index: Int, etag: String?)] = []
+            if let listing { candidates = try await Self.candidates(plan, identities: identities, in: listing, job) }
             var same: [Int] = []
-            for (index, etag) in candidates.sorted(by: { $0.key < $1.key }) {
+            for (index, etag) in candidates {
                 try job.checkCancellation()
                 if let etag, let row = memory.remembered(index), !row.location.isEmpty,
                     row.location.lowercased() == etag.lowercased(),
@@ -90,22 +98,40 @@ enum S3TreeSync {
         }
     }
 
-    /// The files of `plan` that `listing` shows with their size, each with the listed ETag; every file that can
-    /// have a key (ETag `nil`, to be asked with `HeadObject`) when the credentials may not list the bucket.
+    /// The objects under the prefix, as the comparison reads them.
+    enum Objects {
+        /// Listed whole at the first page and held: an upload of several sources, whose names come in no one
+        /// order.
+        case held(S3PrefixListing)
+        /// Read in step with the walk of the one folder uploaded, holding a page (`S3ListingMarch`).
+        case marched(S3ListingMarch)
+    }
+
+    /// The files of `plan` that `objects` shows with their size, in order, each with the listed ETag; every file
+    /// that can have a key (ETag `nil`, to be asked with `HeadObject`) when the credentials may not list the
+    /// bucket.
+    /// - Throws: `S3Error` when a page of a marched listing cannot be listed; `JobStopped`.
     private static func candidates(
-        _ plan: UploadTreePlan, identities: [SourceIdentity], in listing: S3PrefixListing
-    ) -> [Int: String?] {
-        var candidates: [Int: String?] = [:]
+        _ plan: UploadTreePlan, identities: [SourceIdentity], in objects: Objects, _ job: JobContext
+    ) async throws -> [(index: Int, etag: String?)] {
+        var candidates: [(index: Int, etag: String?)] = []
         // By the key's bytes: Swift's `String` equality would take a name in NFD for its NFC twin.
         for (index, name) in plan.names.enumerated() where name.text != nil {
-            switch listing {
-            case .notListable:
-                candidates[index] = .some(nil)
-            case .objects(let objects):
-                if let object = objects[name.bytes], object.size == identities[index].size {
-                    candidates[index] = .some(object.etag)
+            let object: S3PrefixListing.Object?
+            switch objects {
+            case .held(.notListable):
+                candidates.append((index, nil))
+                continue
+            case .held(.objects(let all)):
+                object = all[name.bytes]
+            case .marched(let march):
+                object = try await march.object(named: name.bytes, in: job)
+                if march.notListable {
+                    candidates.append((index, nil))
+                    continue
                 }
             }
+            if let object, object.size == identities[index].size { candidates.append((index, object.etag)) }
         }
         return candidates
     }

@@ -10,8 +10,8 @@ import TrailbookLoop
 /// (`Params.again`) skips it and sends every file. Nothing at the destination is ever deleted.
 ///
 /// The comparison runs on each page of the first run's listing (`UploadTreeListing`) as it is listed. What it
-/// keeps between pages is what the destination told once for all: S3's listing of the prefix (`S3PrefixListing`,
-/// one entry per object there, not per file listed).
+/// keeps between pages is where it is in S3's listing of the prefix (`S3ListingMarch`: a page of it; with several
+/// sources, the whole listing, `S3PrefixListing`).
 @LoopActor
 struct UploadTreeSync {
     let destination: UploadDestination
@@ -20,8 +20,8 @@ struct UploadTreeSync {
     let attemptStart: Double
     /// What the listing reports as it goes (files compared within a page).
     let phase: UploadListingPhase
-    /// S3: the prefix's objects, listed at the first page.
-    private var s3Listing: S3PrefixListing?
+    /// S3: the prefix's objects, listed from the first page on.
+    private var s3Listing: S3TreeSync.Objects?
 
     /// A comparison with `destination` for an upload of `params` in an attempt started at `attemptStart`,
     /// reporting how far it got to `phase`.
