@@ -166,10 +166,17 @@ def main():
                 again = time.monotonic()
                 rerun = cli("submit", "upload", tree, "--to", to).decode().strip()
                 top_anon = top_file = 0
+                phases_seen = {}
                 while True:
                     anon, file = rss_kib(daemon.pid)
                     top_anon, top_file = max(top_anon, anon), max(top_file, file)
-                    state = json.loads(cli("show", rerun, "--json"))["state"]
+                    job_now = json.loads(cli("show", rerun, "--json"))
+                    state = job_now["state"]
+                    phase = (job_now.get("progress") or {}).get("phase")
+                    if phase:
+                        # What `show` said the job was doing while it listed and compared, with the largest count.
+                        key = f"{phase['label']} ({phase['unit']})"
+                        phases_seen[key] = max(phases_seen.get(key, 0), phase["count"])
                     if state in ("succeeded", "failed", "cancelled"):
                         break
                     if time.monotonic() - again > args.timeout:
@@ -182,7 +189,7 @@ def main():
                     "daemon_peak_rss_mib": round(benchlib.peak_rss_kib(daemon.pid) / 1024, 1),
                     "sampled_anon_mib": round(top_anon / 1024, 1), "sampled_file_mib": round(top_file / 1024, 1),
                     "already_there": tree_result.get("already_there"), "uploaded": tree_result.get("uploaded"),
-                    "error": shown.get("error"),
+                    "error": shown.get("error"), "phases_shown": phases_seen,
                 }))
         finally:
             daemon.terminate()
