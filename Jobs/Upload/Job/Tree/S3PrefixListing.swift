@@ -5,7 +5,9 @@ import TrailbookLoop
 /// What an S3 prefix holds, for a folder upload's "send only what changed" (`S3TreeSync`): listed once, at the
 /// first page of the first run's listing, with `ListObjectsV2` (a request per 1 000 keys), and kept for the
 /// pages that follow. It holds one entry per object under the prefix (its key after the prefix, size and ETag),
-/// not one per file listed: a first upload to an empty prefix holds nothing.
+/// not one per file listed: a first upload to an empty prefix holds nothing. Only an upload of several sources
+/// holds it whole (their names come in no one order); one folder's upload reads it in step with the walk
+/// (`S3ListingMarch`).
 enum S3PrefixListing {
     /// An object listed.
     struct Object {
