@@ -17,7 +17,7 @@ import TrailbookLoop
 @LoopActor
 struct SmallFileCopyAhead {
     /// Files copied ahead at most, besides the one whose turn it is.
-    static let depth = 2
+    nonisolated static let depth = 2
 
     /// The copies running ahead, in file order (consecutive indices): each file's index and the pool call copying
     /// it.
