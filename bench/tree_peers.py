@@ -228,6 +228,9 @@ def main():
             """One upload: (wall, cpu, rss KiB, requests, bytes at moto, skipped files or None)."""
             since = moto.counted(0)[2] if to == "s3" else 0
             command = argv(who, to, s["dir"], target)
+            # What the previous client left unwritten (the peers do not sync) is flushed before this one starts,
+            # untimed: otherwise a daemon's `syncfs` waits for it, and the order of the clients weighs on the times.
+            os.sync()
             if who in daemons:
                 daemon = daemons[who]
                 reset_peak_rss(daemon.pid)
