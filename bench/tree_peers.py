@@ -14,6 +14,7 @@ received (from its request log). Every first upload's files are checked by SHA-2
     bench/setup-tree-peers.sh            # once: rclone and rsync (Debian), .venv-s3 (moto, awscli)
     .venv-s3/bin/python bench/tree_peers.py [--rounds 2] [--sets small,photos] [--to s3,file]
         [--small 2000x100KiB] [--photos 200x5MiB|200x3-12MiB] [--binary PATH] [--clients daemon,rclone,aws,rsync]
+        [--baseline PATH]    # another build of trailbook-jobs beside it, as client `base`
 
 Each client runs with its defaults: the daemon 8 MiB parts and 4 requests (files) in flight, every byte hashed
 (SHA-256, and MD5 for S3), each file fsynced at a file:// destination, its no-change check by the upload
@@ -165,6 +166,8 @@ def main():
                         help="the photo tree: COUNTxSIZE, SIZE one size or a range LOW-HIGH (200x3-12MiB)")
     parser.add_argument("--binary", help="a trailbook-jobs binary to run instead of building the release one")
     parser.add_argument("--clients", default="daemon,rclone,aws,rsync", help="which clients to run")
+    parser.add_argument("--baseline", help="a second trailbook-jobs binary (say, before a change) run as one more "
+                                           "client, `base`, with its own daemon: before and after side by side")
     parser.add_argument("--profile", choices=("perf", "strace"),
                         help="attach `perf record -g` or `strace -c -f` to the daemon for each of its runs (slows them: "
                              "profile, do not time); the reports go to --profile-dir")
@@ -176,8 +179,14 @@ def main():
     if "s3" in args.to and not os.path.exists(os.path.join(venv, "aws")):
         sys.exit("no .venv-s3/bin/aws: run bench/setup-tree-peers.sh first")
     binary = os.path.abspath(args.binary) if args.binary else build()
+    binaries = {"daemon": binary}
+    if args.baseline:
+        binaries["base"] = os.path.abspath(args.baseline)
+        for peers in PEERS.values():
+            peers.insert(1, "base")
     work = tempfile.mkdtemp(prefix="tbj-tree-peers-")
-    moto = daemon = None
+    moto = None
+    daemons = {}
     try:
         sets = {}
         for name in args.sets.split(","):
@@ -200,12 +209,15 @@ def main():
             env.update(AWS_ENDPOINT_URL=moto.endpoint, RCLONE_CONFIG_MOTO_TYPE="s3", RCLONE_CONFIG_MOTO_PROVIDER="Other",
                        RCLONE_CONFIG_MOTO_ENDPOINT=moto.endpoint, RCLONE_CONFIG_MOTO_ACCESS_KEY_ID="AKIDBENCH",
                        RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY="bench-secret", RCLONE_CONFIG_MOTO_REGION="us-east-1")
-        daemon = start_daemon(binary, env)
+        envs = {who: dict(env, TRAILBOOK_JOBS_HOME=os.path.join(work, "state" if who == "daemon" else "state-" + who))
+                for who in binaries}
+        for who, path in binaries.items():
+            daemons[who] = start_daemon(path, envs[who])
 
         def argv(who, to, source, target):
-            if who == "daemon":
+            if who in binaries:
                 dest = f"s3://{BUCKET}/{target}/" if to == "s3" else "file://" + target
-                return [binary, "submit", "upload", source, "--to", dest, "--wait", "--json"]
+                return [binaries[who], "submit", "upload", source, "--to", dest, "--wait", "--json"]
             if who == "rclone":
                 return ["rclone", "copy", source, f"moto:{BUCKET}/{target}" if to == "s3" else target]
             if who == "aws":
@@ -216,12 +228,16 @@ def main():
             """One upload: (wall, cpu, rss KiB, requests, bytes at moto, skipped files or None)."""
             since = moto.counted(0)[2] if to == "s3" else 0
             command = argv(who, to, s["dir"], target)
-            if who == "daemon":
+            # What the previous client left unwritten (the peers do not sync) is flushed before this one starts,
+            # untimed: otherwise a daemon's `syncfs` waits for it, and the order of the clients weighs on the times.
+            os.sync()
+            if who in daemons:
+                daemon = daemons[who]
                 reset_peak_rss(daemon.pid)
                 before = cpu_seconds(daemon.pid)
                 profiler = attach_profiler(args, daemon.pid, f"{s['key']}-{to}-{phase_of(s, to)}")
                 try:
-                    wall, cli_cpu, _, out = run_child(command, env)
+                    wall, cli_cpu, _, out = run_child(command, envs[who])
                 finally:
                     detach_profiler(profiler)
                 job = json.loads(out)
@@ -251,7 +267,7 @@ def main():
         for round_ in range(args.rounds):
             for name, s in sets.items():
                 for to in args.to.split(","):
-                    clients = [c for c in PEERS[to] if c in args.clients.split(",")]
+                    clients = [c for c in PEERS[to] if c in args.clients.split(",") + ["base"]]
                     shift = round_ % len(clients)
                     line = []
                     for who in clients[shift:] + clients[:shift]:
@@ -268,7 +284,7 @@ def main():
                     print(f"round {round_ + 1} {s['label']} to {to}: " + " | ".join(line), flush=True)
             load.append(os.getloadavg())
 
-        names = {"daemon": "trailbook-jobs", "rclone": "rclone copy (1.60.1)", "aws": "aws s3 sync (awscli 1.46.3)",
+        names = {"daemon": "trailbook-jobs", "base": "trailbook-jobs (baseline)", "rclone": "rclone copy (1.60.1)", "aws": "aws s3 sync (awscli 1.46.3)",
                  "rsync": "rsync -a (3.5.0)"}
         print(f"\nload average (1, 5, 15 min) at start {load[0][0]:.2f} {load[0][1]:.2f} {load[0][2]:.2f}, "
               f"after each round: " + "; ".join(f"{l[0]:.2f} {l[1]:.2f} {l[2]:.2f}" for l in load[1:]))
@@ -301,7 +317,7 @@ def main():
                         if phase == "again":
                             print(f"(trailbook-jobs files skipped as already there, per round: {skipped})")
     finally:
-        if daemon:
+        for daemon in daemons.values():
             daemon.terminate()
             daemon.wait()
         if moto:

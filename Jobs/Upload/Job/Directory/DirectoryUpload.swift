@@ -50,8 +50,21 @@ struct DirectoryUpload: UploadTransfer {
         try outcome.get()
     }
 
-    /// Runs (or resumes) the upload; see the type's documentation.
+    /// Runs (or resumes) the upload; see the type's documentation. Waits for the small file copied ahead
+    /// (`SmallFileCopyAhead`) on every way out, so no copy of the job outlives its run.
     func run(in job: JobContext) async throws -> JSONValue {
+        var ahead = SmallFileCopyAhead()
+        do {
+            let result = try await run(in: job, ahead: &ahead)
+            _ = await ahead.settle()
+            return result
+        } catch {
+            _ = await ahead.settle()
+            throw error
+        }
+    }
+
+    private func run(in job: JobContext, ahead: inout SmallFileCopyAhead) async throws -> JSONValue {
         let files = self.files
         let directory = self.directory
         var (checkpoint, resumed) = try await UploadCheckpoint.startOrResume(
@@ -84,7 +97,7 @@ struct DirectoryUpload: UploadTransfer {
                 if !batched { try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job) }
                 try await upload(
                     index, checkpoint: &checkpoint, batch: &batch, batched: batched, countLeftovers: resumed,
-                    progress: &progress, pacer: &pacer, in: job)
+                    progress: &progress, pacer: &pacer, ahead: &ahead, in: job)
                 if batch.isFull(syncBytes: syncBytes) {
                     try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
                 }
@@ -94,6 +107,15 @@ struct DirectoryUpload: UploadTransfer {
                 let failure = job.stopReason == nil ? checkpoint.fileFailure(error) : nil
                 // A pause, a shutdown, a timeout or a failure keeps what is copied: the files copied whole land
                 // first, so the next attempt does not copy them again (a user stop removes them with the rest).
+                if failure == nil, job.stopReason != .userStop {
+                    // The next files, copied ahead whole, land with them.
+                    for (next, copied) in await ahead.settle() {
+                        guard batch.nextIndex == next, let listed = try? files.file(next) else { break }
+                        addCopied(
+                            next, listed, copied, resentBefore: 0, checkpoint: &checkpoint, batch: &batch,
+                            progress: &progress, countLeftovers: resumed, in: job)
+                    }
+                }
                 if failure == nil, job.stopReason != .userStop, !batch.isEmpty {
                     try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
                 }
@@ -149,7 +171,8 @@ struct DirectoryUpload: UploadTransfer {
     /// file after the checkpoint's may have one too (a crash before the checkpoint that would have named it).
     private func upload(
         _ index: Int, checkpoint: inout UploadCheckpoint, batch: inout DirectoryLandingBatch, batched: Bool,
-        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?, in job: JobContext
+        countLeftovers: Bool, progress: inout UploadProgress, pacer: inout RatePacer?,
+        ahead: inout SmallFileCopyAhead, in job: JobContext
     ) async throws {
         let listed = try files.file(index)
         let sourcePath = listed.path
@@ -174,10 +197,19 @@ struct DirectoryUpload: UploadTransfer {
         }
 
         if batched, offset == 0, pacer == nil {
-            // A small file whole, in one trip to the pool (`SmallFileCopy`); its failure fails it alone.
-            let copied = try await job.runOnPool {
-                try SmallFileCopy.copy(
-                    sourcePath: sourcePath, partPath: partPath, name: name, directory: directory, expected: expected)
+            // A small file whole, in one trip to the pool (`SmallFileCopy`); its failure fails it alone. The next
+            // small file is copied on another pool thread meanwhile (`SmallFileCopyAhead`).
+            let running = ahead.take(index)
+            startCopyAhead(after: index, ahead: &ahead, in: job)
+            let copied: SmallFileCopy
+            if let running {
+                copied = try await running.value
+            } else {
+                copied = try await job.runOnPool {
+                    try SmallFileCopy.copy(
+                        sourcePath: sourcePath, partPath: partPath, name: name, directory: directory,
+                        expected: expected)
+                }
             }
             // Into the batch even if the job is being stopped: a stop lands the files copied whole.
             addCopied(
@@ -185,6 +217,8 @@ struct DirectoryUpload: UploadTransfer {
                 progress: &progress, countLeftovers: countLeftovers, in: job)
             return
         }
+        // Copied ahead but not taken whole after all: let that copy end before this one opens the same `.part`.
+        if let stale = ahead.take(index) { _ = try? await stale.value }
         if name.bytes.contains(UInt8(ascii: "/")) {
             // A file of a folder upload: its folders under the destination first.
             try await job.runOnPool { try DirectoryIO.makeParents(of: name, in: directory) }
@@ -345,6 +379,23 @@ struct DirectoryUpload: UploadTransfer {
         {
             try job.saveCheckpoint(checkpoint)
             progress.unsavedFinishedBytes = 0
+        }
+    }
+
+    /// Starts copying the files after file `index` ahead (`SmallFileCopyAhead`), up to its depth, while each
+    /// exists and would be copied whole into a batch at its turn (a file after the checkpoint's starts at offset
+    /// 0; no pacing: the caller's path). Stops at the first that would not.
+    private func startCopyAhead(after index: Int, ahead: inout SmallFileCopyAhead, in job: JobContext) {
+        while let next = ahead.nextToStart(after: index), next < files.count, let listed = try? files.file(next),
+            DirectoryLandingBatch.admits(size: listed.identity.size, syncBytes: syncBytes, paced: false)
+        {
+            let (sourcePath, name, expected) = (listed.path, listed.name, listed.identity)
+            let (partPath, directory) = (partPath(name, job: job), directory)
+            ahead.start(next, in: job) {
+                try SmallFileCopy.copy(
+                    sourcePath: sourcePath, partPath: partPath, name: name, directory: directory, expected: expected)
+            }
+            if ahead.nextToStart(after: index) == next { return }
         }
     }
 
