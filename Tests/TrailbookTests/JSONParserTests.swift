@@ -67,7 +67,8 @@ final class JSONParserTests: XCTestCase {
             XCTAssertThrowsError(try JSONParser.members(ofObject: Array(duplicated.utf8)[...])) { error in
                 XCTAssertEqual((error as? JSONParser.Failure)?.kind, .duplicateKey, "\(late)")
             }
-            XCTAssertThrowsError(try JSONParser.members(ofObject: Array(#"{"o": \#(duplicated)}"#.utf8)[...])) { error in
+            let nested = Array(#"{"o": \#(duplicated)}"#.utf8)
+            XCTAssertThrowsError(try JSONParser.members(ofObject: nested[...])) { error in
                 XCTAssertEqual((error as? JSONParser.Failure)?.kind, .duplicateKey, "\(late)")
             }
         }
