@@ -23,7 +23,7 @@ struct RelayedEventNumbering {
     let instance: String
     /// The last number handed out.
     private var last: UInt64 = 0
-    /// The last number delivered, by origin (but `recent`'s, which is kept there).
+    /// The last number delivered, by origin; the origin in `recent` has its number there, not here.
     private var delivered: [String: UInt64] = [:]
     /// The origin of the last event delivered and its number: a payload's events all come from one origin, so
     /// most events are checked against it without hashing the origin (the relay receives every event of every
