@@ -23,7 +23,7 @@ bench's own polling excluded), planning and execution time per job, transactions
 `--flat N1,N2,…` (flatness: is the cost per job the same whatever the queue holds?) adds, in each round after the
 table's runs, N jobs through one daemon batched per N (every binary), and through one pgqueuer worker for each
 N up to `--flat-peer-max` (20000: a peer's 100 000-job run takes minutes); submitting outruns running, so the
-queue grows to most of N while it runs. Medians over rounds; ratios to pgqueuer's batched rate.
+queue grows to most of N while it runs. Medians over rounds (the binaries take turns running first: `rotated`); ratios to pgqueuer's batched rate.
 
 Peers: bench/setup-pg-peers.sh (bench/.venv-pg-peers). Binaries: `--binaries` (each one's runs side by side, in
 the same rounds), else $TRAILBOOK_JOBS_BIN or the release build.
@@ -189,6 +189,14 @@ def peer_run(server, name, workers, n):
                 p.kill()
 
 
+def rotated(systems, r):
+    """`systems` with each kind's binaries (batched, single) in round `r`'s order: the first binary of a kind runs
+    first in round 1, the second in round 2, …, so that none always runs first on the round's fresh server (a later
+    run meets the earlier ones' checkpoints and autovacuum)."""
+    kinds = [[s for s in systems if s[2]], [s for s in systems if not s[2]]]
+    return [s for kind in kinds for s in (kind[r % len(kind):] + kind[:r % len(kind)] if kind else [])]
+
+
 def median_of(runs, key):
     values = [r[key] for r in runs]
     return statistics.median(values) if values else None
@@ -221,7 +229,7 @@ def main():
             for n in counts:
                 for k in daemon_counts:
                     plan = [(name, lambda b=b, batched=batched: trailbook_run(server, b, k, n, batched, concurrency))
-                            for name, b, batched in systems]
+                            for name, b, batched in rotated(systems, r)]
                     plan.append(("pgqueuer", lambda: peer_run(server, "pgqueuer", k, n)))
                     if n <= 5000 and "--no-procrastinate" not in sys.argv:
                         plan.append(("procrastinate", lambda: peer_run(server, "procrastinate", k, n)))
@@ -235,7 +243,7 @@ def main():
                         sys.stdout.flush()
             for n in flat:
                 plan = [(f"{name} (flat)", lambda b=b: trailbook_run(server, b, 1, n, True, concurrency))
-                        for name, b, batched in systems if batched]
+                        for name, b, batched in rotated(systems, r) if batched]
                 if n <= flat_peer_max:
                     plan.append(("pgqueuer (flat)", lambda: peer_run(server, "pgqueuer", 1, n)))
                 for name, run in plan:

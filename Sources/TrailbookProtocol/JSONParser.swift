@@ -211,20 +211,42 @@ public struct JSONParser {
             try forEachMember(depth: depth) { (key, value, _) in members.updateValue(value, forKey: key) == nil }
             return .object(members)
         }
-        var keys = Set<String>()
-        try forEachMember(depth: depth) { (key, _, _) in keys.insert(key).inserted }
+        var keys = ObjectKeys()
+        try forEachMember(depth: depth) { (key, _, _) in keys.insert(key) }
         return .null
     }
 
     /// The top-level object's members (`members(ofObject:)`): keys and value ranges, values checked, not built.
     private mutating func objectMembers() throws(Failure) -> [(key: String, value: Range<Int>)] {
         var members: [(key: String, value: Range<Int>)] = []
-        var keys = Set<String>()
+        var keys = ObjectKeys()
         try forEachMember(depth: 1) { (key, _, range) in
             members.append((key, range))
-            return keys.insert(key).inserted
+            return keys.insert(key)
         }
         return members
+    }
+
+    /// The keys of one object read without building it, to find a duplicate: compared one by one while the
+    /// object is small, as most are (a feed line has about ten), hashed into a set past `linearLimit`. Hashing
+    /// every key was a twentieth of a daemon's CPU when three daemons shared a store and each checked the
+    /// others' feed lines (issue 40).
+    private struct ObjectKeys {
+        static let linearLimit = 16
+        private var few: [String] = []
+        private var many: Set<String>?
+
+        /// Adds `key`; false if the object had it already.
+        mutating func insert(_ key: String) -> Bool {
+            if let inserted = many?.insert(key).inserted { return inserted }
+            if few.contains(key) { return false }
+            few.append(key)
+            if few.count > Self.linearLimit {
+                many = Set(few)
+                few = []
+            }
+            return true
+        }
     }
 
     /// Reads an object from its opening brace, handing each member to `take` (its key, its value, the range of

@@ -55,6 +55,25 @@ final class JSONParserTests: XCTestCase {
         XCTAssertNoThrow(try parse(#"[{"a": 1}, {"a": 2}]"#))
     }
 
+    /// Objects past the few keys compared one by one (then hashed) refuse a duplicate all the same, at the top of
+    /// `members(ofObject:)` and inside a member.
+    func testDuplicateKeysOfLargeObjectsAreRefusedWhenNotBuilt() throws {
+        let keys = (0..<40).map { "\"k\($0)\": \($0)" }
+        let distinct = "{" + keys.joined(separator: ", ") + "}"
+        XCTAssertEqual(try JSONParser.members(ofObject: Array(distinct.utf8)[...]).count, 40)
+        XCTAssertNoThrow(try JSONParser.members(ofObject: Array(#"{"o": \#(distinct)}"#.utf8)[...]))
+        for late in [3, 16, 17, 39] {
+            let duplicated = "{" + (keys + ["\"k\(late)\": 0"]).joined(separator: ", ") + "}"
+            XCTAssertThrowsError(try JSONParser.members(ofObject: Array(duplicated.utf8)[...])) { error in
+                XCTAssertEqual((error as? JSONParser.Failure)?.kind, .duplicateKey, "\(late)")
+            }
+            let nested = Array(#"{"o": \#(duplicated)}"#.utf8)
+            XCTAssertThrowsError(try JSONParser.members(ofObject: nested[...])) { error in
+                XCTAssertEqual((error as? JSONParser.Failure)?.kind, .duplicateKey, "\(late)")
+            }
+        }
+    }
+
     func testTrailingCommasAndOtherNonJSONAreSyntaxErrors() {
         let cases: [(String, String, Int)] = [
             ("[1,]", "trailing comma before ']'", 3),

@@ -21,6 +21,9 @@ struct RelayedEventNumberingTests {
         var other = RelayedEventNumbering()
         #expect(other.origin != sender.origin)
         #expect(receiver.received(other.numbered(end))?.members == end)
+        // The first sender's copies are still known once another origin came between.
+        #expect(receiver.received(third)?.members == nil)
+        #expect(receiver.received(sender.numbered(end))?.members == end)
         #expect(receiver.received(end)?.members == end)
         #expect(receiver.received(end)?.members == end)
     }
@@ -92,6 +95,10 @@ struct RelayedLineTests {
         // Without a seq of its own, the seq still lands in its sorted place; a line that is not JSON is refused.
         let bare = try #require(RelayedLine(Array(#"{"job":"j","kind":"k","type":"log"}"#.utf8)[...]))
         #expect(String(decoding: bare.published(seq: 3, without: "relay"), as: UTF8.self) == #"{"job":"j","kind":"k","seq":3,"type":"log"}"#)
+        // A string without escapes is read as it stands, raw UTF-8 and all; a value that is no string is no string.
+        let raw = try #require(RelayedLine(Array(#"{"job":"jé \/","kind":"k é","n":5,"o":{"a":"b"}}"#.utf8)[...]))
+        #expect(raw.string("job") == "jé /" && raw.string("kind") == "k é")
+        #expect(raw.string("n") == nil && raw.string("o") == nil && raw.string("missing") == nil)
         #expect(RelayedLine(Array(#"{"job":"j","#.utf8)[...]) == nil)
         #expect(RelayedLine(Array(#"["job"]"#.utf8)[...]) == nil)
     }

@@ -305,12 +305,12 @@ public final class FeedRelay {
                     "a daemon on \(host) was started again: events it had not sent before it stopped may have been "
                         + "missed; refresh with list")
             }
-            if line.string("type") == Self.startedType { continue }
+            guard let type = line.string("type"), type != Self.startedType else { continue }
             if line.has("reread"), var members = line.decoded() {
                 members[RelayedEventNumbering.member] = nil
                 feed.relay(reread(members))
             } else {
-                feed.relay(line, without: RelayedEventNumbering.member)
+                feed.relay(line, type: type, without: RelayedEventNumbering.member)
             }
         }
     }

@@ -179,12 +179,10 @@ public final class ProgressFeed {
     }
 
     /// Publishes an event of another daemon as `relay(_:)` does, from its line as it came (`RelayedLine`): the
-    /// members copied as text, without `relay`, under this feed's next `seq`. A line without `job`, `kind` and
-    /// `type` strings is ignored.
-    func relay(_ event: RelayedLine, without number: String) {
-        guard let job = event.string("job"), let kind = event.string("kind"), let type = event.string("type") else {
-            return
-        }
+    /// members copied as text, without `relay`, under this feed's next `seq`. A line without `job` and `kind`
+    /// strings is ignored; `type` is the line's `type` member, which the caller has read.
+    func relay(_ event: RelayedLine, type: String, without number: String) {
+        guard let job = event.string("job"), let kind = event.string("kind") else { return }
         var line = event.published(seq: nextSeq, without: number)
         line.append(0x0A)
         emit(job: job, kind: kind, isProgress: type == "progress", line: line)

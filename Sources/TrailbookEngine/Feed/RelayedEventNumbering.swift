@@ -23,8 +23,12 @@ struct RelayedEventNumbering {
     let instance: String
     /// The last number handed out.
     private var last: UInt64 = 0
-    /// The last number delivered, by origin.
+    /// The last number delivered, by origin; the origin in `recent` has its number there, not here.
     private var delivered: [String: UInt64] = [:]
+    /// The origin of the last event delivered and its number: a payload's events all come from one origin, so
+    /// most events are checked against it without hashing the origin (the relay receives every event of every
+    /// other daemon). Written back to `delivered` when an event of another origin comes.
+    private var recent: (origin: String, number: UInt64)?
 
     /// The member name (removed before an event is published on this daemon's feed).
     static let member = "relay"
@@ -46,9 +50,16 @@ struct RelayedEventNumbering {
         guard let stamp else { return (nil, nil) }
         let parts = stamp.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, let number = UInt64(parts[1]) else { return (nil, nil) }
+        let instance = parts.count == 3 ? String(parts[2]) : nil
+        if let recent, recent.origin == parts[0] {
+            guard number > recent.number else { return nil }
+            self.recent = (recent.origin, number)
+            return (recent.origin, instance)
+        }
         let origin = String(parts[0])
         if let last = delivered[origin], number <= last { return nil }
-        delivered[origin] = number
-        return (origin, parts.count == 3 ? String(parts[2]) : nil)
+        if let recent { delivered[recent.origin] = recent.number }
+        recent = (origin, number)
+        return (origin, instance)
     }
 }

@@ -21,7 +21,17 @@ struct RelayedLine {
     /// The member `key` if it is a string, decoded.
     func string(_ key: String) -> String? {
         guard let range = range(of: key) else { return nil }
-        return (try? JSONParser.parse(bytes[range]))?.stringValue
+        return Self.string(bytes[range])
+    }
+
+    /// A checked value's text (`init` checked it) as a string, if it is one. A string without a backslash is its
+    /// text between the quotes as it stands (the check refused invalid UTF-8 and raw control characters), so only
+    /// one with escapes is parsed again: the relay reads four strings of every event another daemon sends.
+    static func string(_ value: ArraySlice<UInt8>) -> String? {
+        guard value.count >= 2, value.first == UInt8(ascii: "\""), value.last == UInt8(ascii: "\"") else { return nil }
+        let text = value.dropFirst().dropLast()
+        if !text.contains(UInt8(ascii: "\\")) { return String(decoding: text, as: UTF8.self) }
+        return (try? JSONParser.parse(value))?.stringValue
     }
 
     /// Whether the event has the member `key`.

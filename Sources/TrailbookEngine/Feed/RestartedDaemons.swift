@@ -9,10 +9,15 @@
 struct RestartedDaemons {
     /// The last relay origin heard from each instance.
     private var origins: [String: String] = [:]
+    /// The last event's instance and origin: the events of one payload share them, and noting them again changes
+    /// nothing, so it is skipped (no hashing for every event).
+    private var last: (instance: String, origin: String)?
 
     /// Notes an event from relay `origin` of daemon `instance`.
     /// - Returns: `true` when `instance` was heard from before under another origin: it was started again.
     mutating func heard(instance: String, origin: String) -> Bool {
+        if let last, last.origin == origin, last.instance == instance { return false }
+        last = (instance, origin)
         let previous = origins.updateValue(origin, forKey: instance)
         return previous != nil && previous != origin
     }
