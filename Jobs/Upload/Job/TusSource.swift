@@ -1,4 +1,5 @@
 import TrailbookEngine
+import TrailbookLoop
 
 #if canImport(Glibc)
     import Glibc
@@ -103,5 +104,21 @@ final class TusSource: @unchecked Sendable {
         var info = stat()
         let now = fstat(fd, &info) == 0 ? DirectoryIO.identity(info) : expected
         return PartFile.changed(path, expected: expected, now: now, detail: detail)
+    }
+}
+
+extension TusSource {
+    /// Hashes the source through `end` on the thread pool, `hash(through:step:)` by step, each step reported as
+    /// the job's phase (`UploadResumePhase`): the bytes a server had before this run read anything, which may be
+    /// many GiB and take longer to read than a stall timeout. Ends the phase when done.
+    /// - Throws: `source_unreadable` and the like from the reads; `JobStopped` when stopped between steps.
+    @LoopActor
+    func hash(through end: Int64, in job: JobContext) async throws {
+        while hashedThrough < end {
+            try job.checkCancellation()
+            let through = try await job.runOnPool { try self.hash(through: end) }
+            UploadResumePhase.rehashed(bytes: through, in: job)
+        }
+        job.endPhase()
     }
 }

@@ -312,10 +312,7 @@ struct TusUploadRun: UploadTransfer {
 
                 case .send(let url, let offset, let length):
                     // Bytes the server had before this run read anything: hash them from the source first.
-                    while source.hashedThrough < offset {
-                        try job.checkCancellation()
-                        _ = try await job.runOnPool { try source.hash(through: offset) }
-                    }
+                    if source.hashedThrough < offset { try await source.hash(through: offset, in: job) }
                     // Read, then check the source's identity (size, mtime, ctime, inode), before every PATCH
                     // including the last: a source changed before or during the read stops the job before a
                     // byte of the new version reaches the server, so no complete mixed object is ever made.
@@ -366,10 +363,7 @@ struct TusUploadRun: UploadTransfer {
                     action = machine.backoffElapsed()
 
                 case .succeed(let url, let bytes, _):
-                    while source.hashedThrough < bytes {
-                        try job.checkCancellation()
-                        _ = try await job.runOnPool { try source.hash(through: bytes) }
-                    }
+                    if source.hashedThrough < bytes { try await source.hash(through: bytes, in: job) }
                     try await job.runOnPool { try source.checkUnchanged() }
                     record(machine, into: &checkpoint)
                     var file = UploadedFile(

@@ -265,7 +265,9 @@ struct DirectoryUpload: UploadTransfer {
                         retryable: true)
                 }
                 hashed += got
+                UploadResumePhase.rehashed(bytes: hashed, in: job)
             }
+            job.endPhase()
 
             progress.set(index, offset)
             job.reportProgress(
@@ -508,7 +510,9 @@ struct DirectoryUpload: UploadTransfer {
                     retryable: true)
             }
             hashed += got
+            UploadResumePhase.rehashed(bytes: hashed, in: job)
         }
+        job.endPhase()
         job.log(.info, "\(file.name): already complete at \(finalPath) (finished before the daemon stopped); not copied again")
         let record = UploadedFile(
             name: file.name, path: finalPath, bytes: size, sha256: hash.hexDigest,

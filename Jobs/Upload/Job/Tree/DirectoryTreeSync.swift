@@ -17,8 +17,13 @@ import TrailbookLoop
 /// hashed; the source's SHA-256 is the remembered one when its `stat` is the remembered source's, else it is read
 /// and hashed. A re-run of an unchanged folder therefore reads no file: one `lstat` of each destination file.
 enum DirectoryTreeSync {
-    /// Files compared per pool call.
+    /// Files compared per pool call, at most.
     static let filesPerCall = 256
+    /// Bytes a pool call of comparisons may have to read, at most, counting both copies of each file whole (what
+    /// it reads when neither is remembered): a call stays well within a stall timeout. A file larger than that
+    /// goes in a call of its own, and if it must be read it is hashed in steps, each reported
+    /// (`Verdict.hashInSteps`, `SteppedSHA256`).
+    static let bytesPerCall: Int64 = 256 << 20
 
     /// What comparing one file found.
     enum Verdict: Sendable {
@@ -29,6 +34,9 @@ enum DirectoryTreeSync {
         /// The same bytes, proven by reading (the SHA-256, hex, and the destination's `signature`): remembered for
         /// next time.
         case same(sha256: String, signature: String)
+        /// A regular file of the size whose bytes must be read to tell, too large to read within one pool call:
+        /// the loop hashes it in steps (`compareInSteps`). The destination's `signature`.
+        case hashInSteps(signature: String)
     }
 
     /// One file to compare (a value handed to the pool).
@@ -44,7 +52,8 @@ enum DirectoryTreeSync {
 
     /// Takes out of `plan` (and `identities`, aligned with its files) each file that `directory` already holds
     /// with the same bytes, counting them in `plan.unchangedCount` / `unchangedBytes`. One pool call per
-    /// `filesPerCall` files; a stop ends it between calls, and each call's end is reported to `phase`.
+    /// `filesPerCall` files or `bytesPerCall` bytes (`callEnd`), a larger file hashed in steps; a stop ends it
+    /// between calls and steps, and each call's end is reported to `phase`.
     /// - Throws: `JobStopped` when stopped; `JobError` `store_error` when the upload memory cannot be read.
     @LoopActor
     static func leaveOutUnchanged(
@@ -57,7 +66,7 @@ enum DirectoryTreeSync {
         var start = 0
         while start < plan.files.count {
             try job.checkCancellation()
-            let range = start..<min(plan.files.count, start + filesPerCall)
+            let range = start..<callEnd(from: start, sizes: identities.lazy.map(\.size))
             let candidates = range.map { index in
                 let row = memory.remembered(index)
                 return Candidate(
@@ -68,10 +77,15 @@ enum DirectoryTreeSync {
                         row.state.sha256.flatMap { row.location.isEmpty ? nil : (row.location, $0) }
                     })
             }
-            let verdicts = try await job.runOnPool { candidates.map(compare) }
-            for (index, verdict) in zip(range, verdicts) {
+            let inOneCall = range.count > 1 || 2 * identities[start].size <= bytesPerCall
+            let verdicts = try await job.runOnPool { candidates.map { compare($0, inOneCall: inOneCall) } }
+            for (offset, (index, found)) in zip(range, verdicts).enumerated() {
+                var verdict = found
+                if case .hashInSteps(let signature) = found {
+                    verdict = try await compareInSteps(candidates[offset], signature: signature, in: job)
+                }
                 switch verdict {
-                case .differs: continue
+                case .differs, .hashInSteps: continue
                 case .sameAsRemembered:
                     same.append(index)
                     memory.vouched += 1
@@ -89,12 +103,32 @@ enum DirectoryTreeSync {
         plan.leaveOut(same, identities: &identities)
     }
 
-    /// Whether `candidate.target` holds the bytes of `candidate.source` (see the type). Blocking.
-    static func compare(_ candidate: Candidate) -> Verdict {
+    /// The end of the pool call of comparisons that starts at file `start`: at most `filesPerCall` files whose
+    /// sizes (`sizes`, aligned with the plan's files), counted twice, add up to at most `bytesPerCall` — or the
+    /// one file at `start` if it alone is larger.
+    static func callEnd<Sizes: Collection<Int64>>(
+        from start: Int, sizes: Sizes, filesPerCall: Int = filesPerCall, bytesPerCall: Int64 = bytesPerCall
+    ) -> Int where Sizes.Index == Int {
+        var end = start
+        var bytes: Int64 = 0
+        while end < sizes.endIndex, end - start < filesPerCall {
+            let cost = 2 * sizes[end]
+            if end > start, bytes + cost > bytesPerCall { break }
+            bytes += cost
+            end += 1
+        }
+        return end
+    }
+
+    /// Whether `candidate.target` holds the bytes of `candidate.source` (see the type). Blocking. Unless
+    /// `inOneCall`, a file whose bytes must be read to tell is left to the loop (`.hashInSteps`).
+    static func compare(_ candidate: Candidate, inOneCall: Bool = true) -> Verdict {
         guard let identity = regularFile(candidate.target), identity.size == candidate.size,
             let signature = signature(identity)
         else { return .differs }
         guard candidate.size > 0 else { return .sameAsRemembered }
+        let provenByStat = candidate.remembered?.signature == signature && candidate.knownSHA256 != nil
+        if !inOneCall, !provenByStat { return .hashInSteps(signature: signature) }
         if let remembered = candidate.remembered, remembered.signature == signature {
             // The destination is what was written there, untouched since.
             let ours = candidate.knownSHA256 ?? sha256(of: candidate.source, flags: 0)
@@ -105,6 +139,24 @@ enum DirectoryTreeSync {
             let ours = candidate.knownSHA256 ?? sha256(of: candidate.source, flags: 0), theirs == ours
         else { return .differs }
         return .same(sha256: ours, signature: signature)
+    }
+
+    /// `compare` for a file too large to read within one pool call: the same rule, with each copy that must be
+    /// read hashed in steps on the pool (`SteppedSHA256`), each step reported as the job's phase.
+    /// - Throws: `JobStopped` when the job is stopped between steps.
+    @LoopActor
+    static func compareInSteps(
+        _ candidate: Candidate, signature: String, in job: JobContext
+    ) async throws -> Verdict {
+        var ours = candidate.knownSHA256
+        if ours == nil { ours = try await SteppedSHA256.hexDigest(of: candidate.source, flags: 0, in: job) }
+        guard let ours else { return .differs }
+        if let remembered = candidate.remembered, remembered.signature == signature {
+            guard ours == remembered.sha256 else { return .differs }
+            return candidate.knownSHA256 == nil ? .same(sha256: ours, signature: signature) : .sameAsRemembered
+        }
+        let theirs = try await SteppedSHA256.hexDigest(of: candidate.target, flags: O_NOFOLLOW, in: job)
+        return theirs == ours ? .same(sha256: ours, signature: signature) : .differs
     }
 
     /// The `lstat` of `path` when it is a regular file (not a link), else `nil`. Blocking.

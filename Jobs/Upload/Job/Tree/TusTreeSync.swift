@@ -44,9 +44,7 @@ enum TusTreeSync {
             let source = plan.files[index]
             let known = remembered.knownSHA256(index, path: source, identity: identities[index])
             if known == nil {
-                guard try await job.runOnPool({ DirectoryTreeSync.sha256(of: source, flags: 0) }) == sha256 else {
-                    continue
-                }
+                guard try await SteppedSHA256.hexDigest(of: source, flags: 0, in: job) == sha256 else { continue }
             }
             do {
                 let status = try await client.status(of: upload.location)
