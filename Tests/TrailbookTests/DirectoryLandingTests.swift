@@ -74,10 +74,7 @@ import TrailbookJobsTesting
         let scratch = try Scratch()
         defer { scratch.remove() }
         let size = 4096
-        var sources: [(path: String, bytes: [UInt8])] = []
-        for index in 0..<48 {
-            sources.append(try scratch.source("s\(index).bin", count: size, seed: UInt64(index + 1)))
-        }
+        let sources = try scratch.sources(48, size: size)
         let params = UploadJob.Params(
             files: sources.map { BytePath($0.path) }, to: "file://" + scratch.dst, chunkSize: 64 << 10)
         let landedNames = {

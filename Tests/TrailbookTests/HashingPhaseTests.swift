@@ -109,7 +109,16 @@ import TrailbookJobsTesting
     @Test func aResumeWithinAFileReportsItsReadBack() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let source = try scratch.source("video.bin", count: 18 << 20, seed: 3)
+        // 18 MiB (more than a batch takes, so it is copied in chunks and resumed within): one pseudo-random MiB,
+        // each copy marked by its first byte (`Scratch.source` would draw 18 Mi bytes one at a time).
+        let block = try scratch.source("block.bin", count: 1 << 20, seed: 3).bytes
+        var bytes: [UInt8] = []
+        for copy in 0..<18 {
+            bytes += block
+            bytes[copy << 20] = UInt8(copy)
+        }
+        let source = (path: scratch.src + "/video.bin", bytes: bytes)
+        try Data(bytes).write(to: URL(fileURLWithPath: source.path))
         let params = UploadJob.Params(
             files: [BytePath(source.path)], to: "file://" + scratch.dst, chunkSize: 1 << 20)
         let harness = JobKindHarness(UploadJob(), params: params)

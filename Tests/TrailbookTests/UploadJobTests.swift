@@ -110,6 +110,11 @@ struct Scratch {
         return (path, bytes)
     }
 
+    /// Writes `count` files `src/s0.bin`, `src/s1.bin`, … of `size` pseudo-random bytes each (seeds 1, 2, …).
+    func sources(_ count: Int, size: Int) throws -> [(path: String, bytes: [UInt8])] {
+        try (0..<count).map { index in try source("s\(index).bin", count: size, seed: UInt64(index + 1)) }
+    }
+
     func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
     func bytes(_ path: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: path))) }
 }
