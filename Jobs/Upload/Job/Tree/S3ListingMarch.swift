@@ -39,8 +39,8 @@ final class S3ListingMarch {
     private var last: [UInt8]?
     /// Objects listed so far.
     private(set) var listed = 0
-    /// Whether the credentials may not list the bucket (`access_denied` at the first page): each file is then
-    /// asked with `HeadObject`.
+    /// Whether the credentials may not list the bucket (`access_denied` for a page): each file not found in what
+    /// was listed before is then asked with `HeadObject`.
     private(set) var notListable = false
 
     /// A march through the listing of `prefix` with `client`, each page retried as `run.retrying` does.
@@ -57,11 +57,9 @@ final class S3ListingMarch {
     func object(named name: [UInt8], in job: JobContext) async throws -> S3PrefixListing.Object? {
         if let last, Self.walkPrecedes(name, last) { return nil }
         last = name
-        while let head = try await peek(in: job) {
-            let key = Array(head.key.utf8.dropFirst(prefix.utf8.count))
-            guard !name.lexicographicallyPrecedes(key) else { break }
-            held[key] = S3PrefixListing.Object(size: head.size, etag: head.etag)
-            nextInPage += 1
+        while let head = try await peek(in: job), !name.lexicographicallyPrecedes(self.name(of: head)) {
+            guard let (key, object) = try await next(in: job) else { break }
+            held[key] = object
         }
         let found = held.removeValue(forKey: name)
         if held.count >= dropAt {
@@ -70,6 +68,19 @@ final class S3ListingMarch {
         }
         return found
     }
+
+    /// The next object of the listing under the prefix with its name (its key's bytes after the prefix), read
+    /// past; `nil` once the listing ended or the bucket may not be listed (`notListable`). Reading every object
+    /// this way is `S3PrefixListing.list`.
+    /// - Throws: `S3Error` when a page cannot be listed (after retries; not `access_denied`), `JobStopped`.
+    func next(in job: JobContext) async throws -> (name: [UInt8], object: S3PrefixListing.Object)? {
+        guard let head = try await peek(in: job) else { return nil }
+        nextInPage += 1
+        return (name(of: head), S3PrefixListing.Object(size: head.size, etag: head.etag))
+    }
+
+    /// A listed object's name: its key's bytes after the prefix.
+    private func name(of object: S3ListedObject) -> [UInt8] { Array(object.key.utf8.dropFirst(prefix.utf8.count)) }
 
     /// The next object of the listing under the prefix (reading the next page when this one is done), or `nil`
     /// once the listing ended or the bucket may not be listed.
@@ -95,7 +106,7 @@ final class S3ListingMarch {
                 token = next.next
                 listed += page.count
                 UploadListingPhase.listed(objects: listed, in: job)
-            } catch let error as S3Error where error.code == .accessDenied && !started {
+            } catch let error as S3Error where error.code == .accessDenied {
                 job.log(
                     .info,
                     "may not list s3://\(client.bucket)/\(prefix) (\(error.message)); asking HeadObject of each file instead")

@@ -22,38 +22,15 @@ enum S3PrefixListing {
     /// The credentials may not list the bucket (`access_denied`): each file is asked with `HeadObject`.
     case notListable
 
-    /// Lists every object under `prefix` (every page, each retried as `run.retrying` does), reporting the objects
-    /// listed after each page as the job's phase ("listing the destination: 41 000 objects", the stall timeout's
-    /// heartbeat: 100 000 objects are 100 requests, longer than a stall timeout at a slow server).
+    /// Lists every object under `prefix`: the whole march through its listing (`S3ListingMarch`: every page, each
+    /// retried as `run.retrying` does, the objects listed reported as the job's phase after each page — "listing
+    /// the destination: 41 000 objects", the stall timeout's heartbeat: 100 000 objects are 100 requests).
     /// - Throws: `S3Error` when listing fails for good (not `access_denied`: that gives `notListable`).
     @LoopActor
     static func list(prefix: String, client: S3Client, run: S3UploadRun, in job: JobContext) async throws -> Self {
-        let prefixLength = prefix.utf8.count
+        let march = S3ListingMarch(prefix: prefix, client: client, run: run)
         var objects: [[UInt8]: Object] = [:]
-        var token: String?
-        var listed = 0
-        repeat {
-            let continuation = token
-            let page: (objects: [S3ListedObject], next: String?)
-            do {
-                page = try await run.retrying("ListObjectsV2 \(prefix)", in: job) { () throws(S3Error) in
-                    try await client.listObjects(prefix: prefix, continuation: continuation)
-                }
-            } catch let error as S3Error where error.code == .accessDenied {
-                job.log(
-                    .info,
-                    "may not list s3://\(client.bucket)/\(prefix) (\(error.message)); asking HeadObject of each file instead")
-                return .notListable
-            }
-            for object in page.objects {
-                let key = Array(object.key.utf8)
-                guard key.count > prefixLength, key.starts(with: prefix.utf8) else { continue }
-                objects[Array(key[prefixLength...])] = Object(size: object.size, etag: object.etag)
-            }
-            token = page.next
-            listed += page.objects.count
-            UploadListingPhase.listed(objects: listed, in: job)
-        } while token != nil
-        return .objects(objects)
+        while let (name, object) = try await march.next(in: job) { objects[name] = object }
+        return march.notListable ? .notListable : .objects(objects)
     }
 }
