@@ -86,4 +86,37 @@ struct FolderSyncLongListingEndToEndTests {
         #expect(!requests.contains { ["PutObject", "CreateMultipartUpload"].contains($0.action) })
         #expect(requests.filter { $0.action == "ListObjectsV2" }.count >= 7, "19 keys, 3 a page")
     }
+
+    /// Credentials that may not list the bucket (`AccessDenied` to `ListObjectsV2`) still send only what changed:
+    /// each file is asked with `HeadObject` instead (`S3ListingMarch.notListable`), one folder or several.
+    @Test func aBucketThatMayNotBeListedIsAskedFileByFile() throws {
+        let work = TemporaryDirectory("tbj-not-listable")
+        let trip = work.file("trip")
+        let more = work.file("more")
+        for (folder, letter, count) in [(trip, "f", 6), (more, "g", 3)] {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            for index in 0..<count {
+                try Data("\(folder) \(index)\n".utf8).write(
+                    to: URL(fileURLWithPath: folder + "/\(letter)\(index).jpg"))
+            }
+        }
+        let server = try S3Server()
+        let daemon = try DaemonHarness(environment: server.environment())
+        try daemon.waitForState(try daemon.submitUpload([trip, "--to", "s3://photos/one/"]), "succeeded", timeout: 120)
+        try daemon.waitForState(
+            try daemon.submitUpload([trip + "/f0.jpg", more, "--to", "s3://photos/two/"]), "succeeded", timeout: 120)
+
+        for (sources, prefix, count) in [([trip], "one", 6), ([trip + "/f0.jpg", more], "two", 4)] {
+            try server.arm("code=403&s3_code=AccessDenied&action=ListObjectsV2&count=1")
+            let seen = try server.requests().count
+            let id = try daemon.submitUpload(sources + ["--to", "s3://photos/\(prefix)/"])
+            let done = try daemon.waitForState(id, "succeeded", timeout: 120)
+            #expect(done["result"]?["tree"]?["already_there"]?.intValue == Int64(count), "\(prefix)")
+            #expect(done["result"]?["tree"]?["uploaded"]?.intValue == 0, "\(prefix)")
+            let requests = try server.requests()[seen...]
+            #expect(requests.filter { $0.action == "ListObjectsV2" }.count == 1, "\(prefix): refused once, not again")
+            #expect(requests.filter { $0.action == "HeadObject" }.count == count, "\(prefix): one HeadObject a file")
+            #expect(!requests.contains { ["PutObject", "CreateMultipartUpload"].contains($0.action) }, "\(prefix)")
+        }
+    }
 }
