@@ -115,9 +115,9 @@ struct DirectoryUpload: UploadTransfer {
                             next, listed, copied, resentBefore: 0, checkpoint: &checkpoint, batch: &batch,
                             progress: &progress, countLeftovers: resumed, in: job)
                     }
-                }
-                if failure == nil, job.stopReason != .userStop, !batch.isEmpty {
-                    try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
+                    if !batch.isEmpty {
+                        try? await land(&batch, checkpoint: &checkpoint, progress: &progress, saving: true, in: job)
+                    }
                 }
                 guard let failure else { throw error }
                 try await land(&batch, checkpoint: &checkpoint, progress: &progress, in: job)
@@ -205,11 +205,7 @@ struct DirectoryUpload: UploadTransfer {
             if let running {
                 copied = try await running.value
             } else {
-                copied = try await job.runOnPool {
-                    try SmallFileCopy.copy(
-                        sourcePath: sourcePath, partPath: partPath, name: name, directory: directory,
-                        expected: expected)
-                }
+                copied = try await job.runOnPool(smallFileCopy(listed, job: job))
             }
             // Into the batch even if the job is being stopped: a stop lands the files copied whole.
             addCopied(
@@ -391,13 +387,20 @@ struct DirectoryUpload: UploadTransfer {
         while let next = ahead.nextToStart(after: index), next < files.count, let listed = try? files.file(next),
             DirectoryLandingBatch.admits(size: listed.identity.size, syncBytes: syncBytes, paced: false)
         {
-            let (sourcePath, name, expected) = (listed.path, listed.name, listed.identity)
-            let (partPath, directory) = (partPath(name, job: job), directory)
-            ahead.start(next, in: job) {
-                try SmallFileCopy.copy(
-                    sourcePath: sourcePath, partPath: partPath, name: name, directory: directory, expected: expected)
-            }
+            ahead.start(next, in: job, smallFileCopy(listed, job: job))
             if ahead.nextToStart(after: index) == next { return }
+        }
+    }
+
+    /// The pool call that copies file `listed` whole (`SmallFileCopy.copy`), at its turn or ahead of it.
+    private func smallFileCopy(
+        _ listed: UploadFileList.File, job: JobContext
+    ) -> @Sendable () throws -> SmallFileCopy {
+        let (sourcePath, name, expected) = (listed.path, listed.name, listed.identity)
+        let (partPath, directory) = (partPath(name, job: job), directory)
+        return {
+            try SmallFileCopy.copy(
+                sourcePath: sourcePath, partPath: partPath, name: name, directory: directory, expected: expected)
         }
     }
 
