@@ -231,21 +231,28 @@ public struct JSONParser {
     /// object is small, as most are (a feed line has about ten), hashed into a set past `linearLimit`. Hashing
     /// every key was a twentieth of a daemon's CPU when three daemons shared a store and each checked the
     /// others' feed lines (issue 40).
-    private struct ObjectKeys {
+    private enum ObjectKeys {
         static let linearLimit = 16
-        private var few: [String] = []
-        private var many: Set<String>?
+        /// Up to `linearLimit` keys, compared one by one.
+        case few([String])
+        /// More, hashed.
+        case many(Set<String>)
+
+        init() { self = .few([]) }
 
         /// Adds `key`; false if the object had it already.
         mutating func insert(_ key: String) -> Bool {
-            if let inserted = many?.insert(key).inserted { return inserted }
-            if few.contains(key) { return false }
-            few.append(key)
-            if few.count > Self.linearLimit {
-                many = Set(few)
-                few = []
+            switch self {
+            case .many(var keys):
+                let inserted = keys.insert(key).inserted
+                self = .many(keys)
+                return inserted
+            case .few(var keys):
+                if keys.contains(key) { return false }
+                keys.append(key)
+                self = keys.count > Self.linearLimit ? .many(Set(keys)) : .few(keys)
+                return true
             }
-            return true
         }
     }
 

@@ -19,9 +19,9 @@ extension S3UploadRun {
     /// Sends the files from `checkpoint.fileIndex` on that go up in one `PUT`, up to the next multipart one, at most
     /// `parts_in_flight` at a time, and at most `parts_in_flight` parts' worth of bytes (`--chunk-size` each, the
     /// memory a multipart upload holds) in flight unless one file alone is more. Each file's result is saved in the
-    /// checkpoint as it lands (out of order ones in `finishedAhead`). On an error or a stop the requests in flight are cancelled (the task group cancels its
-    /// children, which aborts their transfers); what landed stays recorded, the others are sent again on resume (a
-    /// `PUT` of the same bytes to the same key is idempotent).
+    /// checkpoint as it lands (out of order ones in `finishedAhead`). On an error or a stop the requests in flight
+    /// are cancelled (the task group cancels its children, which aborts their transfers); what landed stays
+    /// recorded, the others are sent again on resume (a `PUT` of the same bytes to the same key is idempotent).
     func uploadSinglePuts(
         checkpoint: inout UploadCheckpoint, client: S3Client, progress: S3Progress, in job: JobContext
     ) async throws {
