@@ -245,11 +245,21 @@ public final class PostgresConnection {
         return try outcome.get()
     }
 
-    /// Listens on `channel` from now on, also after reconnecting; notifications go to `onNotification`.
+    /// Listens on `channel` from now on, also after reconnecting; notifications go to `onNotification`. The
+    /// channel counts as listened to from the call on: a connection lost before the `LISTEN` is answered listens
+    /// on it once it is back (and the call throws).
     /// - Throws: `PostgresError` as `query`.
     public func listen(_ channel: String, isolation: isolated (any Actor)? = #isolation) async throws(PostgresError) {
-        _ = try await query("LISTEN \(Self.quotedIdentifier(channel))", isolation: isolation)
         if !channels.contains(channel) { channels.append(channel) }
+        _ = try await query("LISTEN \(Self.quotedIdentifier(channel))", isolation: isolation)
+    }
+
+    /// Stops listening on `channel` (`UNLISTEN`), also after reconnecting. Notifications already received may
+    /// still reach `onNotification`.
+    /// - Throws: `PostgresError` as `query`.
+    public func unlisten(_ channel: String, isolation: isolated (any Actor)? = #isolation) async throws(PostgresError) {
+        channels.removeAll { $0 == channel }
+        _ = try await query("UNLISTEN \(Self.quotedIdentifier(channel))", isolation: isolation)
     }
 
     /// Closes the connection: requests in flight fail with `.closed`, no reconnection. Safe to call twice.

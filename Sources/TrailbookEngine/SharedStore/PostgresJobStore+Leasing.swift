@@ -123,6 +123,20 @@ extension PostgresJobStore {
         }
     }
 
+    /// `LISTEN` or `UNLISTEN` on `trailbook_feed`, sent from the store's thread after the requests made before it.
+    public func followFeed(_ follow: Bool, completion: @escaping @Sendable (Bool) -> Void) {
+        send({ database in
+            let connection = database.queue!.connection
+            if follow {
+                try await connection.listen(PostgresJobQueue.feedChannel)
+            } else {
+                try await connection.unlisten(PostgresJobQueue.feedChannel)
+            }
+        }) { result in
+            if case .success = result { completion(true) } else { completion(false) }
+        }
+    }
+
     /// Moves a lease found lost to `lostLeases`.
     func markLost(_ id: String) {
         if let lease = leases.removeValue(forKey: id) { lostLeases[id] = lease }

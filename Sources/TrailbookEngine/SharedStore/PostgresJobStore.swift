@@ -93,7 +93,8 @@ public final class PostgresJobStore: LeasingJobStoring {
 
     /// Connects (waiting at most `connectTimeoutSeconds`) as daemon `daemonID` (a new random id by default) of
     /// host `options.host` (the machine's name by default), claiming from `options.queues`, migrates the schema
-    /// (safe when daemons start together) and listens for new work.
+    /// (safe when daemons start together) and listens for new work and control requests (the feed only when
+    /// asked: `followFeed`).
     /// - Throws: `JobStoreError.unavailable` if the database cannot be reached or migrated.
     public init(
         connectionString: PostgresConnectionString, options: SharedStoreOptions, daemonID: String? = nil,
@@ -159,7 +160,6 @@ public final class PostgresJobStore: LeasingJobStoring {
             try await queue.migrate()
             try await connection.listen(PostgresJobQueue.jobsChannel)
             try await connection.listen(PostgresJobQueue.controlChannel)
-            try await connection.listen(PostgresJobQueue.feedChannel)
         }
     }
 

@@ -192,7 +192,13 @@ public protocol LeasingJobStoring: JobStoring {
     /// one transaction and in order, without waiting; `completion` is called on the loop thread with whether the
     /// store took them.
     func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void)
-    /// Called on the loop thread with each feed payload another daemon sent (`publishFeed`), in the order sent.
+    /// Starts (`true`) or stops (`false`) receiving the feed payloads other daemons send (`onFeed`), without
+    /// waiting; `completion` is called on the loop thread once the store has done it (`false`: it could not be
+    /// asked now; a store that follows tries again once its connection is back, and `onFeedInterrupted` says so).
+    /// A store starts not following. Payloads are received only from their sender's commit after the start.
+    func followFeed(_ follow: Bool, completion: @escaping @Sendable (Bool) -> Void)
+    /// Called on the loop thread with each feed payload another daemon sent (`publishFeed`), in the order sent,
+    /// while the store follows the feed (`followFeed`).
     var onFeed: ((String) -> Void)? { get set }
     /// Called on the loop thread when the store's connection is back after it was lost: the payloads other
     /// daemons sent meanwhile never arrived (notifications are not kept for a listener that is gone).
