@@ -70,6 +70,11 @@ enum DaemonCommand {
         if testKinds, let status = context.environment["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT"].flatMap({ Int32($0) }) {
             configuration.scheduler.exitAfterSubmitCommitForTests = status
         }
+        // Tests only: seconds a shared store's daemon goes on following the others' feed after its last watcher
+        // of it left.
+        if testKinds, let seconds = context.environment["TRAILBOOK_JOBS_TEST_FEED_LINGER"].flatMap({ Double($0) }) {
+            configuration.feedFollowLingerSeconds = seconds
+        }
         // Tests only: a folder upload's file list read this many entries at a time.
         let fileListPage = testKinds ? context.environment["TRAILBOOK_JOBS_TEST_FILE_LIST_PAGE"].flatMap({ Int($0) }) : nil
         // Tests only: seconds a folder upload's first run waits after each page of its file list is written.

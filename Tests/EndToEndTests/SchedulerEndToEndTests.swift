@@ -235,10 +235,17 @@ final class FeedRecorder: @unchecked Sendable {
     private var recorded: [JSONValue] = []
     private nonisolated(unsafe) let client: DaemonClient
 
-    /// Watches `daemon`'s feed, replaying the events after `since` first when given.
-    init(_ daemon: DaemonHarness, since: Int64? = nil) throws {
+    /// The `watch` reply (`seq`: the last event published before it).
+    let header: JSONValue
+
+    /// Watches `daemon`'s feed (with `local`, its own events only), replaying the events after `since` first when
+    /// given.
+    init(_ daemon: DaemonHarness, since: Int64? = nil, local: Bool = false) throws {
         client = try DaemonClient(socketPath: daemon.socketPath)
-        _ = try client.request(since.map { ["op": "watch", "since": .number(Double($0))] } ?? ["op": "watch"])
+        var request: [String: JSONValue] = ["op": "watch"]
+        if let since { request["since"] = .number(Double(since)) }
+        if local { request["local"] = true }
+        header = try client.request(.object(request))
         let thread = Thread { [weak self] in
             guard let client = self?.client else { return }
             while let event = try? client.readLine() {
@@ -251,6 +258,9 @@ final class FeedRecorder: @unchecked Sendable {
 
     /// Every line so far, in order.
     func all() -> [JSONValue] { lock.withLock { recorded } }
+
+    /// Hangs up: the daemon drops the watcher, and the recording stops.
+    func close() { shutdown(client.fileDescriptor, Int32(SHUT_RDWR)) }
 
     func events(of job: String) -> [JSONValue] {
         lock.withLock { recorded.filter { $0["job"]?.stringValue == job } }

@@ -40,6 +40,10 @@ extension ControlServer {
         }
     }
 
+    func bool(_ request: JSONValue, _ key: String) throws(JobError) -> Bool? {
+        try member(request, key, "true or false", \.boolValue)
+    }
+
     func wholeNumber(_ request: JSONValue, _ key: String) throws(JobError) -> Int64? {
         try member(request, key, "a whole number", \.intValue)
     }
@@ -56,7 +60,7 @@ extension ControlServer {
         "ping": ["op"], "submit": ["op"] + submitMembers, "submit_batch": ["op", "jobs"],
         "list": ["op", "states", "kind", "limit", "before"], "show": ["op", "job"], "cancel": ["op", "job"],
         "pause": ["op", "job"], "resume": ["op", "job", "headers"], "prune": ["op", "older_than_s"],
-        "watch": ["op", "since", "jobs", "kinds"],
+        "watch": ["op", "since", "jobs", "kinds", "local"],
     ]
     /// The members of a submit object (a `submit` without its `op`, or a `submit_batch` entry).
     static let submitMembers = ["kind", "params", "options", "key"]

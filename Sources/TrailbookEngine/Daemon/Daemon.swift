@@ -21,6 +21,9 @@ public struct DaemonConfiguration: Sendable {
     public var store = JobStoreLocation.sqlite
     /// Version reported by `ping`.
     public var version = "0.1.0"
+    /// On a shared store, seconds the daemon goes on receiving the other daemons' feed after its last watcher
+    /// that wanted their events left (`FeedRelay.followLinger`).
+    public var feedFollowLingerSeconds = 30.0
 
     public init(home: String, socketPath: String? = nil) {
         self.home = home
@@ -151,7 +154,9 @@ public final class Daemon {
         register(scheduler)
         let daemon = Daemon(configuration: configuration, scheduler: scheduler, notifier: ServiceNotifier(environment: service))
         if let shared = store as? any LeasingJobStoring {
-            daemon.relay = FeedRelay(store: shared, feed: feed, instance: configuration.socketPath)
+            daemon.relay = FeedRelay(
+                store: shared, feed: feed, instance: configuration.socketPath,
+                followLinger: configuration.feedFollowLingerSeconds)
         }
         if let activationSocket {
             try daemon.server.listen(descriptor: activationSocket)

@@ -18,6 +18,13 @@ import TrailbookLoop
 ///
 /// Receiving: each payload of another daemon is published in its order under this feed's own `seq` numbers
 /// (`ProgressFeed.relay`): `seq` keeps meaning "this daemon's order of delivery", and `host` says where the job is.
+///
+/// Following: the relay receives other daemons' events only while one of this daemon's watchers wants them (every
+/// watcher but those of this daemon's own events, `ProgressFeed.subscribe(local:)`) and for `followLinger` seconds
+/// after the last one left (so a watcher back with `since` soon after finds its replay whole): with nobody watching
+/// a daemon for them, the others' events cost it nothing (each daemon reading every other's feed is work that
+/// grows with the square of the daemons). A watcher that wants them is added once the store follows
+/// (`follow`), so that no event committed after its `watch` is answered passes it by.
 @LoopActor
 public final class FeedRelay {
     /// PostgreSQL refuses a NOTIFY payload of 8 000 bytes or more; the store adds a header line of under 100.
@@ -30,6 +37,11 @@ public final class FeedRelay {
     public let retrySeconds = 1.0
     /// Events kept while the store refuses sends; past it the oldest eighth is dropped (and the drop is logged).
     public let maxPending = 20_000
+    /// Seconds the relay goes on following other daemons' events after the last watcher that wanted them left.
+    public let followLinger: Double
+    /// Longest a watcher waits for the store to start following (`follow`) before it is added anyway, in seconds;
+    /// if the store answers later, the watchers added meanwhile get a `gap` line.
+    public let followWait = 2.0
 
     private var store: any LeasingJobStoring
     private let feed: ProgressFeed
@@ -54,6 +66,22 @@ public final class FeedRelay {
     private var numbering: RelayedEventNumbering
     /// Which other daemons were started again since this one heard from them.
     private var restarts = RestartedDaemons()
+    /// Whether other daemons' events are received (see the type's documentation).
+    private var following = Following.off
+    /// Runs while following with no watcher that wants the events: stops following when it fires.
+    private var linger: LoopTimer?
+    /// Runs while the store is asked to follow: the waiting watchers are added when it fires.
+    private var followWaitTimer: LoopTimer?
+
+    /// Whether the store delivers other daemons' events to this relay.
+    enum Following {
+        /// Not asked; payloads that still come are dropped.
+        case off
+        /// Asked; the watchers waiting to be added (`follow`) are resumed once the store has done it.
+        case starting(waiters: [CheckedContinuation<Void, Never>])
+        /// Following.
+        case on
+    }
 
     /// The type of the event every relay sends first, once it starts: it tells the others this daemon runs (under
     /// a new origin, if it ran before: `RestartedDaemons`). Never published on a feed.
@@ -65,18 +93,21 @@ public final class FeedRelay {
     ///   path; the store's host is added); a daemon restarted under the same one makes the others announce a gap.
     public init(
         store: any LeasingJobStoring, feed: ProgressFeed, instance: String = "", minimumInterval: Double = 0.025,
-        progressDelay: Double = 0.1
+        progressDelay: Double = 0.1, followLinger: Double = 30
     ) {
         self.store = store
         self.feed = feed
         self.minimumInterval = minimumInterval
         self.progressDelay = progressDelay
+        self.followLinger = followLinger
         numbering = RelayedEventNumbering(instance: instance.isEmpty ? "" : store.host + " " + instance)
         feed.host = store.host
         feed.onLocalEvent = { [weak self] members in self?.add(members) }
         self.store.onFeed = { [weak self] payload in LoopIsolation.assume { self?.received(payload) } }
-        self.store.onFeedInterrupted = { [weak feed] in
+        feed.relay = self
+        self.store.onFeedInterrupted = { [weak self, weak feed] in
             LoopIsolation.assume {
+                guard let self, case .on = self.following else { return }
                 feed?.announceGap(
                     "the connection to the shared job store was lost for a while: other daemons' events of that time "
                         + "were missed; refresh with list")
@@ -94,6 +125,15 @@ public final class FeedRelay {
     /// answer at most `seconds` in all, so an unreachable store cannot hold the shutdown; a refused send is not
     /// tried again.
     public func close(waitingAtMost seconds: Double = 0.5) async {
+        linger?.close()
+        linger = nil
+        followWaitTimer?.close()
+        followWaitTimer = nil
+        feed.relay = nil
+        if case .starting(let waiters) = following {
+            for waiter in waiters { waiter.resume() }
+        }
+        following = .off
         feed.onLocalEvent = nil
         store.onFeed = nil
         store.onFeedInterrupted = nil
@@ -290,9 +330,81 @@ public final class FeedRelay {
         return again.count <= limit ? again : nil
     }
 
+    // MARK: following
+
+    /// Returns once the store follows other daemons' events (at once if it does; else after asking it, at most
+    /// `followWait` seconds): a watcher that wants them is added to the feed after this.
+    public func follow() async {
+        linger?.stop()
+        if case .on = following { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            switch following {
+            case .on:
+                continuation.resume()
+            case .starting(var waiters):
+                waiters.append(continuation)
+                following = .starting(waiters: waiters)
+            case .off:
+                following = .starting(waiters: [continuation])
+                store.followFeed(true) { [weak self] _ in LoopIsolation.assume { self?.followed() } }
+                let wait = followWaitTimer ?? LoopTimer(loop: .main)
+                followWaitTimer = wait
+                wait.start(seconds: followWait) { [weak self] in self?.resumeWaiters() }
+            }
+        }
+    }
+
+    /// The store follows: events from now on are received. Watchers added before it answered (`followWait`)
+    /// may have missed some and are told so.
+    private func followed() {
+        guard case .starting(let waiters) = following else { return }
+        following = .on
+        followWaitTimer?.stop()
+        // The daemons heard from before the pause may have been started again meanwhile; that is not a gap now.
+        restarts = RestartedDaemons()
+        feed.relayStarted()
+        if feed.wantsRelayedEvents {
+            feed.announceGap("this daemon was slow to start following other daemons' events; refresh with list")
+        }
+        DaemonLog.write("feed relay: following the other daemons' events (a watcher wants them)")
+        for waiter in waiters { waiter.resume() }
+        watchersChanged()
+    }
+
+    /// Resumes the watchers still waiting for the store to follow (it has not answered in `followWait`).
+    private func resumeWaiters() {
+        guard case .starting(let waiters) = following, !waiters.isEmpty else { return }
+        following = .starting(waiters: [])
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The feed's subscribers changed: with none wanting other daemons' events, following stops after
+    /// `followLinger` seconds (unless one comes meanwhile).
+    func watchersChanged() {
+        guard case .on = following else { return }
+        guard !feed.wantsRelayedEvents else {
+            linger?.stop()
+            return
+        }
+        let linger = self.linger ?? LoopTimer(loop: .main)
+        self.linger = linger
+        guard !linger.isActive else { return }
+        linger.start(seconds: followLinger) { [weak self] in self?.stopFollowing() }
+    }
+
+    private func stopFollowing() {
+        guard case .on = following, !feed.wantsRelayedEvents else { return }
+        following = .off
+        store.followFeed(false) { _ in }
+        DaemonLog.write(
+            "feed relay: stopped following the other daemons' events (no watcher wanted them for "
+                + "\(Scheduler.seconds(followLinger)))")
+    }
+
     // MARK: receiving
 
     private func received(_ payload: String) {
+        if case .off = following { return }
         let bytes = Array(payload.utf8)
         for text in bytes.split(separator: 0x0A) {
             guard let line = RelayedLine(text), let sender = numbering.received(stamp: line.string(RelayedEventNumbering.member))

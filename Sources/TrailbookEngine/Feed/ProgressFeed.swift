@@ -22,6 +22,8 @@ public final class ProgressFeed {
         public var kind: String
         /// Whether this is a `progress` event (those may be skipped for a slow watcher; others never).
         public var isProgress: Bool
+        /// Whether another daemon sharing the store published it (`relay`), not this one.
+        public var isRelayed: Bool
         /// The encoded line, with its trailing newline.
         public var line: [UInt8]
     }
@@ -31,18 +33,22 @@ public final class ProgressFeed {
         let connection: PipeConnection
         let jobs: Set<String>
         let kinds: Set<String>
+        /// Only this daemon's own events, none `relay`ed from other daemons.
+        let local: Bool
         var skippedProgress = 0
         /// Events of this loop iteration not yet written; flushed in one write after the iteration's I/O.
         var outbox: [UInt8] = []
 
-        init(connection: PipeConnection, jobs: Set<String>, kinds: Set<String>) {
+        init(connection: PipeConnection, jobs: Set<String>, kinds: Set<String>, local: Bool) {
             self.connection = connection
             self.jobs = jobs
             self.kinds = kinds
+            self.local = local
         }
 
         func wants(_ event: Event) -> Bool {
             (jobs.isEmpty || jobs.contains(event.job)) && (kinds.isEmpty || kinds.contains(event.kind))
+                && !(local && event.isRelayed)
         }
     }
 
@@ -65,6 +71,10 @@ public final class ProgressFeed {
     /// The last gap announced (`announceGap`): the `seq` of the last event published before it, and its message.
     /// A watcher coming back with a `since` at or before that event was away when it was announced.
     private var lastGap: (afterSeq: Int64, message: String)?
+    /// The `seq` of the last event published before the relay last started following other daemons' events
+    /// (`relayStarted`): their events of the time before were never received, so a watcher that wants them and
+    /// comes back with a `since` at or before it cannot be replayed all it missed.
+    private var followedAfter: Int64?
     private var flushTimer: LoopTimer?
     private var dirty: [Subscriber] = []
     private var writer: CheckHandle?
@@ -78,6 +88,13 @@ public final class ProgressFeed {
     /// Called with each event this daemon publishes itself (not those `relay`ed from other daemons), as its line:
     /// a shared store's `FeedRelay` sends them to the other daemons.
     public var onLocalEvent: ((PublishedEvent) -> Void)?
+
+    /// On a shared store, the relay that publishes other daemons' events here: told when the subscribers that
+    /// want them come and go (`wantsRelayedEvents`), so it follows those events only while someone wants them.
+    weak var relay: FeedRelay?
+
+    /// Whether some subscriber wants other daemons' events (it did not ask for this daemon's own only).
+    var wantsRelayedEvents: Bool { subscribers.values.contains { !$0.local } }
 
     /// An event as this feed published it.
     public struct PublishedEvent: Sendable {
@@ -175,7 +192,7 @@ public final class ProgressFeed {
         else { return }
         var members = members
         members["seq"] = .number(Double(nextSeq))
-        emit(job: job, kind: kind, isProgress: type == "progress", members: members)
+        emit(job: job, kind: kind, isProgress: type == "progress", isRelayed: true, members: members)
     }
 
     /// Publishes an event of another daemon as `relay(_:)` does, from its line as it came (`RelayedLine`): the
@@ -185,7 +202,13 @@ public final class ProgressFeed {
         guard let job = event.string("job"), let kind = event.string("kind") else { return }
         var line = event.published(seq: nextSeq, without: number)
         line.append(0x0A)
-        emit(job: job, kind: kind, isProgress: type == "progress", line: line)
+        emit(job: job, kind: kind, isProgress: type == "progress", isRelayed: true, line: line)
+    }
+
+    /// The relay starts following other daemons' events (again): those published before now were not received,
+    /// and a subscriber that wants them and replays from before now is told so (`subscribe`).
+    func relayStarted() {
+        followedAfter = lastSeq
     }
 
     /// Called after every `state` event is published (the daemon's service status follows it).
@@ -220,17 +243,26 @@ public final class ProgressFeed {
         case incomplete(message: String)
     }
 
-    /// Adds a subscriber and replays the buffered events after `since` that match its filter.
+    /// Adds a subscriber and replays the buffered events after `since` that match its filter. With `local`, it
+    /// gets only this daemon's own events, none of other daemons sharing the store.
+    ///
+    /// On a shared store, call it for a subscriber that wants other daemons' events only once the relay follows
+    /// them (`FeedRelay.follow`).
     ///
     /// - Returns: `.incomplete` if events after `since` have already left the buffer, if `since` is a number this
-    ///   daemon never handed out, or if a gap was announced (`announceGap`) after event `since`: the watcher was
-    ///   away when it was, so the events this daemon never received are missing from its replay too.
+    ///   daemon never handed out, or, for a subscriber that wants other daemons' events, if a gap was announced
+    ///   (`announceGap`) after event `since` (the watcher was away when it was, so the events this daemon never
+    ///   received are missing from its replay too) or the relay did not follow them at event `since`
+    ///   (`relayStarted`).
     @discardableResult
-    public func subscribe(_ connection: PipeConnection, since: Int64?, jobs: Set<String>, kinds: Set<String>) -> Replay {
+    public func subscribe(
+        _ connection: PipeConnection, since: Int64?, jobs: Set<String>, kinds: Set<String>, local: Bool = false
+    ) -> Replay {
         // The client may have hung up while its request waited its turn.
         guard !connection.isClosing else { return .complete }
-        let subscriber = Subscriber(connection: connection, jobs: jobs, kinds: kinds)
+        let subscriber = Subscriber(connection: connection, jobs: jobs, kinds: kinds, local: local)
         subscribers[ObjectIdentifier(connection)] = subscriber
+        relay?.watchersChanged()
         guard let since else { return .complete }
         // A number this daemon has not handed out (another daemon's, from the shared sequence's block above this
         // one's): nothing can be replayed against it, so the watcher is told to refresh.
@@ -249,23 +281,34 @@ public final class ProgressFeed {
             replay += event.line
         }
         connection.write(replay)
-        if let lastGap, since <= lastGap.afterSeq { return .incomplete(message: lastGap.message) }
+        if !local, let lastGap, since <= lastGap.afterSeq { return .incomplete(message: lastGap.message) }
+        // At the very `seq` following started, too: that number may have been handed out before it stopped.
+        if !local, let followedAfter, since <= followedAfter {
+            return .incomplete(
+                message: "this daemon did not follow other daemons' events before seq \(followedAfter + 1) (no watcher "
+                    + "wanted them); refresh with list")
+        }
         guard (oldestSeq ?? nextSeq) <= since + 1 else {
             return .incomplete(message: "events after seq \(since) are no longer buffered; refresh with list")
         }
         return .complete
     }
 
-    /// Tells every subscriber that events may be missing, after the events already published: the `gap` line a
-    /// `since` that cannot be replayed gets (`gapLine`), on which watchers read the jobs again. For events this
-    /// daemon never received (another daemon's, sent while the shared store's connection was down). Not numbered
-    /// or kept for replay: it is about this moment, not about a job; but a later `subscribe` with a `since` before it
-    /// gets it (the last one announced) after its replay.
+    /// Tells every subscriber that wants other daemons' events that some may be missing, after the events
+    /// already published: the `gap` line a `since` that cannot be replayed gets (`gapLine`), on which watchers read
+    /// the jobs again. For events this daemon never received (another daemon's, sent while the shared store's
+    /// connection was down); subscribers of this daemon's own events (`local`) missed nothing. Not numbered or kept
+    /// for replay: it is about this moment, not about a job; but a later `subscribe` with a `since` before it gets
+    /// it (the last one announced) after its replay.
     public func announceGap(_ message: String) {
         lastGap = (lastSeq, message)
         let line = Self.gapLine(message)
-        for subscriber in subscribers.values { enqueue(line, for: subscriber) }
-        if !subscribers.isEmpty { scheduleWrite() }
+        var told = false
+        for subscriber in subscribers.values where !subscriber.local {
+            enqueue(line, for: subscriber)
+            told = true
+        }
+        if told { scheduleWrite() }
     }
 
     /// The feed's `gap` line, `{"type": "gap", "message": …}` and a newline (docs/reference/protocol.md, "The feed").
@@ -275,7 +318,8 @@ public final class ProgressFeed {
 
     /// Removes a subscriber (its connection closed).
     public func unsubscribe(_ connection: PipeConnection) {
-        subscribers[ObjectIdentifier(connection)] = nil
+        guard subscribers.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        relay?.watchersChanged()
     }
 
     /// The number of subscribers.
@@ -382,14 +426,14 @@ public final class ProgressFeed {
         }
     }
 
-    private func emit(job: String, kind: String, isProgress: Bool, members: [String: JSONValue]) {
+    private func emit(job: String, kind: String, isProgress: Bool, isRelayed: Bool, members: [String: JSONValue]) {
         var line = JSONCoding.encode(members: Array(members.lazy.map { (key: $0.key, value: $0.value) }))
         line.append(0x0A)
-        emit(job: job, kind: kind, isProgress: isProgress, line: line)
+        emit(job: job, kind: kind, isProgress: isProgress, isRelayed: isRelayed, line: line)
     }
 
-    private func emit(job: String, kind: String, isProgress: Bool, line: [UInt8]) {
-        let event = Event(seq: nextSeq, job: job, kind: kind, isProgress: isProgress, line: line)
+    private func emit(job: String, kind: String, isProgress: Bool, isRelayed: Bool = false, line: [UInt8]) {
+        let event = Event(seq: nextSeq, job: job, kind: kind, isProgress: isProgress, isRelayed: isRelayed, line: line)
         nextSeq += 1
         append(event)
         for subscriber in subscribers.values where subscriber.wants(event) {
