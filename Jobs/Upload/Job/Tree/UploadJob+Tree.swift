@@ -16,10 +16,11 @@ extension UploadJob {
         }
     }
 
-    /// Submit-time checks of an upload with folders among its sources: lists them (off the loop thread, a page at
-    /// a time), refuses
-    /// two files that would land on one name (`duplicate_name`, naming both), then checks the destination without
-    /// its files (options, headers; a `file://` directory that exists and is writable, or that can be created).
+    /// Submit-time checks of an upload with folders among its sources: with several sources, lists them (off the
+    /// loop thread, a page at a time) and refuses two files that would land on one name (`duplicate_name`, naming
+    /// both); with one, lists only its first entry (it can be read); then checks the
+    /// destination without its files (options, headers; a `file://` directory that exists and is writable, or that
+    /// can be created).
     /// Files the destination cannot take are not refused here: they are that file's failure when the job runs.
     /// - Throws: `JobError` `duplicate_name`, `source_missing`, `source_unreadable`, `source_not_regular`,
     ///   `destination_not_directory`, `destination_not_writable`, and the destination's own (see `validate`).
@@ -30,6 +31,12 @@ extension UploadJob {
         // A page at a time, none kept: a folder of 100 000 files is not held to find the first clash.
         let listed = await Task.detached {
             Result { () throws(JobError) -> UploadTreePlan.Entry? in
+                // One source cannot clash with itself: its first entry shows it can be listed, and the rest is
+                // listed when the job runs (a submit of one folder of 100 000 files is answered at once).
+                guard sources.count > 1 else {
+                    _ = try lister.next(limit: 1)
+                    return nil
+                }
                 while let page = try lister.next(limit: UploadTreeListing.pageSizeAtSubmit) {
                     if let clash = page.plan.failed.first(where: { $0.reason == "duplicate_name" }) { return clash }
                 }
