@@ -31,6 +31,12 @@ extension WebPage {
             return (i === 0 ? n : n.toFixed(1)) + " " + units[i];
           }
           function amount(n, unit) { return unit === "bytes" ? bytes(n) : n + " " + unit; }
+          // A long step that moves none of the job's units, worded as `show` does: "listing the destination:
+          // 41 000 objects".
+          function phase(p) {
+            if (p.unit === "bytes") return p.label + ": " + bytes(p.count);
+            return p.label + ": " + String(p.count).replace(/\B(?=(\d{3})+(?!\d))/g, " ") + " " + p.unit;
+          }
           function duration(s) {
             if (s === null || s === undefined) return "";
             s = Math.round(s); const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
@@ -136,7 +142,7 @@ extension WebPage {
               + (p.files_total ? " (" + p.files_completed + "/" + p.files_total + " files)" : "");
             c.rate.textContent = p.rate_per_s ? amount(Math.round(p.rate_per_s), p.unit) + "/s" : "";
             c.eta.textContent = job.state === "running" ? duration(p.eta_s) : "";
-            c.current.textContent = p.current || "";
+            c.current.textContent = p.phase ? phase(p.phase) : p.current || "";
             c.attempt.textContent = (job.attempt || 0) + "/" + (job.max_attempts || "?");
             c.host.textContent = state.hosts.get(job.id) || job.pinned_host || "";
             const stop = [];

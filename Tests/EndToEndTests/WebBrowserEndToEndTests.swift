@@ -16,8 +16,8 @@ struct WebBrowserEndToEndTests {
         let web: WebProcess
         let browser: BrowserSession
 
-        init(webArguments: [String] = [], concurrency: Int = 4) throws {
-            harness = try DaemonHarness(arguments: ["--concurrency", String(concurrency)])
+        init(webArguments: [String] = [], concurrency: Int = 4, environment: [String: String] = [:]) throws {
+            harness = try DaemonHarness(arguments: ["--concurrency", String(concurrency)], environment: environment)
             web = try WebProcess(harness, arguments: webArguments + ["--debug"])
             browser = try BrowserSession()
             try browser.open(web.url)
@@ -191,6 +191,37 @@ struct WebBrowserEndToEndTests {
         try setup.browser.wait("return document.getElementById('next').disabled", timeout: 10)
         try setup.browser.click("#prev")
         try showsPage(9)
+    }
+
+    /// A folder upload's first run compares its files with the destination before it copies a byte: the row
+    /// says so as `show` does ("comparing with the destination: 64 files"), and the count grows. The daemon
+    /// writes the file list 64 entries a page and waits 0.5 s after each (test knobs), so the step lasts.
+    @Test func aFolderBeingComparedShowsItsPhaseInItsRow() throws {
+        let setup = try Setup(environment: [
+            "TRAILBOOK_JOBS_TEST_FILE_LIST_PAGE": "64", "TRAILBOOK_JOBS_TEST_LISTING_PAUSE": "0.5",
+        ])
+        let source = TemporaryDirectory("tbj-web-trip")
+        let destination = TemporaryDirectory("tbj-web-to")
+        for number in 0..<300 {
+            try source.create(BytePath(String(format: "%03d.bin", number)), contents: Array(repeating: 7, count: 512))
+        }
+        let id = try setup.harness.submitUpload([source.path, "--to", "file://\(destination.path)"])
+        let cell = "const td = document.querySelector('tr[data-job=\"\(id)\"] td.name'); return td && td.textContent"
+        let first =
+            try setup.browser.wait("\(cell).startsWith('comparing with the destination: ') && td.textContent", timeout: 20)
+            .stringValue ?? ""
+        #expect(first.hasSuffix(" files"), "\(first)")
+        let count = { (text: String) in Int(text.split(separator: " ").dropLast().last ?? "") ?? -1 }
+        let later =
+            try setup.browser.wait(
+                "\(cell).startsWith('comparing') && td.textContent !== '\(first)' && td.textContent", timeout: 20
+            ).stringValue ?? ""
+        #expect(count(later) > count(first), "\(first) then \(later)")
+        try setup.screenshot("folder-phase")
+        _ = try setup.harness.waitForState(id, "succeeded", timeout: 60)
+        try setup.browser.wait(
+            "const tr = document.querySelector('tr[data-job=\"\(id)\"]'); return tr.dataset.state === 'succeeded' "
+                + "&& !tr.querySelector('td.name').textContent.startsWith('comparing')", timeout: 10)
     }
 
     @Test func hostileFileNameShowsAsText() throws {
