@@ -342,6 +342,9 @@ public final class FeedRelay {
             case .on:
                 continuation.resume()
             case .starting(var waiters):
+                // The store has not answered within `followWait` of being asked (the waiters were added): this
+                // watcher is added at once too, and gets the `gap` line with them once it answers.
+                guard followWaitTimer?.isActive == true else { return continuation.resume() }
                 waiters.append(continuation)
                 following = .starting(waiters: waiters)
             case .off:
