@@ -54,4 +54,149 @@ struct SharedStoreFeedFollowingBreakTests {
         try proxy.heal()
         _ = try a.stop()
     }
+
+    /// A daemon whose link to PostgreSQL is silently cut, with a `watch` waiting for the store to follow: SIGTERM
+    /// stops it promptly (the pending follow, its timer and its waiter do not hold the loop open).
+    @Test func aDaemonStopsPromptlyWhileAWatchWaitsForTheStoreToFollow() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let proxy = try CutProxy(unixSocket: server.socketPath)
+        defer { proxy.stop() }
+        let a = try DaemonHarness(
+            arguments: [
+                "--store", server.tcpURI(port: proxy.port), "--host", "host-a", "--queues", "elsewhere", "--lease", "120s",
+                "--store-timeout", "8s",
+            ],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
+        try proxy.cut()
+        let client = try DaemonClient(socketPath: a.socketPath)
+        try client.send(["op": "watch"])
+        usleep(300_000)
+        let stopped = try a.stop(timeout: 8)
+        #expect(stopped.status == 0, "\(a.log().suffix(2_000))")
+        #expect(stopped.seconds < 3, "stopped after \(stopped.seconds) s: \(a.log().suffix(2_000))")
+        #expect(!a.log().contains("still open"), "\(a.log().suffix(2_000))")
+        try proxy.heal()
+    }
+
+    /// A client that hangs up while its `watch` waits for the store to follow (its link silently cut until the
+    /// `LISTEN` fails after the 3 s store timeout): once the store answers, nobody wants the other daemons'
+    /// events, and the daemon stops following after the linger; a later watcher starts it again.
+    @Test func aWatcherGoneWhileItsWatchWaitedForTheStoreDoesNotKeepTheDaemonFollowing() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let proxy = try CutProxy(unixSocket: server.socketPath)
+        defer { proxy.stop() }
+        let a = try DaemonHarness(
+            arguments: [
+                "--store", server.tcpURI(port: proxy.port), "--host", "host-a", "--queues", "elsewhere", "--lease", "120s",
+                "--store-timeout", "3s",
+            ],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        try proxy.cut()
+        do {
+            let client = try DaemonClient(socketPath: a.socketPath)
+            try client.send(["op": "watch"])
+            usleep(500_000)
+            shutdown(client.fileDescriptor, Int32(SHUT_RDWR))
+        }
+        #expect(a.logShows(Self.following, within: 10), "\(a.log())")
+        #expect(a.logShows(Self.stopped, within: 5), "\(a.log())")
+        try proxy.heal()
+        // Back on the network, a watcher of every daemon's events makes A follow again and sees B's jobs.
+        let deadline = Date().addingTimeInterval(40)
+        while (try? a.request(["op": "list", "limit": 1]))?["ok"]?.boolValue != true, Date() < deadline { usleep(200_000) }
+        let watcher = try FeedRecorder(a)
+        let id = try b.submitSleep(units: 1, unitMilliseconds: 1)
+        let lines = Date().addingTimeInterval(20)
+        while !watcher.states(of: id).contains("succeeded"),
+            !watcher.all().contains(where: { $0["type"]?.stringValue == "gap" }), Date() < lines
+        {
+            usleep(20_000)
+        }
+        #expect(
+            watcher.states(of: id).contains("succeeded") || watcher.all().contains { $0["type"]?.stringValue == "gap" },
+            "\(watcher.all())")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
+
+    /// Watchers come and go around the linger (0.3 s) while B runs jobs: each one, subscribed before its job is
+    /// submitted, sees the job's end or is told (`gap`) it may have missed events; the daemon stops and starts
+    /// following again and again (an `UNLISTEN` and the next `LISTEN` may be in flight together).
+    @Test func watchersComingAndGoingAroundTheLingerMissNothingUntold() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.3"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        var untold: [String] = []
+        for round in 0..<24 {
+            let watcher = try FeedRecorder(a)
+            let id = try b.submitSleep(units: 1, unitMilliseconds: 1)
+            let deadline = Date().addingTimeInterval(15)
+            func gap() -> Bool { watcher.all().contains { $0["type"]?.stringValue == "gap" } }
+            while !watcher.states(of: id).contains("succeeded"), !gap(), Date() < deadline { usleep(5_000) }
+            if !watcher.states(of: id).contains("succeeded") && !gap() { untold.append("round \(round): \(watcher.all())") }
+            watcher.close()
+            // Around the linger: before it, at it, after it.
+            usleep(UInt32([200_000, 290_000, 300_000, 310_000, 330_000, 400_000][round % 6]))
+        }
+        #expect(untold.isEmpty, "\(untold)")
+        let stops = a.log().components(separatedBy: Self.stopped).count - 1
+        let starts = a.log().components(separatedBy: Self.following).count - 1
+        #expect(starts >= 1 && starts - stops <= 1, "started \(starts), stopped \(stops)")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
+
+    /// With no linger at all (`TRAILBOOK_JOBS_TEST_FEED_LINGER=0`), a watcher that made the daemon follow is
+    /// subscribed before following can stop: the relay started its linger when the store answered, before the
+    /// watchers it resumed had subscribed, and a linger shorter than that moment stopped following under them
+    /// (they then missed every other daemon's event, untold, and the daemon never followed again for them).
+    @Test func aWatcherThatMadeTheDaemonFollowIsSubscribedBeforeTheLingerCanStopIt() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        var untold: [String] = []
+        for round in 0..<10 {
+            let watcher = try FeedRecorder(a)
+            let id = try b.submitSleep(units: 1, unitMilliseconds: 1)
+            let deadline = Date().addingTimeInterval(10)
+            func gap() -> Bool { watcher.all().contains { $0["type"]?.stringValue == "gap" } }
+            while !watcher.states(of: id).contains("succeeded"), !gap(), Date() < deadline { usleep(5_000) }
+            if !watcher.states(of: id).contains("succeeded") && !gap() { untold.append("round \(round): \(watcher.all())") }
+            watcher.close()
+            #expect(a.logShows(Self.stopped, within: 5))
+            usleep(50_000)
+        }
+        #expect(untold.isEmpty, "\(untold) \(a.log().suffix(3_000))")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
+
+    /// A watcher that sent more requests after its `watch` than the daemon queues (64: its reads pause), then hung
+    /// up: the daemon notices it is gone, drops it, and stops following after the linger. (Its reads were never
+    /// started again once it watched, so its end was never read: it stayed a subscriber, and the daemon followed
+    /// the other daemons' events for nobody, forever.)
+    @Test func aWatcherGoneWithItsReadsPausedDoesNotKeepTheDaemonFollowing() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        let fd = try a.rawConnection()
+        let pings = [UInt8](repeating: 0, count: 0) + Array(String(repeating: "{\"op\":\"ping\"}\n", count: 80).utf8)
+        #expect(DaemonHarness.send(fd, Array("{\"op\":\"watch\"}\n".utf8) + pings))
+        #expect(a.logShows(Self.following, within: 10), "\(a.log())")
+        usleep(200_000)
+        close(fd)
+        // Events go to it (and fail) while B runs jobs.
+        for _ in 0..<3 { _ = try b.waitForState(try b.submitSleep(units: 1, unitMilliseconds: 1), "succeeded") }
+        #expect(a.logShows(Self.stopped, within: 5), "\(a.log().suffix(2_000))")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
 }
