@@ -68,6 +68,9 @@ struct SharedStoreFeedFollowingBreakTests {
                 "--store-timeout", "8s",
             ],
             environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
+        // The claim of the daemon's start is answered before the cut: the follow is the store request pending.
+        // (A claim in flight at the cut holds the shutdown until the store timeout, follow or not.)
+        usleep(1_000_000)
         try proxy.cut()
         let client = try DaemonClient(socketPath: a.socketPath)
         try client.send(["op": "watch"])
@@ -151,9 +154,9 @@ struct SharedStoreFeedFollowingBreakTests {
     }
 
     /// With no linger at all (`TRAILBOOK_JOBS_TEST_FEED_LINGER=0`), a watcher that made the daemon follow is
-    /// subscribed before following can stop: the relay started its linger when the store answered, before the
-    /// watchers it resumed had subscribed, and a linger shorter than that moment stopped following under them
-    /// (they then missed every other daemon's event, untold, and the daemon never followed again for them).
+    /// subscribed before following can stop: the relay starts its linger when the store answers, before the
+    /// watchers it resumes have subscribed; a linger that fired before they did would stop following under them
+    /// (they would miss every other daemon's event, untold). Held: the resumed watches run before the timer.
     @Test func aWatcherThatMadeTheDaemonFollowIsSubscribedBeforeTheLingerCanStopIt() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -189,7 +192,7 @@ struct SharedStoreFeedFollowingBreakTests {
             environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
         let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
         let fd = try a.rawConnection()
-        let pings = [UInt8](repeating: 0, count: 0) + Array(String(repeating: "{\"op\":\"ping\"}\n", count: 80).utf8)
+        let pings = Array(String(repeating: "{\"op\":\"ping\"}\n", count: 80).utf8)
         #expect(DaemonHarness.send(fd, Array("{\"op\":\"watch\"}\n".utf8) + pings))
         #expect(a.logShows(Self.following, within: 10), "\(a.log())")
         usleep(200_000)
@@ -197,6 +200,49 @@ struct SharedStoreFeedFollowingBreakTests {
         // Events go to it (and fail) while B runs jobs.
         for _ in 0..<3 { _ = try b.waitForState(try b.submitSleep(units: 1, unitMilliseconds: 1), "succeeded") }
         #expect(a.logShows(Self.stopped, within: 5), "\(a.log().suffix(2_000))")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
+
+    /// Another daemon killed after a commit and before its `NOTIFY` (here B, by the test hook after a submit's
+    /// commit: its `submitted` event is never sent) and started again: the watchers of a daemon that follows are
+    /// told (`gap`, "started again") when B's new run is heard (`RestartedDaemons`). But A started following after
+    /// B's start and heard nothing of B's first run before the kill (B sent nothing meanwhile), and following
+    /// forgets every daemon heard before it starts: B's second run looks like a first, and A's watcher misses the
+    /// `submitted` event untold. (A daemon that listened from its start, as before following on demand, heard B's
+    /// first run's `relay_started`.)
+    @Test func aDaemonKilledBeforeItsNotifyAndStartedAgainIsToldToWatchersOfADaemonThatFollowedAfterItsStart() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"])
+        let bHome = TemporaryDirectory()
+        let bArguments = ["--store", server.socketConnectionString, "--host", "host-b"]
+        let hooked = try DaemonHarness(
+            arguments: bArguments, home: bHome, environment: ["TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT": "86"])
+        // B's first run has sent its `relay_started` (at once, on start) before A follows.
+        usleep(300_000)
+        let watcher = try FeedRecorder(a)
+        #expect(a.logShows(Self.following))
+        _ = try? hooked.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
+        let process = try #require(hooked.process)
+        let exited = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < exited { usleep(5_000) }
+        #expect(!process.isRunning && process.terminationStatus == 86, "the hook's exit")
+        let id = try #require(try server.psql("SELECT id FROM trailbook_jobs").split(separator: "\n").first.map(String.init))
+        // Started again without the hook: it runs the job.
+        let b = try DaemonHarness(arguments: bArguments, home: bHome)
+        _ = try b.waitForState(id, "succeeded")
+        let seen = Date().addingTimeInterval(10)
+        func gap() -> Bool { watcher.all().contains { $0["type"]?.stringValue == "gap" } }
+        while !watcher.states(of: id).contains("succeeded") && Date() < seen { usleep(10_000) }
+        usleep(500_000)
+        let submitted = watcher.events(of: id).contains { $0["type"]?.stringValue == "submitted" }
+        // Not fixed: following forgets the daemons heard before it starts, and a daemon that sends nothing from
+        // then until it is killed is never known to A under its first run (a fix needs each daemon's current run
+        // from elsewhere than the feed, e.g. the store, read before the LISTEN).
+        withKnownIssue("a daemon restarted before it was heard since following started is not told") {
+            #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
+        }
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 }
