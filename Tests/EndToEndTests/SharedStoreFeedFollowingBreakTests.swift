@@ -245,4 +245,31 @@ struct SharedStoreFeedFollowingBreakTests {
         }
         for daemon in [a, b] { _ = try daemon.stop() }
     }
+
+    /// A client that sends `watch` and half-closes at once (as `nc -N` does) while the watch waits for the store
+    /// to follow, then hangs up for good: its end of input came before it watched, so the daemon read nothing
+    /// more from it and never saw it go; its writes failed, and it stayed a subscriber, keeping the daemon
+    /// following the other daemons' events for nobody.
+    @Test func aHalfClosedWatcherThatHangsUpDoesNotKeepTheDaemonFollowing() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        let fd = try a.rawConnection()
+        #expect(DaemonHarness.send(fd, Array("{\"op\":\"watch\"}\n".utf8)))
+        shutdown(fd, Int32(SHUT_WR))
+        #expect(a.logShows(Self.following, within: 10), "\(a.log())")
+        // It reads its header: it watches.
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var time = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        let header = read(fd, &chunk, chunk.count)
+        #expect(header > 0 && String(decoding: chunk[..<max(0, header)], as: UTF8.self).contains("\"watching\":true"))
+        close(fd)
+        for _ in 0..<3 { _ = try b.waitForState(try b.submitSleep(units: 1, unitMilliseconds: 1), "succeeded") }
+        #expect(a.logShows(Self.stopped, within: 5), "\(a.log().suffix(2_000))")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
 }
