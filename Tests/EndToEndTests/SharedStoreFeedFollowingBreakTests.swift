@@ -364,4 +364,26 @@ struct SharedStoreFeedFollowingBreakTests {
         #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
         for daemon in [a, b] { _ = try daemon.stop() }
     }
+
+    /// The protocol said a `local` watcher gets "those of the jobs it runs and of the submits, cancels and other
+    /// requests it was sent"; but a cancel sent to A of a job B runs is carried out by B: the cancellation
+    /// (`running` -> `cancelled`) is B's event, which A's local watcher does not get (the wording now says so).
+    /// And it is not told of a gap either.
+    @Test func aLocalWatcherDoesNotGetTheOutcomeOfACancelAnotherDaemonCarriesOut() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let a = try DaemonHarness(
+            arguments: ["--store", server.socketConnectionString, "--host", "host-a", "--queues", "elsewhere"],
+            environment: ["TRAILBOOK_JOBS_TEST_FEED_LINGER": "0.5"])
+        let b = try DaemonHarness(arguments: ["--store", server.socketConnectionString, "--host", "host-b"])
+        let local = try FeedRecorder(a, local: true)
+        let id = try b.submitSleep(units: 100, unitMilliseconds: 100)
+        _ = try b.waitForState(id, "running")
+        _ = try a.job(["op": "cancel", "job": .string(id)])
+        _ = try b.waitForState(id, "cancelled")
+        usleep(500_000)
+        #expect(!local.all().contains { $0["type"]?.stringValue == "gap" })
+        #expect(!local.states(of: id).contains("cancelled"), "\(local.all())")
+        for daemon in [a, b] { _ = try daemon.stop() }
+    }
 }
