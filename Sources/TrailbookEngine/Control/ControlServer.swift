@@ -275,6 +275,15 @@ public final class ControlServer {
                 await connection.replies.answered()
             } while !connection.queue.isEmpty && !connection.watching && !connection.pipe.isClosing
             connection.busy = false
+            if connection.watching, connection.readingPaused, !connection.inputEnded {
+                // A watcher's later lines are ignored, but its end must be read (`ended` drops it): with its reads
+                // left paused, one that hung up stayed subscribed for good (and kept a shared store's daemon
+                // following the other daemons' events for nobody).
+                connection.queue.removeAll()
+                connection.queuedBytes = 0
+                connection.readingPaused = false
+                self.startReading(connection)
+            }
             if connection.inputEnded, !connection.watching, !connection.pipe.isClosing { self.finish(connection) }
         }
     }

@@ -342,6 +342,9 @@ public final class FeedRelay {
             case .on:
                 continuation.resume()
             case .starting(var waiters):
+                // The store has not answered within `followWait` of being asked (the waiters were added): this
+                // watcher is added at once too, and gets the `gap` line with them once it answers.
+                guard followWaitTimer?.isActive == true else { return continuation.resume() }
                 waiters.append(continuation)
                 following = .starting(waiters: waiters)
             case .off:
@@ -360,8 +363,10 @@ public final class FeedRelay {
         guard case .starting(let waiters) = following else { return }
         following = .on
         followWaitTimer?.stop()
-        // The daemons heard from before the pause may have been started again meanwhile; that is not a gap now.
-        restarts = RestartedDaemons()
+        // The daemons heard from before a pause are not forgotten: one started again meanwhile makes a needless gap
+        // when it is heard (the watchers read the jobs again), but one forgotten and killed before it sends again
+        // (a job's end committed, its NOTIFY never sent) would make the next run look like a first, and its
+        // watchers wait for that end for good.
         feed.relayStarted()
         if feed.wantsRelayedEvents {
             feed.announceGap("this daemon was slow to start following other daemons' events; refresh with list")

@@ -442,6 +442,13 @@ public final class ProgressFeed {
     }
 
     private func deliver(_ event: Event, to subscriber: Subscriber) {
+        // A write to it failed: it is gone. Its hang-up is not always read (it half-closed before it watched,
+        // `nc -N`), and on a shared store it would keep the daemon following the other daemons' events.
+        if subscriber.connection.writeFailed {
+            unsubscribe(subscriber.connection)
+            subscriber.connection.close()
+            return
+        }
         let queued = subscriber.connection.pendingWriteBytes + subscriber.outbox.count
         if queued > cutOffBytes {
             unsubscribe(subscriber.connection)
