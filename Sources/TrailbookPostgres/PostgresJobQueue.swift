@@ -294,6 +294,15 @@ public final class PostgresJobQueue {
             """,
             "CREATE INDEX trailbook_upload_memory_by_age ON trailbook_upload_memory (uploaded_at)",
         ],
+        // Each daemon's current feed relay (`origin`, random per run), by instance (host and socket path): read by a
+        // daemon when it starts following the feed, so that it knows the runs it never heard.
+        [
+            """
+            CREATE TABLE trailbook_feed_relays (
+                instance text PRIMARY KEY, origin text NOT NULL, started_at timestamptz NOT NULL
+            )
+            """
+        ],
     ]
 
     /// The connection it runs on.

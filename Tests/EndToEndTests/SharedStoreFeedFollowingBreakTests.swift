@@ -205,11 +205,10 @@ struct SharedStoreFeedFollowingBreakTests {
 
     /// Another daemon killed after a commit and before its `NOTIFY` (here B, by the test hook after a submit's
     /// commit: its `submitted` event is never sent) and started again: the watchers of a daemon that follows are
-    /// told (`gap`, "started again") when B's new run is heard (`RestartedDaemons`). But A started following after
-    /// B's start and heard nothing of B's first run before the kill (B sent nothing meanwhile), and following
-    /// forgets every daemon heard before it starts: B's second run looks like a first, and A's watcher misses the
-    /// `submitted` event untold. (A daemon that listened from its start, as before following on demand, heard B's
-    /// first run's `relay_started`.)
+    /// told (`gap`, "started again") when B's new run is heard (`RestartedDaemons`). A started following after
+    /// B's start and heard nothing of B's first run before the kill (B sent nothing meanwhile): it knows that run
+    /// from the store (`trailbook_feed_relays`, read with the `LISTEN`), so B's second run is a restart to it.
+    /// Failed when A knew only the runs it had heard (B's second run looked like a first: no gap, no `submitted`).
     @Test func aDaemonKilledBeforeItsNotifyAndStartedAgainIsToldToWatchersOfADaemonThatFollowedAfterItsStart() throws {
         let server = try PostgresServer()
         defer { server.stop() }
@@ -237,12 +236,7 @@ struct SharedStoreFeedFollowingBreakTests {
         while !watcher.states(of: id).contains("succeeded") && Date() < seen { usleep(10_000) }
         usleep(500_000)
         let submitted = watcher.events(of: id).contains { $0["type"]?.stringValue == "submitted" }
-        // Not fixed: following forgets the daemons heard before it starts, and a daemon that sends nothing from
-        // then until it is killed is never known to A under its first run (a fix needs each daemon's current run
-        // from elsewhere than the feed, e.g. the store, read before the LISTEN).
-        withKnownIssue("a daemon restarted before it was heard since following started is not told") {
-            #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
-        }
+        #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 

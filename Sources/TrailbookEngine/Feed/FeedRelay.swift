@@ -114,6 +114,8 @@ public final class FeedRelay {
             }
         }
         if !instance.isEmpty {
+            // Before the first payload: daemons that start following later know this run (`RestartedDaemons`).
+            self.store.registerRelay(instance: numbering.instance, origin: numbering.origin)
             let started = JSONCoding.encode(JSONValue.object(["type": .string(Self.startedType), "host": .string(store.host)]))
             pending.append(Outgoing(job: nil, isProgress: false, number: numbering.next(), line: started[...]))
             arm(after: 0)
@@ -349,7 +351,9 @@ public final class FeedRelay {
                 following = .starting(waiters: waiters)
             case .off:
                 following = .starting(waiters: [continuation])
-                store.followFeed(true) { [weak self] _ in LoopIsolation.assume { self?.followed() } }
+                store.followFeed(true) { [weak self] relays in
+                    LoopIsolation.assume { self?.followed(knowing: relays ?? [:]) }
+                }
                 let wait = followWaitTimer ?? LoopTimer(loop: .main)
                 followWaitTimer = wait
                 wait.start(seconds: followWait) { [weak self] in self?.resumeWaiters() }
@@ -357,16 +361,20 @@ public final class FeedRelay {
         }
     }
 
-    /// The store follows: events from now on are received. Watchers added before it answered (`followWait`)
-    /// may have missed some and are told so.
-    private func followed() {
+    /// The store follows: events from now on are received. `relays`: every daemon's current run as the store has
+    /// it (origin by instance). Watchers added before it answered (`followWait`) may have missed some and are
+    /// told so.
+    private func followed(knowing relays: [String: String]) {
         guard case .starting(let waiters) = following else { return }
         following = .on
         followWaitTimer?.stop()
-        // The daemons heard from before a pause are not forgotten: one started again meanwhile makes a needless gap
-        // when it is heard (the watchers read the jobs again), but one forgotten and killed before it sends again
-        // (a job's end committed, its NOTIFY never sent) would make the next run look like a first, and its
-        // watchers wait for that end for good.
+        // Every daemon's current run, heard or not, so that its next run heard is a restart: one killed before it
+        // sends again (a job's end committed, its NOTIFY never sent) must not look like a first start, or the
+        // watchers would wait for that end for good. The daemons heard from before a pause are kept too, for a
+        // store that could not say.
+        for (instance, origin) in relays where instance != numbering.instance {
+            restarts.know(instance: instance, origin: origin)
+        }
         feed.relayStarted()
         if feed.wantsRelayedEvents {
             feed.announceGap("this daemon was slow to start following other daemons' events; refresh with list")

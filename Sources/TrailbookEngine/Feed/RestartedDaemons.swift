@@ -13,6 +13,13 @@ struct RestartedDaemons {
     /// nothing, so it is skipped (no hashing for every event).
     private var last: (instance: String, origin: String)?
 
+    /// Takes `origin` as daemon `instance`'s current run without hearing it (the store's record of it, read when
+    /// following starts: `LeasingJobStoring.followFeed`): its next run heard is a restart.
+    mutating func know(instance: String, origin: String) {
+        if let last, last.instance == instance, last.origin != origin { self.last = nil }
+        origins[instance] = origin
+    }
+
     /// Notes an event from relay `origin` of daemon `instance`.
     /// - Returns: `true` when `instance` was heard from before under another origin: it was started again.
     mutating func heard(instance: String, origin: String) -> Bool {

@@ -123,18 +123,37 @@ extension PostgresJobStore {
         }
     }
 
-    /// `LISTEN` or `UNLISTEN` on `trailbook_feed`, sent from the store's thread after the requests made before it.
-    public func followFeed(_ follow: Bool, completion: @escaping @Sendable (Bool) -> Void) {
-        send({ database in
+    /// `LISTEN` (then reads `trailbook_feed_relays`) or `UNLISTEN` on `trailbook_feed`, sent from the store's
+    /// thread after the requests made before it.
+    public func followFeed(_ follow: Bool, completion: @escaping @Sendable ([String: String]?) -> Void) {
+        send({ database -> [String: String] in
             let connection = database.queue!.connection
-            if follow {
-                try await connection.listen(PostgresJobQueue.feedChannel)
-            } else {
+            guard follow else {
                 try await connection.unlisten(PostgresJobQueue.feedChannel)
+                return [:]
             }
+            try await connection.listen(PostgresJobQueue.feedChannel)
+            // After the LISTEN: a relay registered later is heard from its first payload on.
+            let rows = try await connection.query("SELECT instance, origin FROM trailbook_feed_relays").rows
+            var relays: [String: String] = [:]
+            for row in rows {
+                if let instance = row.text(0), let origin = row.text(1) { relays[instance] = origin }
+            }
+            return relays
         }) { result in
-            if case .success = result { completion(true) } else { completion(false) }
+            completion(try? result.get())
         }
+    }
+
+    /// An upsert into `trailbook_feed_relays`, sent from the store's thread before any later request (the relay's
+    /// first payload).
+    public func registerRelay(instance: String, origin: String) {
+        let statement = PostgresStatement(
+            """
+            INSERT INTO trailbook_feed_relays (instance, origin, started_at) VALUES ($1, $2, now())
+            ON CONFLICT (instance) DO UPDATE SET origin = EXCLUDED.origin, started_at = EXCLUDED.started_at
+            """, [.text(instance), .text(origin)])
+        send({ database in _ = try await database.queue!.connection.pipeline([statement]) }) { _ in }
     }
 
     /// Moves a lease found lost to `lostLeases`.

@@ -193,10 +193,16 @@ public protocol LeasingJobStoring: JobStoring {
     /// store took them.
     func publishFeed(_ payloads: [String], completion: @escaping @Sendable (Bool) -> Void)
     /// Starts (`true`) or stops (`false`) receiving the feed payloads other daemons send (`onFeed`), without
-    /// waiting; `completion` is called on the loop thread once the store has done it (`false`: it could not be
-    /// asked now; a store that follows tries again once its connection is back, and `onFeedInterrupted` says so).
-    /// A store starts not following. Payloads are received only from their sender's commit after the start.
-    func followFeed(_ follow: Bool, completion: @escaping @Sendable (Bool) -> Void)
+    /// waiting; `completion` is called on the loop thread once the store has done it, with (when starting) every
+    /// daemon's current relay run as registered (`registerRelay`: origin by instance) once it listens; `nil` if it
+    /// could not be asked now (a store that follows tries again once its connection is back, and
+    /// `onFeedInterrupted` says so). A store starts not following. Payloads are received only from their
+    /// sender's commit after the start.
+    func followFeed(_ follow: Bool, completion: @escaping @Sendable ([String: String]?) -> Void)
+    /// Records, without waiting, that daemon `instance`'s feed relay now runs as `origin` (`RelayedEventNumbering`),
+    /// before its first payload: a daemon that starts following later learns it (`followFeed`), so a run of that
+    /// instance it never heard is still known to have started again when the next one is heard.
+    func registerRelay(instance: String, origin: String)
     /// Called on the loop thread with each feed payload another daemon sent (`publishFeed`), in the order sent,
     /// while the store follows the feed (`followFeed`).
     var onFeed: ((String) -> Void)? { get set }
