@@ -203,6 +203,33 @@ struct SharedStoreFeedFollowingBreakTests {
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 
+    /// Submits a job through `hooked` (a daemon started with `TRAILBOOK_JOBS_TEST_EXIT_AFTER_SUBMIT` 86, so it
+    /// exits after the submit's commit, before its `NOTIFY`), starts that daemon again without the hook
+    /// (`arguments`, `home`), waits for the job (the one job but `besides`) to succeed, and expects `watcher` to
+    /// have its `submitted` event or a `gap` line. Returns the daemon started again.
+    private func killBeforeNotifyAndRestart(
+        _ hooked: DaemonHarness, arguments: [String], home: TemporaryDirectory, server: PostgresServer,
+        watcher: FeedRecorder, besides: String? = nil
+    ) throws -> DaemonHarness {
+        _ = try? hooked.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
+        let process = try #require(hooked.process)
+        let exited = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < exited { usleep(5_000) }
+        #expect(!process.isRunning && process.terminationStatus == 86, "the hook's exit")
+        let query = "SELECT id FROM trailbook_jobs" + (besides.map { " WHERE id <> '\($0)'" } ?? "")
+        let id = try #require(try server.psql(query).split(separator: "\n").first.map(String.init))
+        // Started again without the hook: it runs the job.
+        let b = try DaemonHarness(arguments: arguments, home: home)
+        _ = try b.waitForState(id, "succeeded")
+        let seen = Date().addingTimeInterval(10)
+        func gap() -> Bool { watcher.all().contains { $0["type"]?.stringValue == "gap" } }
+        while !watcher.states(of: id).contains("succeeded") && Date() < seen { usleep(10_000) }
+        usleep(500_000)
+        let submitted = watcher.events(of: id).contains { $0["type"]?.stringValue == "submitted" }
+        #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
+        return b
+    }
+
     /// Another daemon killed after a commit and before its `NOTIFY` (here B, by the test hook after a submit's
     /// commit: its `submitted` event is never sent) and started again: the watchers of a daemon that follows are
     /// told (`gap`, "started again") when B's new run is heard (`RestartedDaemons`). A started following after
@@ -222,21 +249,7 @@ struct SharedStoreFeedFollowingBreakTests {
         usleep(300_000)
         let watcher = try FeedRecorder(a)
         #expect(a.logShows(Self.following))
-        _ = try? hooked.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
-        let process = try #require(hooked.process)
-        let exited = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < exited { usleep(5_000) }
-        #expect(!process.isRunning && process.terminationStatus == 86, "the hook's exit")
-        let id = try #require(try server.psql("SELECT id FROM trailbook_jobs").split(separator: "\n").first.map(String.init))
-        // Started again without the hook: it runs the job.
-        let b = try DaemonHarness(arguments: bArguments, home: bHome)
-        _ = try b.waitForState(id, "succeeded")
-        let seen = Date().addingTimeInterval(10)
-        func gap() -> Bool { watcher.all().contains { $0["type"]?.stringValue == "gap" } }
-        while !watcher.states(of: id).contains("succeeded") && Date() < seen { usleep(10_000) }
-        usleep(500_000)
-        let submitted = watcher.events(of: id).contains { $0["type"]?.stringValue == "submitted" }
-        #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
+        let b = try killBeforeNotifyAndRestart(hooked, arguments: bArguments, home: bHome, server: server, watcher: watcher)
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 
@@ -319,7 +332,7 @@ struct SharedStoreFeedFollowingBreakTests {
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 
-    /// As the known issue above, but A heard B's first run while it followed before: following stops (no watcher,
+    /// As the test above, but A heard B's first run while it followed before: following stops (no watcher,
     /// linger), starts again for a new watcher, and B is killed after a commit and before its `NOTIFY`, then
     /// started again. A knew B's first run; following again forgot it (`RestartedDaemons` reset when following
     /// starts), so B's second run looked like a first and the watcher missed the `submitted` event untold.
@@ -341,21 +354,8 @@ struct SharedStoreFeedFollowingBreakTests {
         #expect(a.logShows(Self.stopped, within: 10), "\(a.log())")
         // Following again, for a new watcher; B is killed after its next submit's commit, before its NOTIFY.
         let watcher = try FeedRecorder(a)
-        _ = try? hooked.request(["op": "submit", "kind": "sleep", "params": ["units": 1, "unit_ms": 1], "options": [:]])
-        let process = try #require(hooked.process)
-        let exited = Date().addingTimeInterval(20)
-        while process.isRunning && Date() < exited { usleep(5_000) }
-        #expect(!process.isRunning && process.terminationStatus == 86, "the hook's exit")
-        let id = try #require(
-            try server.psql("SELECT id FROM trailbook_jobs WHERE id <> '\(early)'").split(separator: "\n").first.map(String.init))
-        let b = try DaemonHarness(arguments: bArguments, home: bHome)
-        _ = try b.waitForState(id, "succeeded")
-        let seen = Date().addingTimeInterval(10)
-        func gap() -> Bool { watcher.all().contains { $0["type"]?.stringValue == "gap" } }
-        while !watcher.states(of: id).contains("succeeded") && Date() < seen { usleep(10_000) }
-        usleep(500_000)
-        let submitted = watcher.events(of: id).contains { $0["type"]?.stringValue == "submitted" }
-        #expect(submitted || gap(), "neither the submitted event nor a gap: \(watcher.all())")
+        let b = try killBeforeNotifyAndRestart(
+            hooked, arguments: bArguments, home: bHome, server: server, watcher: watcher, besides: early)
         for daemon in [a, b] { _ = try daemon.stop() }
     }
 
